@@ -1,0 +1,139 @@
+"""Plain full-batch gradient descent on every weight, with a per-iteration record.
+
+The loss is the paper's squared Frobenius error ``Φ(θ) = ½ Σ_p ‖Ŷ_p − Y_p‖_F²`` (``reduction="sum"``;
+``"mean"`` divides by N, a companion option). The update is ``θ ← θ − μ ∇Φ(θ)`` on all of
+W_Q, W_K, W_V, W_1, W_2 (every layer) and W_U: no momentum, no adaptive steps, no mini-batches.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .conditioning import gram_singular_values, stack
+from .model import ModelConfig, Params, Trace, forward
+from .validation import ConfigError, check_choice, check_inputs
+
+REDUCTIONS = ("sum", "mean")
+HISTORY_COLUMNS = ("iteration", "loss", "grad_norm", "ratio", "sigma_min_Z", "sigma_max_Z")
+
+
+@dataclass(frozen=True)
+class GDConfig:
+    """Step size ``lr`` (the paper's μ), number of iterations, and what to record.
+
+    ``record_every``: the spectrum of the stacked first-layer ``Z`` is recorded at t = 0, every
+    ``record_every`` iterations and at the end. ``divergence_factor``: training stops with
+    :class:`DivergenceError` when Φ exceeds this multiple of Φ(θ⁽⁰⁾) (companion's choice).
+    """
+
+    lr: float
+    iterations: int
+    reduction: Literal["sum", "mean"] = "sum"
+    record_every: int = 10
+    divergence_factor: float = 1e6
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.lr, (int, float)) or not math.isfinite(self.lr) or self.lr <= 0:
+            raise ConfigError(f"GDConfig.lr: expected a finite step size > 0, got {self.lr!r}")
+        if not isinstance(self.iterations, int) or self.iterations < 0:
+            raise ConfigError(f"GDConfig.iterations: expected an integer >= 0, got {self.iterations!r}")
+        if not isinstance(self.record_every, int) or self.record_every < 1:
+            raise ConfigError(f"GDConfig.record_every: expected an integer >= 1, got {self.record_every!r}")
+        if not self.divergence_factor > 1:
+            raise ConfigError(f"GDConfig.divergence_factor: expected a number > 1, got {self.divergence_factor!r}")
+        check_choice("GDConfig.reduction", self.reduction, REDUCTIONS)
+
+
+class DivergenceError(RuntimeError):
+    """GD left the region where it makes progress; ``history`` holds the iterations done so far."""
+
+    def __init__(self, message: str, history: pd.DataFrame):
+        super().__init__(message)
+        self.history = history
+
+
+@dataclass
+class TrainResult:
+    params: Params
+    history: pd.DataFrame  # one row per iteration t = 0..T, columns HISTORY_COLUMNS
+
+
+def output_shape(cfg: ModelConfig, X: torch.Tensor) -> tuple[int, ...]:
+    N, n, _ = X.shape
+    return (N, cfg.k) if cfg.pooling == "mean" else (N, n, cfg.k)
+
+
+def loss_from_output(
+    Y_hat: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None, reduction: str
+) -> torch.Tensor:
+    """½ Σ ‖Ŷ − Y‖² over real entries (padded tokens of per-token outputs do not count)."""
+    residual = Y_hat - Y
+    if mask is not None and residual.ndim == 3:
+        residual = residual * mask[..., None].to(residual.dtype)
+    loss = 0.5 * residual.pow(2).sum()
+    return loss / Y.shape[0] if reduction == "mean" else loss
+
+
+def loss_and_grad(
+    params: Params,
+    cfg: ModelConfig,
+    X: torch.Tensor,
+    Y: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    reduction: str = "sum",
+) -> tuple[torch.Tensor, Params, Trace]:
+    """Φ(θ), ∇Φ(θ) for every weight, and the forward trace (for the spectra) in one pass."""
+    leaves = {name: p.detach().requires_grad_(True) for name, p in params.items()}
+    trace = forward(leaves, cfg, X, mask, return_trace=True)
+    loss = loss_from_output(trace.Y_hat, Y, mask, reduction)
+    grads = torch.autograd.grad(loss, list(leaves.values()))
+    return loss.detach(), dict(zip(leaves, grads)), trace
+
+
+def train_gd(
+    params: Params,
+    cfg: ModelConfig,
+    X: torch.Tensor,
+    Y: torch.Tensor,
+    gd: GDConfig,
+    mask: torch.Tensor | None = None,
+) -> TrainResult:
+    """Run ``gd.iterations`` full-batch GD steps from ``params`` (not modified) and record each one."""
+    check_inputs(X, mask=mask, d=cfg.d, Y=Y, Y_shape=output_shape(cfg, X))
+    params = {name: p.detach().clone() for name, p in params.items()}
+    rows: list[dict] = []
+
+    def history() -> pd.DataFrame:
+        frame = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+        frame["ratio"] = frame["loss"].shift(-1) / frame["loss"]
+        return frame
+
+    loss0 = None
+    steps = range(gd.iterations + 1)
+    for t in tqdm(steps, desc="GD", disable=not gd.progress, leave=False):
+        loss, grads, trace = loss_and_grad(params, cfg, X, Y, mask, gd.reduction)
+        value = float(loss)
+        grad_norm = math.sqrt(sum(float(g.pow(2).sum()) for g in grads.values()))
+        row = {"iteration": t, "loss": value, "grad_norm": grad_norm, "sigma_min_Z": math.nan, "sigma_max_Z": math.nan}
+        if t % gd.record_every == 0 or t == gd.iterations:
+            sigma = gram_singular_values(stack(trace.layers[0].Z.detach(), mask))
+            row["sigma_min_Z"], row["sigma_max_Z"] = float(sigma[-1]), float(sigma[0])
+        rows.append(row)
+        loss0 = value if loss0 is None else loss0
+        if not math.isfinite(value) or value > gd.divergence_factor * loss0:
+            raise DivergenceError(
+                f"GD diverged at iteration {t}: loss {value:.3g} (initial {loss0:.3g}) with lr={gd.lr}; "
+                f"try a smaller step size, e.g. lr={gd.lr / 10:g}",
+                history(),
+            )
+        if t == gd.iterations:
+            break
+        params = {name: p - gd.lr * grads[name] for name, p in params.items()}
+    return TrainResult(params=params, history=history())

@@ -1,0 +1,58 @@
+"""Argument checks that fail early, naming the argument and what was expected."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+
+class ConfigError(ValueError):
+    """A configuration or input that the library cannot use; the message says which and why."""
+
+
+def check_choice(name: str, value: object, choices: Iterable[str]) -> None:
+    choices = tuple(choices)
+    if value not in choices:
+        raise ConfigError(f"{name}: expected one of {', '.join(map(repr, choices))}, got {value!r}")
+
+
+def _check_tensor(name: str, value: object, ndim: int, shape_doc: str) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise ConfigError(f"{name}: expected a torch.Tensor of shape {shape_doc}, got {type(value).__name__}")
+    if value.ndim != ndim:
+        raise ConfigError(f"{name}: expected a {ndim}-D tensor of shape {shape_doc}, got shape {tuple(value.shape)}")
+    if value.dtype.is_floating_point and not bool(torch.isfinite(value).all()):
+        raise ConfigError(f"{name}: contains NaN or inf values")
+    return value
+
+
+def check_inputs(
+    X: torch.Tensor,
+    *,
+    mask: torch.Tensor | None = None,
+    d: int | None = None,
+    Y: torch.Tensor | None = None,
+    Y_shape: tuple[int, ...] | None = None,
+) -> None:
+    """Shapes and values of a batch: ``X (N, n, d)``, ``mask (N, n)`` bool, ``Y`` of ``Y_shape``."""
+    _check_tensor("X", X, 3, "(N, n, d)")
+    if not X.dtype.is_floating_point:
+        raise ConfigError(f"X: expected a floating-point tensor, got dtype {X.dtype}")
+    N, n, features = X.shape
+    if d is not None and features != d:
+        raise ConfigError(f"X: expected d = {d} features in the last dimension, got shape {tuple(X.shape)}")
+    if mask is not None:
+        _check_tensor("mask", mask, 2, "(N, n)")
+        if mask.dtype != torch.bool:
+            raise ConfigError(f"mask: expected dtype torch.bool (True = real token), got {mask.dtype}")
+        if tuple(mask.shape) != (N, n):
+            raise ConfigError(f"mask: expected shape {(N, n)} to match X, got {tuple(mask.shape)}")
+        if not bool(mask.any(dim=1).all()):
+            raise ConfigError("mask: every sample needs at least one real token (a row of mask is all False)")
+    if Y is not None:
+        _check_tensor("Y", Y, Y.ndim if isinstance(Y, torch.Tensor) else 0, str(Y_shape))
+        if not Y.dtype.is_floating_point:
+            raise ConfigError(f"Y: expected a floating-point tensor, got dtype {Y.dtype}")
+        if Y_shape is not None and tuple(Y.shape) != tuple(Y_shape):
+            raise ConfigError(f"Y: expected shape {tuple(Y_shape)} to match the model output, got {tuple(Y.shape)}")
