@@ -1,0 +1,38 @@
+"""Data loaders for the companion's experiments: Jena climate (time series) and SST-2 (text).
+
+::
+
+    from resgd.data import load_jena, load_sst2, DataError
+    jena = load_jena(n_tokens=24, n_train=256, n_test=256, seed=0)   # X (N, 24, 14), Y (N, 24, 1)
+    sst2 = load_sst2(n_train=512, n_tokens=16, seed=0)               # X (N, 16, 50), mask, Y (N, 1)
+
+Files are looked up in ``$RESGD_DATA_DIR`` (or ``data_dir=``), then in the cache
+(``$RESGD_CACHE_DIR``, ``cache_dir=`` or the per-user cache), then downloaded unless
+``allow_download=False`` or ``RESGD_OFFLINE=1``. Without the real Jena file a synthetic
+stand-in is used and flagged (``is_standin``, ``source_label``). See :mod:`.jena`, :mod:`.sst2`,
+:mod:`.glove` and :mod:`.locations` for every choice.
+"""
+
+from .dataset import SupervisedData
+from .errors import DataError, DownloadError
+from .jena import load_jena, parse_jena_csv
+from .locations import CACHE_DIR_ENV, DATA_DIR_ENV, OFFLINE_ENV, resolve_cache_dir, resolve_data_dir
+from .sst2 import load_sst2, parse_sst2_tsv
+from .standin import standin_frame, write_standin_csv
+
+__all__ = [
+    "CACHE_DIR_ENV",
+    "DATA_DIR_ENV",
+    "OFFLINE_ENV",
+    "DataError",
+    "DownloadError",
+    "SupervisedData",
+    "load_jena",
+    "load_sst2",
+    "parse_jena_csv",
+    "parse_sst2_tsv",
+    "resolve_cache_dir",
+    "resolve_data_dir",
+    "standin_frame",
+    "write_standin_csv",
+]

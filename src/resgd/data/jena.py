@@ -1,0 +1,426 @@
+"""Jena climate: parse the CSV, clean it, resample hourly, cut supervised windows.
+
+The task (companion's reading of the paper's time-series experiment): each sample
+``X_p`` is ``n`` consecutive hours of the 14 standardized weather features (``n`` tokens of
+dimension ``d = 14``), and ``Y_p`` is the standardized temperature ``T (degC)`` of the ``n``
+hours that follow, shape ``(n, 1)`` — a per-token regression target for squared loss.
+
+Preprocessing, each step a parameter of :func:`load_jena` (all companion's choices):
+
+* ``-9999`` in ``wv``/``max. wv`` (failed wind measurements) become ``wind_fill`` (default 0.0,
+  as in the TensorFlow time-series tutorial; ``"interpolate"`` interpolates in time instead);
+* hourly resampling: the bin ``(h-1:00, h:00]`` is labelled ``h:00`` and takes its last
+  reading (``hourly="last"``, i.e. the on-the-hour reading as in the Keras tutorials, which
+  avoids averaging the circular wind direction) or its mean (``"mean"``); hours with no reading
+  are filled by linear interpolation in time (their number is reported in ``info``);
+* time split: the first ``train_fraction`` of the hours are the training range, then a gap of
+  ``gap_hours`` (default ``2 n``, one whole window), then the held-out range; a window (its
+  ``n`` input hours and ``n`` target hours) lies entirely inside one range, so no hour is in
+  both splits;
+* standardization of every feature with the mean and standard deviation of the training
+  range only (``ddof=0``); the held-out range uses the same statistics;
+* ``n_train``/``n_test`` windows drawn without replacement, seeded, from all windows starting
+  every ``stride`` hours in each range, then put in time order.
+
+If the real file cannot be found or downloaded, a synthetic stand-in with the same schema is
+used (``allow_standin=True``): the result has ``is_standin=True`` and a ``source_label`` that
+starts with ``"SYNTHETIC"``, which every plot must show.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..atomic import atomic_path
+from . import download
+from .dataset import SupervisedData
+from .errors import DataError, DownloadError
+from .jena_schema import (
+    CANONICAL_FIRST,
+    CANONICAL_HEADER,
+    CANONICAL_LAST,
+    CANONICAL_ROWS,
+    COLUMNS,
+    DATE_COLUMN,
+    DATE_FORMAT,
+    DATE_FORMAT_DOC,
+    FEATURE_NAMES,
+    JENA_FILE_NAME,
+    JENA_RELATIVE_PATH,
+    JENA_URL,
+    TARGET_NAME,
+    WIND_COLUMNS,
+    WIND_ERROR_VALUE,
+)
+from .locations import downloads_allowed, first_existing, how_to_provide, resolve_cache_dir, resolve_data_dir
+from .npzcache import cache_writable, entry_path, file_fingerprint, load_entry, save_entry
+from .standin import DEFAULT_STANDIN_DAYS, ensure_standin
+
+PARSER_VERSION = 1
+"""Bumped whenever parsing or cleaning changes, so cached hourly arrays are rebuilt."""
+
+REAL_LABEL = "Jena climate 2009–2016 (Max Planck Institute for Biogeochemistry weather station), hourly"
+STANDIN_LABEL = (
+    "SYNTHETIC stand-in data (real Jena file not found; see resgd.data.jena: set RESGD_DATA_DIR "
+    "or allow the download)"
+)
+
+WindFill = float | Literal["interpolate"]
+Hourly = Literal["last", "mean"]
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _check_header(path: Path) -> None:
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            first_line = handle.readline()
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: line 1 (header) is not UTF-8 text ({exc}); expected {CANONICAL_HEADER}") from exc
+    if not first_line.strip():
+        raise DataError(f"{path}: the file is empty; expected the header {CANONICAL_HEADER} and data rows")
+    header = next(csv.reader([first_line]))
+    for position, (got, expected) in enumerate(zip(header, COLUMNS), start=1):
+        if got.strip() != expected:
+            raise DataError(
+                f"{path}: line 1 (header), column {position}: got {got!r}, expected {expected!r}; "
+                f"the expected header is {CANONICAL_HEADER}"
+            )
+    if len(header) != len(COLUMNS):
+        raise DataError(
+            f"{path}: line 1 (header) has {len(header)} columns, expected {len(COLUMNS)}: {CANONICAL_HEADER}"
+        )
+
+
+def _first_bad_row(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def parse_jena_csv(path: str | os.PathLike) -> pd.DataFrame:
+    """The rows of a Jena climate CSV: a ``DatetimeIndex`` and the 14 features as float64.
+
+    Accepts the header with or without quotes. Any problem raises :class:`DataError` naming
+    the file, the line (1 = header) and the field, and what was expected. Values are returned
+    as written (``-9999`` glitches included); see :func:`clean_wind`.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found; expected a Jena climate CSV")
+    _check_header(path)
+    try:
+        raw = pd.read_csv(path, header=0, names=list(COLUMNS), dtype={DATE_COLUMN: str}, encoding="utf-8")
+    except pd.errors.ParserError as exc:
+        raise DataError(f"{path}: malformed CSV ({exc}); every row needs {len(COLUMNS)} comma-separated fields") from exc
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise DataError(f"{path}: cannot parse the CSV ({exc})") from exc
+    if raw.empty:
+        raise DataError(f"{path}: no data rows after the header")
+
+    values = np.empty((len(raw), len(FEATURE_NAMES)), dtype=np.float64)
+    for column, name in enumerate(FEATURE_NAMES):
+        numbers = pd.to_numeric(raw[name], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = ~np.isfinite(numbers)
+        if bad.any():
+            row = _first_bad_row(bad)
+            got = raw[name].iloc[row]
+            what = "an empty field" if pd.isna(got) else repr(got)
+            raise DataError(
+                f"{path}: line {row + 2}, field {name!r}: got {what}, expected a number "
+                f"({int(bad.sum())} such row(s) in this column)"
+            )
+        values[:, column] = numbers
+
+    stamps = pd.to_datetime(raw[DATE_COLUMN], format=DATE_FORMAT, errors="coerce")
+    bad = stamps.isna().to_numpy()
+    if bad.any():
+        row = _first_bad_row(bad)
+        raise DataError(
+            f"{path}: line {row + 2}, field {DATE_COLUMN!r}: got {raw[DATE_COLUMN].iloc[row]!r}, "
+            f"expected a date {DATE_FORMAT_DOC}"
+        )
+    index = pd.DatetimeIndex(stamps, name=DATE_COLUMN)
+    return pd.DataFrame(values, index=index, columns=list(FEATURE_NAMES))
+
+
+def check_canonical(frame: pd.DataFrame, path: Path) -> None:
+    """Row count and date range of the canonical 2009–2016 file (no checksum is published)."""
+    problems = []
+    if len(frame) != CANONICAL_ROWS:
+        problems.append(f"{len(frame):,} data rows, expected {CANONICAL_ROWS:,}")
+    first, last = frame.index.min(), frame.index.max()
+    if first != CANONICAL_FIRST or last != CANONICAL_LAST:
+        problems.append(
+            f"dates from {first:%d.%m.%Y %H:%M:%S} to {last:%d.%m.%Y %H:%M:%S}, expected "
+            f"{CANONICAL_FIRST:%d.%m.%Y %H:%M:%S} to {CANONICAL_LAST:%d.%m.%Y %H:%M:%S}"
+        )
+    if problems:
+        raise DataError(
+            f"{path}: not the canonical Jena climate file: {'; '.join(problems)}. If it is a "
+            f"truncated download, delete {path} and run again; to use another Jena-format file on "
+            f"purpose, pass check_canonical=False."
+        )
+
+
+# --------------------------------------------------------------------------- cleaning
+
+
+def clean_wind(frame: pd.DataFrame, wind_fill: WindFill = 0.0) -> tuple[pd.DataFrame, int]:
+    """Replace the ``-9999`` wind error values; return the new frame and how many were replaced.
+
+    ``wind_fill``: a number (default 0.0, companion's choice) or ``"interpolate"`` (linear in
+    time between the neighbouring valid readings).
+    """
+    frame = frame.copy()
+    replaced = 0
+    for name in WIND_COLUMNS:
+        bad = frame[name].to_numpy() == WIND_ERROR_VALUE
+        replaced += int(bad.sum())
+        if not bad.any():
+            continue
+        if wind_fill == "interpolate":
+            column = frame[name].mask(bad)
+            frame[name] = column.interpolate(method="time", limit_direction="both").fillna(0.0)
+        else:
+            frame.loc[bad, name] = float(wind_fill)
+    return frame, replaced
+
+
+def to_hourly(frame: pd.DataFrame, hourly: Hourly = "last") -> tuple[pd.DataFrame, int]:
+    """Hourly rows labelled by the hour that ends their bin; return them and the number filled.
+
+    Duplicate timestamps are allowed (they fall into the same bin); empty hours are filled by
+    linear interpolation in time.
+    """
+    if hourly not in ("last", "mean"):
+        raise ValueError(f"hourly: expected 'last' or 'mean', got {hourly!r}")
+    bins = frame.sort_index(kind="stable").resample("1h", closed="right", label="right")
+    hours = bins.last() if hourly == "last" else bins.mean()
+    empty = hours.isna().any(axis=1)
+    n_filled = int(empty.sum())
+    if n_filled:
+        hours = hours.interpolate(method="time", limit_direction="both")
+    return hours, n_filled
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def _download_jena(cache_dir: Path, *, check: bool, timeout: float) -> Path:
+    """Download the canonical zip, validate the CSV, then publish it in the cache."""
+    target = cache_dir / JENA_RELATIVE_PATH
+    with download.downloaded(JENA_URL, target.parent, timeout=timeout) as zipped:
+        content = download.read_zip_member(zipped, JENA_FILE_NAME, url=JENA_URL)
+        with atomic_path(target) as tmp:
+            tmp.write_bytes(content)
+            frame = parse_jena_csv(tmp)
+            if check:
+                check_canonical(frame, Path(f"{target} (downloaded from {JENA_URL})"))
+    return target
+
+
+def locate_jena(
+    data_dir: Path | None, cache_dir: Path, *, allow_download: bool, check: bool, timeout: float
+) -> tuple[Path | None, list[Path], str]:
+    """The real file (data dir, then cache, then download), the places looked, and why not found."""
+    candidates = ([data_dir / JENA_RELATIVE_PATH] if data_dir is not None else []) + [cache_dir / JENA_RELATIVE_PATH]
+    found = first_existing(candidates)
+    if found is not None:
+        return found, candidates, ""
+    if not downloads_allowed(allow_download):
+        return None, candidates, "downloads are disabled (allow_download=False or RESGD_OFFLINE set)"
+    try:
+        return _download_jena(cache_dir, check=check, timeout=timeout), candidates, ""
+    except DownloadError as exc:
+        return None, candidates, str(exc)
+
+
+def hourly_arrays(
+    path: Path,
+    *,
+    cache_dir: Path,
+    wind_fill: WindFill = 0.0,
+    hourly: Hourly = "last",
+    check: bool = False,
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Hourly times (``datetime64[s]``), values ``(T, 14)`` and facts; cached in ``cache_dir``."""
+    key = {
+        "source": file_fingerprint(path),
+        "wind_fill": wind_fill,
+        "hourly": hourly,
+        "check": check,
+        "version": PARSER_VERSION,
+    }
+    entry = entry_path(cache_dir, "jena_hourly", key)
+    stored = load_entry(entry)
+    if stored is not None:
+        counts = stored["counts"]
+        facts = {"n_rows": int(counts[0]), "n_wind_replaced": int(counts[1]), "n_hours_filled": int(counts[2])}
+        return stored["times"].astype("datetime64[s]"), stored["values"], facts
+    frame = parse_jena_csv(path)
+    if check:
+        check_canonical(frame, path)
+    cleaned, n_replaced = clean_wind(frame, wind_fill)
+    hours, n_filled = to_hourly(cleaned, hourly)
+    times = hours.index.to_numpy().astype("datetime64[s]")
+    values = hours.to_numpy(dtype=np.float64)
+    counts = np.array([len(frame), n_replaced, n_filled], dtype=np.int64)
+    if cache_writable(entry.parent):
+        save_entry(entry, {"times": times.astype(np.int64), "values": values, "counts": counts})
+    facts = {"n_rows": len(frame), "n_wind_replaced": n_replaced, "n_hours_filled": n_filled}
+    return times, values, facts
+
+
+# --------------------------------------------------------------------------- windows
+
+
+def split_ranges(n_hours: int, n_tokens: int, train_fraction: float, gap_hours: int | None) -> tuple[int, int]:
+    """``(train_end, test_start)``: training hours are ``[0, train_end)``, held-out ``[test_start, T)``."""
+    if not 0.0 < train_fraction < 1.0:
+        raise ValueError(f"train_fraction: expected a number in (0, 1), got {train_fraction!r}")
+    gap = 2 * n_tokens if gap_hours is None else int(gap_hours)
+    if gap < 0:
+        raise ValueError(f"gap_hours: expected an integer >= 0, got {gap_hours!r}")
+    train_end = int(round(train_fraction * n_hours))
+    return train_end, train_end + gap
+
+
+def window_starts(lo: int, hi: int, window_hours: int, stride: int) -> np.ndarray:
+    """First hours of all windows of ``window_hours`` inside ``[lo, hi)``, every ``stride`` hours."""
+    return np.arange(lo, hi - window_hours + 1, stride, dtype=np.int64)
+
+
+def cut_windows(values: np.ndarray, starts: np.ndarray, n_tokens: int, target: int) -> tuple[np.ndarray, np.ndarray]:
+    """``X (N, n, d)``: hours ``s .. s+n-1``; ``Y (N, n, 1)``: column ``target`` at ``s+n .. s+2n-1``."""
+    offsets = starts[:, None] + np.arange(n_tokens)[None, :]
+    return values[offsets], values[offsets + n_tokens, target][..., None]
+
+
+def _pick(rng: np.random.Generator, starts: np.ndarray, count: int | None, split: str, where: str) -> np.ndarray:
+    if count is None:
+        return starts
+    if not isinstance(count, (int, np.integer)) or count < 1:
+        raise ValueError(f"n_{split}: expected an integer >= 1 or None, got {count!r}")
+    if count > len(starts):
+        raise DataError(
+            f"n_{split}={count} windows requested, but the {split} range ({where}) holds only "
+            f"{len(starts)}; lower n_{split}, the stride or n_tokens, or use a longer file"
+        )
+    return np.sort(starts[rng.choice(len(starts), size=count, replace=False)])
+
+
+def load_jena(
+    n_tokens: int = 24,
+    n_train: int | None = 256,
+    n_test: int | None = 256,
+    seed: int = 0,
+    data_dir: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    allow_download: bool = True,
+    allow_standin: bool = True,
+    dtype: torch.dtype = torch.float64,
+    *,
+    stride: int = 1,
+    train_fraction: float = 0.7,
+    gap_hours: int | None = None,
+    wind_fill: WindFill = 0.0,
+    hourly: Hourly = "last",
+    check_canonical: bool = True,
+    standin_days: int = DEFAULT_STANDIN_DAYS,
+    standin_seed: int = 0,
+    timeout: float = download.DEFAULT_TIMEOUT_S,
+) -> SupervisedData:
+    """Supervised windows of the Jena climate series: ``X (N, n, 14)``, ``Y (N, n, 1)``.
+
+    ``n_train``/``n_test``: how many windows to draw (None = all windows of the range).
+    ``seed`` draws the windows; ``standin_seed`` and ``standin_days`` shape the synthetic
+    stand-in, used only when the real file is neither found nor downloadable and
+    ``allow_standin`` is True. See the module docstring for every preprocessing choice.
+    """
+    if not isinstance(n_tokens, int) or n_tokens < 1:
+        raise ValueError(f"n_tokens: expected an integer >= 1, got {n_tokens!r}")
+    if not isinstance(stride, int) or stride < 1:
+        raise ValueError(f"stride: expected an integer >= 1, got {stride!r}")
+    data_root = resolve_data_dir(data_dir)
+    cache_root = resolve_cache_dir(cache_dir)
+    path, looked, reason = locate_jena(
+        data_root, cache_root, allow_download=allow_download, check=check_canonical, timeout=timeout
+    )
+    is_standin = path is None
+    if is_standin:
+        if not allow_standin:
+            raise DataError(
+                f"Jena climate file {JENA_FILE_NAME} not found (looked at: {', '.join(map(str, looked))}; "
+                f"{reason}). {how_to_provide(JENA_RELATIVE_PATH, JENA_URL)} Or pass allow_standin=True "
+                f"to run on a synthetic stand-in."
+            )
+        path = ensure_standin(cache_root, days=standin_days, seed=standin_seed)
+    times, raw_values, facts = hourly_arrays(
+        path, cache_dir=cache_root, wind_fill=wind_fill, hourly=hourly, check=check_canonical and not is_standin
+    )
+
+    train_end, test_start = split_ranges(len(times), n_tokens, train_fraction, gap_hours)
+    train_starts = window_starts(0, train_end, 2 * n_tokens, stride)
+    test_starts = window_starts(test_start, len(times), 2 * n_tokens, stride)
+    mean = raw_values[:train_end].mean(axis=0)
+    std = raw_values[:train_end].std(axis=0)
+    std = np.where(std > 0, std, 1.0)
+    values = (raw_values - mean) / std
+
+    rng = np.random.default_rng(seed)
+    span = lambda lo, hi: f"hours {lo}..{hi - 1}, window {2 * n_tokens} h, stride {stride}"  # noqa: E731
+    picked_train = _pick(rng, train_starts, n_train, "train", span(0, train_end))
+    picked_test = _pick(rng, test_starts, n_test, "test", span(test_start, len(times)))
+    target = FEATURE_NAMES.index(TARGET_NAME)
+    X_train, Y_train = cut_windows(values, picked_train, n_tokens, target)
+    X_test, Y_test = cut_windows(values, picked_test, n_tokens, target)
+
+    def stamp(i: int) -> str:
+        return str(times[min(i, len(times) - 1)])
+
+    info = {
+        "source_file": str(path),
+        "n_rows_10min": facts["n_rows"],
+        "n_hours": len(times),
+        "n_wind_replaced": facts["n_wind_replaced"],
+        "n_hours_filled": facts["n_hours_filled"],
+        "standin_reason": reason if is_standin else None,
+        "train_hours": [stamp(0), stamp(train_end - 1)],
+        "test_hours": [stamp(test_start), stamp(len(times) - 1)],
+        "gap_hours": test_start - train_end,
+        "n_train_windows_available": len(train_starts),
+        "n_test_windows_available": len(test_starts),
+        "target": TARGET_NAME,
+        "train_mean": dict(zip(FEATURE_NAMES, mean.tolist())),
+        "train_std": dict(zip(FEATURE_NAMES, std.tolist())),
+        "params": {
+            "seed": seed,
+            "stride": stride,
+            "train_fraction": train_fraction,
+            "wind_fill": wind_fill,
+            "hourly": hourly,
+            "standin_days": standin_days if is_standin else None,
+            "standin_seed": standin_seed if is_standin else None,
+        },
+    }
+    as_tensor = lambda array: torch.as_tensor(np.ascontiguousarray(array), dtype=dtype)  # noqa: E731
+    return SupervisedData(
+        name="jena",
+        X_train=as_tensor(X_train),
+        Y_train=as_tensor(Y_train),
+        X_test=as_tensor(X_test),
+        Y_test=as_tensor(Y_test),
+        feature_names=FEATURE_NAMES,
+        source_label=STANDIN_LABEL if is_standin else REAL_LABEL,
+        is_standin=is_standin,
+        index_train=times[picked_train].astype("datetime64[h]"),
+        index_test=times[picked_test].astype("datetime64[h]"),
+        info=info,
+    )

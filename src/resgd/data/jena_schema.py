@@ -1,0 +1,46 @@
+"""Facts about the Jena climate file (Max Planck Institute for Biogeochemistry, 2009–2016).
+
+Shared by the parser (:mod:`.jena`) and the synthetic stand-in (:mod:`.standin`), which must
+produce exactly this schema so that it goes through the same parser.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+JENA_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/jena_climate_2009_2016.csv.zip"
+JENA_FILE_NAME = "jena_climate_2009_2016.csv"
+JENA_RELATIVE_PATH = f"jena/{JENA_FILE_NAME}"
+
+DATE_COLUMN = "Date Time"
+DATE_FORMAT = "%d.%m.%Y %H:%M:%S"
+DATE_FORMAT_DOC = "dd.mm.yyyy HH:MM:SS"
+FEATURE_NAMES: tuple[str, ...] = (
+    "p (mbar)",
+    "T (degC)",
+    "Tpot (K)",
+    "Tdew (degC)",
+    "rh (%)",
+    "VPmax (mbar)",
+    "VPact (mbar)",
+    "VPdef (mbar)",
+    "sh (g/kg)",
+    "H2OC (mmol/mol)",
+    "rho (g/m**3)",
+    "wv (m/s)",
+    "max. wv (m/s)",
+    "wd (deg)",
+)
+COLUMNS: tuple[str, ...] = (DATE_COLUMN, *FEATURE_NAMES)
+CANONICAL_HEADER = ",".join(f'"{name}"' for name in COLUMNS)
+"""The first line of the canonical file, quotes included."""
+
+TARGET_NAME = "T (degC)"
+WIND_COLUMNS: tuple[str, ...] = ("wv (m/s)", "max. wv (m/s)")
+WIND_ERROR_VALUE = -9999.0
+"""The station's marker for a failed wind measurement (a few rows of ``wv`` and ``max. wv``)."""
+
+CANONICAL_ROWS = 420_551
+CANONICAL_FIRST = pd.Timestamp(2009, 1, 1, 0, 10)
+CANONICAL_LAST = pd.Timestamp(2017, 1, 1, 0, 0)
+STEP = pd.Timedelta(minutes=10)

@@ -1,0 +1,66 @@
+"""Where data comes from and where derived files go.
+
+Three places, looked up in this order by every loader:
+
+1. the *data directory* (argument ``data_dir`` or env var ``RESGD_DATA_DIR``), laid out like
+   the project's shared data folder: ``sst2/train.tsv(.gz)``, ``sst2/dev.tsv``,
+   ``glove/glove6B50d_sst2vocab.npz``, ``jena/jena_climate_2009_2016.csv``; it is only read;
+2. the *cache directory* (argument ``cache_dir``, else env var ``RESGD_CACHE_DIR``, else the
+   per-user cache folder of ``platformdirs``), which holds downloads, the synthetic stand-in
+   and the parsed arrays (``processed/``);
+3. a download of the canonical file into the cache directory, unless ``allow_download=False``
+   or env var ``RESGD_OFFLINE`` is set to 1/true/yes (for offline CI and book builds).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+DATA_DIR_ENV = "RESGD_DATA_DIR"
+CACHE_DIR_ENV = "RESGD_CACHE_DIR"
+OFFLINE_ENV = "RESGD_OFFLINE"
+APP_NAME = "resgd"
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
+    """The local data directory: the argument, else ``$RESGD_DATA_DIR``, else None."""
+    if data_dir is not None:
+        return Path(data_dir).expanduser()
+    env = os.environ.get(DATA_DIR_ENV, "").strip()
+    return Path(env).expanduser() if env else None
+
+
+def resolve_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The cache directory: the argument, else ``$RESGD_CACHE_DIR``, else the per-user cache."""
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    env = os.environ.get(CACHE_DIR_ENV, "").strip()
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_cache_dir(APP_NAME))
+
+
+def downloads_allowed(allow_download: bool) -> bool:
+    """``allow_download`` unless ``$RESGD_OFFLINE`` says the machine is offline."""
+    offline = os.environ.get(OFFLINE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+    return bool(allow_download) and not offline
+
+
+def first_existing(candidates: list[Path]) -> Path | None:
+    """The first of ``candidates`` that is a file, or None."""
+    for path in candidates:
+        if path.is_file():
+            return path
+    return None
+
+
+def how_to_provide(relative: str, url: str) -> str:
+    """The standard advice for a missing file: where to put it, where it comes from."""
+    return (
+        f"Put the file at ${DATA_DIR_ENV}/{relative} (set {DATA_DIR_ENV} to a folder laid out "
+        f"like the project's shared data folder), or allow the download of {url} "
+        f"(allow_download=True, {OFFLINE_ENV} unset, network available)."
+    )

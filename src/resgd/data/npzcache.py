@@ -1,0 +1,58 @@
+"""A small on-disk cache of parsed arrays, so the second load of a data set is quick.
+
+Entries are ``.npz`` files under ``<cache_dir>/processed/``, named by a hash of everything
+that determines their content: the source file's path, size and modification time and the
+preprocessing parameters. They are derived data: an unreadable entry is ignored and rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..atomic import atomic_path
+
+
+def file_fingerprint(path: Path) -> dict[str, Any]:
+    """Path, size and mtime: changes whenever the file is replaced or edited."""
+    stat = path.stat()
+    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def entry_path(cache_dir: Path, prefix: str, key: dict[str, Any]) -> Path:
+    """The cache file for ``key`` (any JSON-serializable description of the content)."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+    return cache_dir / "processed" / f"{prefix}_{digest[:24]}.npz"
+
+
+def load_entry(path: Path) -> dict[str, np.ndarray] | None:
+    """The arrays stored at ``path``, or None when missing or unreadable."""
+    if not path.is_file():
+        return None
+    try:
+        # Open the file ourselves: np.load leaks its handle when the archive is corrupt.
+        with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as stored:
+            return {name: stored[name] for name in stored.files}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
+        return None
+
+
+def save_entry(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write ``arrays`` to ``path`` atomically (readers never see a half-written entry)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, **arrays)
+
+
+def cache_writable(path: Path) -> bool:
+    """Whether entries can be written below ``path`` (a read-only cache just is not used)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(path, os.W_OK)

@@ -1,0 +1,405 @@
+"""Jena climate loader: parser errors, cleaning, stand-in, downloads, windows, caching.
+
+Never touches the network (``fetch_url`` is replaced for every test) and writes only below
+``tmp_path``. Tests that need the real 19-row sample skip when the shared data is absent.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import resgd.data.download as download_module
+import resgd.data.jena as jena_module
+from resgd.data import DataError, DownloadError, load_jena, parse_jena_csv, standin_frame
+from resgd.data.jena import clean_wind, to_hourly
+from resgd.data.jena_schema import CANONICAL_HEADER, FEATURE_NAMES, JENA_FILE_NAME, JENA_URL
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_ENV = os.environ.get("RESGD_DATA_DIR", "")
+SAMPLE_NAME = "jena_first19rows_sample.csv"
+
+
+def shared_data_dir() -> Path | None:
+    """``$RESGD_DATA_DIR`` as set when the tests started, else ``../shared/data`` beside the repo."""
+    for candidate in (Path(SHARED_ENV) if SHARED_ENV else None, REPO.parent / "shared" / "data"):
+        if candidate is not None and (candidate / "jena" / SAMPLE_NAME).is_file():
+            return candidate
+    return None
+
+
+@pytest.fixture
+def jena_sample() -> Path:
+    shared = shared_data_dir()
+    if shared is None:
+        pytest.skip("shared data (jena/jena_first19rows_sample.csv) not found; set RESGD_DATA_DIR")
+    return shared / "jena" / SAMPLE_NAME
+
+
+@pytest.fixture(autouse=True)
+def offline_and_isolated(monkeypatch, tmp_path):
+    """No network, no user-level env, cache below tmp_path."""
+
+    def no_network(url, dest, *, timeout=0.0):
+        raise DownloadError(f"download of {url} failed: network disabled in tests")
+
+    monkeypatch.setattr(download_module, "fetch_url", no_network)
+    for name in ("RESGD_DATA_DIR", "RESGD_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RESGD_CACHE_DIR", str(tmp_path / "env-cache"))
+
+
+def write_frame(frame: pd.DataFrame, path: Path, header: str = CANONICAL_HEADER) -> Path:
+    """A Jena-format CSV from a frame with a ``Date Time`` string column (as the stand-in)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = frame.to_csv(header=False, index=False, float_format="%.2f", lineterminator="\n")
+    path.write_text(header + "\n" + body, encoding="utf-8")
+    return path
+
+
+def small_csv(tmp_path: Path, days: int = 2, name: str = "small.csv") -> Path:
+    return write_frame(standin_frame(days=days, seed=1), tmp_path / name)
+
+
+def replace_line(path: Path, line_number: int, new_line: str) -> Path:
+    lines = path.read_text(encoding="utf-8").split("\n")
+    lines[line_number - 1] = new_line
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def files_below(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def test_parses_the_real_sample(jena_sample):
+    frame = parse_jena_csv(jena_sample)
+    assert frame.shape == (19, 14)
+    assert list(frame.columns) == list(FEATURE_NAMES)
+    assert frame.index[0] == pd.Timestamp("2009-01-01 00:10:00")
+    assert frame.index[-1] == pd.Timestamp("2009-01-01 03:10:00")
+    assert frame.iloc[0]["T (degC)"] == -8.02 and frame.iloc[0]["wd (deg)"] == 152.3
+    assert frame.dtypes.eq(np.float64).all()
+
+
+def test_quoted_and_unquoted_headers_parse_the_same(tmp_path):
+    frame = standin_frame(days=1, seed=3)
+    quoted = parse_jena_csv(write_frame(frame, tmp_path / "quoted.csv"))
+    plain = parse_jena_csv(write_frame(frame, tmp_path / "plain.csv", header=CANONICAL_HEADER.replace('"', "")))
+    pd.testing.assert_frame_equal(quoted, plain)
+
+
+def test_wrong_header_names_file_and_column(tmp_path):
+    path = replace_line(small_csv(tmp_path), 1, CANONICAL_HEADER.replace('"T (degC)"', '"Temp"'))
+    with pytest.raises(DataError, match=r"small\.csv: line 1 \(header\), column 3: got 'Temp', expected 'T \(degC\)'"):
+        parse_jena_csv(path)
+
+
+def test_missing_header_column_is_reported(tmp_path):
+    path = replace_line(small_csv(tmp_path), 1, CANONICAL_HEADER.rsplit(",", 1)[0])
+    with pytest.raises(DataError, match=r"small\.csv: line 1 \(header\) has 14 columns, expected 15"):
+        parse_jena_csv(path)
+
+
+def test_non_numeric_value_names_line_and_field(tmp_path):
+    path = replace_line(small_csv(tmp_path), 5, "01.01.2009 00:40:00,996.51,-8.31,265.12,-9.07,abc,3.26,3.07,0.19,1.92,3.08,1309.19,0.34,0.5,198")
+    with pytest.raises(DataError, match=r"small\.csv: line 5, field 'rh \(%\)': got 'abc', expected a number"):
+        parse_jena_csv(path)
+
+
+def test_short_row_names_the_empty_field(tmp_path):
+    path = replace_line(small_csv(tmp_path), 7, "01.01.2009 01:00:00,996.51,-8.31,265.12,-9.07,94.2,3.26,3.07,0.19,1.92,3.08,1309.19,0.34,0.5")
+    with pytest.raises(DataError, match=r"line 7, field 'wd \(deg\)': got an empty field, expected a number"):
+        parse_jena_csv(path)
+
+
+def test_long_row_is_reported_with_its_line(tmp_path):
+    path = replace_line(small_csv(tmp_path), 9, "01.01.2009 01:20:00" + ",1" * 15)
+    with pytest.raises(DataError, match=r"small\.csv: malformed CSV .*line 9"):
+        parse_jena_csv(path)
+
+
+def test_bad_date_names_line_field_and_format(tmp_path):
+    path = replace_line(small_csv(tmp_path), 4, "32.01.2009 00:30:00" + ",1" * 14)
+    with pytest.raises(DataError, match=r"line 4, field 'Date Time': got '32\.01\.2009 00:30:00', expected a date dd\.mm\.yyyy HH:MM:SS"):
+        parse_jena_csv(path)
+
+
+def test_empty_and_header_only_files_are_rejected(tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(DataError, match=r"empty\.csv: the file is empty"):
+        parse_jena_csv(empty)
+    header_only = tmp_path / "header.csv"
+    header_only.write_text(CANONICAL_HEADER + "\n")
+    with pytest.raises(DataError, match=r"header\.csv: no data rows"):
+        parse_jena_csv(header_only)
+
+
+def test_canonical_check_names_row_count_and_dates(tmp_path, jena_sample):
+    data_dir = tmp_path / "data"
+    (data_dir / "jena").mkdir(parents=True)
+    (data_dir / "jena" / JENA_FILE_NAME).symlink_to(jena_sample)
+    with pytest.raises(DataError, match=r"19 data rows, expected 420,551; dates from 01\.01\.2009 00:10:00 to 01\.01\.2009 03:10:00"):
+        load_jena(data_dir=data_dir, cache_dir=tmp_path / "cache", allow_download=False)
+    assert not [p for p in files_below(tmp_path / "cache") if p.suffix in {".npz", ".part"}]
+
+
+# --------------------------------------------------------------------------- cleaning and resampling
+
+
+def test_wind_error_values_are_replaced():
+    frame = standin_frame(days=3, seed=0)
+    parsed = frame.drop(columns="Date Time").set_index(pd.to_datetime(frame["Date Time"], format="%d.%m.%Y %H:%M:%S"))
+    assert (parsed[["wv (m/s)", "max. wv (m/s)"]] == -9999.0).sum().tolist() == [3, 3]
+    zeroed, replaced = clean_wind(parsed, 0.0)
+    assert replaced == 6 and not (zeroed.to_numpy() == -9999.0).any()
+    interpolated, _ = clean_wind(parsed, "interpolate")
+    assert interpolated["wv (m/s)"].between(0.0, 20.0).all()
+    untouched = [c for c in FEATURE_NAMES if c not in ("wv (m/s)", "max. wv (m/s)")]
+    pd.testing.assert_frame_equal(zeroed[untouched], parsed[untouched])
+
+
+def test_hourly_rows_on_the_real_sample(jena_sample):
+    frame = parse_jena_csv(jena_sample)
+    last, filled = to_hourly(frame, "last")
+    assert filled == 0
+    assert list(last.index[:3]) == [pd.Timestamp(f"2009-01-01 0{h}:00") for h in (1, 2, 3)]
+    on_the_hour = pd.Timestamp("2009-01-01 01:00")
+    np.testing.assert_array_equal(last.loc[on_the_hour].to_numpy(), frame.loc[on_the_hour].to_numpy())
+    mean, _ = to_hourly(frame, "mean")
+    np.testing.assert_allclose(mean.iloc[0].to_numpy(), frame.iloc[0:6].mean().to_numpy())
+
+
+def test_missing_hours_are_interpolated():
+    index = pd.date_range("2009-01-01 00:10", periods=6 * 5, freq="10min")
+    frame = pd.DataFrame({"a": np.arange(30.0)}, index=index)
+    gappy = frame.drop(index[(index > "2009-01-01 02:00") & (index <= "2009-01-01 03:00")])
+    hours, filled = to_hourly(gappy, "last")
+    assert filled == 1
+    assert hours.loc["2009-01-01 03:00", "a"] == pytest.approx((hours.loc["2009-01-01 02:00", "a"] + hours.loc["2009-01-01 04:00", "a"]) / 2)
+
+
+# --------------------------------------------------------------------------- stand-in
+
+
+def test_standin_has_the_exact_schema_and_glitches(tmp_path):
+    path = small_csv(tmp_path, days=3)
+    lines = path.read_text(encoding="utf-8").split("\n")
+    assert lines[0] == CANONICAL_HEADER
+    assert lines[1].startswith("01.01.2009 00:10:00,") and len(lines[1].split(",")) == 15
+    frame = parse_jena_csv(path)
+    assert frame.shape == (3 * 144, 14)
+    assert frame.index[0] == pd.Timestamp("2009-01-01 00:10") and frame.index[-1] == pd.Timestamp("2009-01-04 00:00")
+    assert (np.diff(frame.index.to_numpy()) == np.timedelta64(10, "m")).all()
+    assert (frame["wv (m/s)"] == -9999.0).sum() == 3 and (frame["max. wv (m/s)"] == -9999.0).sum() == 3
+    clean = frame[frame["wv (m/s)"] > -9999]
+    assert clean["T (degC)"].between(-40, 45).all() and clean["p (mbar)"].between(900, 1100).all()
+    assert clean["rh (%)"].between(0, 100).all() and frame["wd (deg)"].between(0, 360).all()
+
+
+def test_standin_is_seeded():
+    a, b, c = standin_frame(days=2, seed=5), standin_frame(days=2, seed=5), standin_frame(days=2, seed=6)
+    pd.testing.assert_frame_equal(a, b)
+    assert not a.equals(c)
+
+
+def test_missing_file_falls_back_to_a_flagged_standin(tmp_path):
+    cache = tmp_path / "cache"
+    ds = load_jena(n_tokens=8, n_train=16, n_test=8, data_dir=tmp_path / "empty", cache_dir=cache, allow_download=False, standin_days=20)
+    assert ds.is_standin and ds.source_label.startswith("SYNTHETIC stand-in data (real Jena file not found")
+    assert ds.describe()["is_standin"] is True and "disabled" in ds.info["standin_reason"]
+    standins = list((cache / "jena" / "standin").glob("*.csv"))
+    assert len(standins) == 1 and standins[0].read_text().split("\n", 1)[0] == CANONICAL_HEADER
+    assert not (cache / "jena" / JENA_FILE_NAME).exists()
+
+
+def test_env_cache_dir_is_used(tmp_path):
+    ds = load_jena(n_tokens=4, n_train=4, n_test=4, allow_download=False, standin_days=10)
+    assert ds.is_standin and Path(ds.info["source_file"]).is_relative_to(tmp_path / "env-cache")
+
+
+def test_missing_file_without_standin_names_file_url_and_variable(tmp_path):
+    with pytest.raises(DataError) as caught:
+        load_jena(data_dir=tmp_path / "empty", cache_dir=tmp_path / "cache", allow_download=False, allow_standin=False)
+    message = str(caught.value)
+    for needle in (JENA_FILE_NAME, JENA_URL, "RESGD_DATA_DIR", str(tmp_path / "empty" / "jena" / JENA_FILE_NAME)):
+        assert needle in message
+
+
+def test_offline_variable_blocks_downloads(tmp_path, monkeypatch):
+    monkeypatch.setenv("RESGD_OFFLINE", "1")
+    monkeypatch.setattr(download_module, "fetch_url", lambda *a, **k: pytest.fail("fetch_url called while offline"))
+    with pytest.raises(DataError, match="RESGD_OFFLINE"):
+        load_jena(cache_dir=tmp_path / "cache", allow_standin=False)
+
+
+# --------------------------------------------------------------------------- downloads
+
+
+def zipped_csv(source: Path) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.write(source, JENA_FILE_NAME)
+    return buffer.getvalue()
+
+
+def serve(monkeypatch, payload: bytes, fail_after: bool = False):
+    """Replace ``fetch_url`` by one that writes ``payload`` (then fails, if asked)."""
+    calls = []
+
+    def fake(url, dest, *, timeout=0.0):
+        calls.append(url)
+        Path(dest).write_bytes(payload)
+        if fail_after:
+            raise DownloadError(f"download of {url} failed: connection reset")
+
+    monkeypatch.setattr(download_module, "fetch_url", fake)
+    return calls
+
+
+def test_interrupted_download_leaves_no_partial_file(tmp_path, monkeypatch):
+    calls = serve(monkeypatch, b"PK\x03\x04 half an archive", fail_after=True)
+    cache = tmp_path / "cache"
+    with pytest.raises(DataError, match="connection reset") as caught:
+        load_jena(cache_dir=cache, allow_standin=False)
+    assert JENA_URL in str(caught.value) and calls == [JENA_URL]
+    assert files_below(cache) == []
+
+
+def test_corrupt_download_is_reported_and_not_kept(tmp_path, monkeypatch):
+    serve(monkeypatch, b"this is not a zip archive")
+    cache = tmp_path / "cache"
+    with pytest.raises(DataError, match=r"corrupt or truncated.*nothing was written"):
+        load_jena(cache_dir=cache)
+    assert files_below(cache) == []
+
+
+def test_truncated_download_fails_the_canonical_check(tmp_path, monkeypatch):
+    serve(monkeypatch, zipped_csv(small_csv(tmp_path, days=2)))
+    cache = tmp_path / "cache"
+    with pytest.raises(DataError, match=r"downloaded from .*not the canonical Jena climate file: 288 data rows"):
+        load_jena(cache_dir=cache)
+    assert files_below(cache) == []
+
+
+def test_good_download_is_published_and_used(tmp_path, monkeypatch):
+    calls = serve(monkeypatch, zipped_csv(small_csv(tmp_path, days=12)))
+    cache = tmp_path / "cache"
+    ds = load_jena(n_tokens=6, n_train=8, n_test=8, cache_dir=cache, check_canonical=False)
+    assert not ds.is_standin and ds.source_label.startswith("Jena climate")
+    assert (cache / "jena" / JENA_FILE_NAME).is_file() and calls == [JENA_URL]
+    assert not [p for p in files_below(cache) if p.suffix == ".part" or p.name.startswith(".download")]
+    load_jena(n_tokens=6, n_train=8, n_test=8, cache_dir=cache, check_canonical=False)
+    assert calls == [JENA_URL], "a cached file must not be downloaded again"
+
+
+# --------------------------------------------------------------------------- windows
+
+
+@pytest.fixture
+def small_real(tmp_path) -> dict:
+    """A 20-day Jena-format file placed as the real file in a data directory."""
+    data_dir = tmp_path / "data"
+    frame = standin_frame(days=20, seed=2)
+    write_frame(frame, data_dir / "jena" / JENA_FILE_NAME)
+    return {"data_dir": data_dir, "cache_dir": tmp_path / "cache", "check_canonical": False, "allow_download": False, "frame": frame}
+
+
+def load_small(small_real, **kwargs):
+    options = {k: v for k, v in small_real.items() if k != "frame"}
+    return load_jena(**{**options, **kwargs})
+
+
+def covered_hours(starts: np.ndarray, n_tokens: int) -> set:
+    return {start + np.timedelta64(k, "h") for start in starts for k in range(2 * n_tokens)}
+
+
+def test_window_shapes_and_dtype(small_real):
+    ds = load_small(small_real, n_tokens=6, n_train=40, n_test=20, dtype=torch.float32)
+    assert ds.X_train.shape == (40, 6, 14) and ds.Y_train.shape == (40, 6, 1)
+    assert ds.X_test.shape == (20, 6, 14) and ds.Y_test.shape == (20, 6, 1)
+    assert ds.X_train.dtype == torch.float32 and ds.mask_train is None and not ds.is_standin
+    assert ds.describe()["X_train"] == [40, 6, 14] and ds.feature_names == FEATURE_NAMES
+
+
+def test_splits_share_no_hour_and_keep_the_gap(small_real):
+    n = 6
+    ds = load_small(small_real, n_tokens=n, n_train=None, n_test=None)
+    train, test = covered_hours(ds.index_train, n), covered_hours(ds.index_test, n)
+    assert train and test and not train & test
+    assert (min(test) - max(train)) / np.timedelta64(1, "h") > 2 * n
+
+
+def test_targets_are_the_following_hours_temperature(small_real):
+    n = 5
+    ds = load_small(small_real, n_tokens=n, n_train=None, n_test=None)
+    t = FEATURE_NAMES.index("T (degC)")
+    assert (np.diff(ds.index_train) == np.timedelta64(1, "h")).all()
+    torch.testing.assert_close(ds.X_train[n:, :, t], ds.Y_train[:-n, :, 0])
+    torch.testing.assert_close(ds.X_test[n:, :, t], ds.Y_test[:-n, :, 0])
+
+
+def test_standardization_uses_training_statistics_only(small_real, tmp_path):
+    n = 6
+    base = load_small(small_real, n_tokens=n, n_train=None, n_test=None)
+    hours, _ = to_hourly(clean_wind(parse_jena_csv(small_real["data_dir"] / "jena" / JENA_FILE_NAME), 0.0)[0])
+    train_hours = hours.loc[: pd.Timestamp(base.info["train_hours"][1])]
+    np.testing.assert_allclose(list(base.info["train_mean"].values()), train_hours.mean().to_numpy())
+    np.testing.assert_allclose(list(base.info["train_std"].values()), train_hours.std(ddof=0).to_numpy())
+
+    shifted = small_real["frame"].copy()
+    late = pd.to_datetime(shifted["Date Time"], format="%d.%m.%Y %H:%M:%S") > pd.Timestamp(base.info["train_hours"][1])
+    shifted.loc[late, "T (degC)"] += 40.0
+    other = tmp_path / "shifted"
+    write_frame(shifted, other / "jena" / JENA_FILE_NAME)
+    moved = load_small(small_real, n_tokens=n, n_train=None, n_test=None, data_dir=other)
+    torch.testing.assert_close(moved.X_train, base.X_train)
+    assert moved.info["train_mean"] == base.info["train_mean"]
+    assert not torch.allclose(moved.X_test, base.X_test)
+
+
+def test_subsampling_is_seeded(small_real):
+    a = load_small(small_real, n_tokens=6, n_train=30, n_test=20, seed=1)
+    b = load_small(small_real, n_tokens=6, n_train=30, n_test=20, seed=1)
+    c = load_small(small_real, n_tokens=6, n_train=30, n_test=20, seed=2)
+    assert torch.equal(a.X_train, b.X_train) and torch.equal(a.Y_test, b.Y_test)
+    assert (a.index_train == b.index_train).all()
+    assert not (a.index_train == c.index_train).all() and not torch.equal(a.X_train, c.X_train)
+    assert (np.diff(a.index_train) > np.timedelta64(0, "h")).all(), "windows come in time order"
+
+
+def test_stride_spaces_the_window_starts(small_real):
+    ds = load_small(small_real, n_tokens=4, n_train=None, n_test=None, stride=5)
+    assert (np.diff(ds.index_train) == np.timedelta64(5, "h")).all()
+
+
+def test_too_many_windows_requested_is_a_clear_error(small_real):
+    with pytest.raises(DataError, match=r"n_train=100000 windows requested, but the train range .* holds only \d+"):
+        load_small(small_real, n_tokens=6, n_train=100_000)
+
+
+def test_second_call_reads_the_cache(small_real, monkeypatch):
+    first = load_small(small_real, n_tokens=6, n_train=20, n_test=10)
+    assert list((small_real["cache_dir"] / "processed").glob("jena_hourly_*.npz"))
+    monkeypatch.setattr(jena_module, "parse_jena_csv", lambda path: pytest.fail("parsed again"))
+    second = load_small(small_real, n_tokens=6, n_train=20, n_test=10)
+    assert torch.equal(first.X_train, second.X_train) and first.info == second.info
+
+
+def test_unreadable_cache_entry_is_rebuilt(small_real):
+    first = load_small(small_real, n_tokens=6, n_train=20, n_test=10)
+    (entry,) = (small_real["cache_dir"] / "processed").glob("jena_hourly_*.npz")
+    entry.write_bytes(entry.read_bytes()[:100])
+    second = load_small(small_real, n_tokens=6, n_train=20, n_test=10)
+    assert torch.equal(first.X_train, second.X_train)

