@@ -1,0 +1,669 @@
+"""Rank collapse of the attention output as d_QK grows, and why the residual prevents it.
+
+Everything behind ``notebooks/03_rank_collapse.md`` (and ``resgd reproduce``) lives here:
+
+* :func:`dqk_sweep` — σ_min, σ_max, distance to rank 1 and stable rank of ``Attn(X)`` and of
+  ``Z = βX + Attn(X)`` over d_QK = 1, 2, 4, …, for both logit scalings, several W_Q/W_K
+  initialization scales, several β and several seeds (one tidy table);
+* :func:`attention_regimes` / :func:`attention_maps` — what the attention matrix ``A`` itself
+  looks like (row entropy, largest weight, whether queries agree on a key; one sample's ``A``);
+* :func:`z_lower_bound` — a rigorous lower bound on σ_min(Z) in terms of β and the centred input;
+* :func:`training_comparison` — full-batch GD with and without the residual at a small and at a
+  collapsed d_QK, same initialization and step size;
+* :func:`preset` / :func:`reproduce` — the sizes (quick or full) and every figure without Jupyter.
+
+Two notions of "the attention output" are reported (column ``scope``):
+
+``"per_sample"``
+    the n×d matrix ``Attn(X_p)`` of each sample; the summary over samples is the **median**
+    (companion's choice). Rank collapse in the sense of the paper happens here: uniform attention
+    makes ``Attn(X_p) = 1 v_pᵀ`` with ``v_p = W_Vᵀ mean_i(x_{p,i})``, exactly rank 1.
+``"stacked"``
+    the (N·n)×d matrix ``[Attn(X_1); …; Attn(X_N)]`` that :mod:`resgd.conditioning` and the trainer
+    use. Under uniform attention it is ``[1 v_1ᵀ; …; 1 v_Nᵀ]``: rank ≤ min(N, d), *not* 1, because
+    each sample collapses onto its own direction ``v_p``.
+
+σ_min of a matrix with d columns means ``min_{‖u‖=1} ‖M u‖`` (the d-th singular value, 0 when the
+matrix has fewer than d rows); :class:`resgd.conditioning.Spectrum` agrees whenever rows ≥ d, which
+holds for every default here (n = 16 tokens, d = 8 features).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .conditioning import singular_values, spectrum
+from .model import LOGIT_SCALES, ModelConfig, forward, init_params
+from .train import DivergenceError, GDConfig, train_gd
+from .validation import ConfigError, check_choice, check_inputs
+
+MATRICES = ("Attn", "Z")
+SCOPES = ("per_sample", "stacked")
+METRICS = ("sigma_min", "sigma_max", "rank1_distance", "stable_rank")
+SWEEP_COLUMNS = (
+    "d_qk", "logit_scale", "qk_scale", "beta", "seed", "matrix", "scope",
+    *METRICS, "bound_weyl", "bound_centered", "bound",
+)
+TARGETS = ("linear", "random")
+
+
+# --------------------------------------------------------------------------------------------
+# Sizes
+# --------------------------------------------------------------------------------------------
+
+def preset(quick: bool) -> dict:
+    """Every size of the notebook and of :func:`reproduce`; ``quick`` for CI, full for the book.
+
+    Both use the same d_QK grid 1 … 16384 and the same input; ``quick`` uses fewer seeds and
+    fewer GD iterations.
+    """
+    common_input = {"N": 16, "n": 16, "d": 8, "input_seed": 1234}
+    sweep = {
+        "d_qks": tuple(2**k for k in range(15)),  # 1 … 16384
+        "logit_scales": LOGIT_SCALES,
+        "qk_scales": (1.0, 4.0),
+        "betas": (0.0, 0.5, 1.0),
+        "seeds": tuple(range(3 if quick else 10)),
+        **common_input,
+    }
+    maps = {"d_qks": (4, 16384), "logit_scales": LOGIT_SCALES, "qk_scales": (1.0, 4.0), "seed": 0, "sample": 0, **common_input}
+    training = {
+        "d_qks": (4, 16384),
+        "betas": (0.0, 1.0),
+        "seeds": tuple(range(2 if quick else 5)),
+        "logit_scale": "linear",
+        "qk_scale": 1.0,
+        "m": 32,
+        "lr": 0.01,
+        "iterations": 300 if quick else 1500,
+        "record_every": 25 if quick else 100,
+        "target": "linear",
+        **common_input,
+    }
+    return {"quick": bool(quick), "sweep": sweep, "maps": maps, "training": training}
+
+
+def make_input(N: int = 16, n: int = 16, d: int = 8, input_seed: int = 1234, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The fixed input of the sweep: i.i.d. standard Gaussian tokens, shape (N, n, d) (companion's choice)."""
+    for name, value in (("N", N), ("n", n), ("d", d)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"make_input: {name} must be an integer >= 1, got {value!r}")
+    generator = torch.Generator().manual_seed(int(input_seed))
+    return torch.randn(N, n, d, generator=generator, dtype=torch.float64).to(dtype)
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` intra-op threads (``None``: leave torch's setting), then restore it.
+
+    Every matrix here is tiny (at most 256 × 16 or 8 × 16384): one thread is as fast as several
+    on an idle machine and 10–20× faster on a shared, oversubscribed one.
+    """
+    if threads is None:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(int(threads))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+# --------------------------------------------------------------------------------------------
+# Linear algebra helpers
+# --------------------------------------------------------------------------------------------
+
+def column_sigma_min(M: torch.Tensor) -> float:
+    """``min_{‖u‖=1} ‖M u‖`` for a 2-D ``M``: its d-th singular value, 0 if it has fewer rows than columns."""
+    if M.ndim != 2:
+        raise ValueError(f"M: expected a 2-D matrix, got shape {tuple(M.shape)}")
+    if M.shape[0] < M.shape[1] or M.numel() == 0:
+        return 0.0
+    return float(singular_values(M)[-1])
+
+
+def center_tokens(M: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``P M``: subtract from every token of a sample the mean over that sample's real tokens.
+
+    ``P = I − 1 1ᵀ / n_p`` per sample (block-diagonal over samples); padded tokens are set to 0.
+    """
+    if M.ndim != 3:
+        raise ValueError(f"M: expected shape (N, n, d), got {tuple(M.shape)}")
+    if mask is None:
+        return M - M.mean(dim=1, keepdim=True)
+    w = mask.to(M.dtype)[..., None]
+    mean = (M * w).sum(dim=1, keepdim=True) / w.sum(dim=1, keepdim=True)
+    return (M - mean) * w
+
+
+def _stack(M: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    return M.reshape(-1, M.shape[-1]) if mask is None else M[mask]
+
+
+@dataclass(frozen=True)
+class ZBound:
+    """Lower bounds on σ_min(Z) for ``Z = βX + Attn`` (each may be negative, i.e. vacuous).
+
+    ``weyl``: β σ_min(X) − σ_max(Attn).  ``centered``: β σ_min(PX) − σ_max(P·Attn), with ``P``
+    the per-sample token centring of :func:`center_tokens`.  ``bound``: max(weyl, centered, 0).
+    """
+
+    weyl: float
+    centered: float
+
+    @property
+    def bound(self) -> float:
+        return max(self.weyl, self.centered, 0.0)
+
+    def as_dict(self) -> dict[str, float]:
+        return {"bound_weyl": self.weyl, "bound_centered": self.centered, "bound": self.bound}
+
+
+def z_lower_bound(X: torch.Tensor, Attn: torch.Tensor, beta: float, mask: torch.Tensor | None = None) -> ZBound:
+    """A rigorous lower bound on σ_min of the stacked ``Z = βX + Attn`` (of one sample if N = 1).
+
+    ``X``, ``Attn``: (N, n, d) (or (n, d) for one sample). For every unit ``u ∈ R^d``:
+
+    * Weyl: ``‖Zu‖ ≥ β‖Xu‖ − ‖Attn u‖ ≥ β σ_min(X) − σ_max(Attn)``;
+    * centred: ``P`` (per-sample ``I − 11ᵀ/n``) is an orthogonal projector, so
+      ``‖Zu‖ ≥ ‖PZu‖ ≥ β‖PXu‖ − ‖P Attn u‖ ≥ β σ_min(PX) − σ_max(P Attn)``.
+
+    When attention is uniform, ``Attn(X_p) = 1 v_pᵀ`` and ``P Attn = 0``: then
+    ``σ_min(Z) ≥ β σ_min(PX)`` whatever ``W_V`` is — the residual keeps Z full rank as long as the
+    centred input is (which needs more than d real tokens per sample for a single sample).
+    """
+    if X.ndim == 2:
+        X, Attn = X[None], Attn[None]
+        mask = None if mask is None else mask[None]
+    if X.shape != Attn.shape:
+        raise ConfigError(f"z_lower_bound: X and Attn must have the same shape, got {tuple(X.shape)} and {tuple(Attn.shape)}")
+    if not 0.0 <= float(beta):
+        raise ConfigError(f"z_lower_bound: beta must be >= 0, got {beta!r}")
+    X64, A64 = X.detach().to(torch.float64), Attn.detach().to(torch.float64)
+    beta = float(beta)
+    attn_max = float(singular_values(_stack(A64, mask))[0])
+    weyl = beta * column_sigma_min(_stack(X64, mask)) - attn_max
+    centered_attn_max = float(singular_values(_stack(center_tokens(A64, mask), mask))[0])
+    centered = beta * column_sigma_min(_stack(center_tokens(X64, mask), mask)) - centered_attn_max
+    return ZBound(weyl=weyl, centered=centered)
+
+
+def _per_sample_bounds(X: torch.Tensor, Attn: torch.Tensor, beta: float) -> dict[str, np.ndarray]:
+    """:func:`z_lower_bound` for every sample separately (vectorised; no mask)."""
+    N, n, d = X.shape
+    beta = float(beta)
+
+    def smin(M):  # column σ_min per sample
+        if n < d:
+            return np.zeros(N)
+        return torch.linalg.svdvals(M).numpy()[:, -1]
+
+    def smax(M):
+        return torch.linalg.svdvals(M).numpy()[:, 0]
+
+    weyl = beta * smin(X) - smax(Attn)
+    centered = beta * smin(center_tokens(X)) - smax(center_tokens(Attn))
+    return {"bound_weyl": weyl, "bound_centered": centered, "bound": np.maximum(np.maximum(weyl, centered), 0.0)}
+
+
+def _summaries(sigma: np.ndarray) -> dict[str, np.ndarray]:
+    """Spectrum summaries, vectorised over leading axes (same definitions as ``Spectrum``)."""
+    energy = (sigma**2).sum(axis=-1)
+    top = sigma[..., 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rank1 = np.where(energy > 0, np.sqrt((sigma[..., 1:] ** 2).sum(axis=-1) / np.where(energy > 0, energy, 1)), 0.0)
+        stable = np.where(top > 0, energy / np.where(top > 0, top, 1) ** 2, 0.0)
+    return {"sigma_min": sigma[..., -1], "sigma_max": top, "rank1_distance": rank1, "stable_rank": stable}
+
+
+# --------------------------------------------------------------------------------------------
+# The d_QK sweep
+# --------------------------------------------------------------------------------------------
+
+def _check_list(name: str, values: Iterable, kind=float) -> tuple:
+    values = tuple(values)
+    if not values:
+        raise ConfigError(f"{name}: expected at least one value")
+    return values
+
+
+def _attention_trace(X: torch.Tensor, d: int, d_qk: int, logit_scale: str, qk_scale: float, seed: int):
+    cfg = ModelConfig(d=d, d_qk=int(d_qk), m=d, logit_scale=logit_scale, qk_scale=float(qk_scale))
+    params = init_params(cfg, seed)
+    with torch.no_grad():
+        return forward(params, cfg, X, return_trace=True).layers[0]
+
+
+def dqk_sweep(
+    d_qks: Sequence[int] = tuple(2**k for k in range(15)),
+    logit_scales: Sequence[str] = LOGIT_SCALES,
+    qk_scales: Sequence[float] = (1.0, 4.0),
+    betas: Sequence[float] = (0.0, 0.5, 1.0),
+    seeds: Sequence[int] = (0, 1, 2),
+    *,
+    X: torch.Tensor | None = None,
+    N: int = 16,
+    n: int = 16,
+    d: int = 8,
+    input_seed: int = 1234,
+    threads: int | None = 1,
+) -> pd.DataFrame:
+    """Conditioning of ``Attn(X)`` and ``Z = βX + Attn(X)`` over d_QK, scalings, init scales, β, seeds.
+
+    One row per d_qk × logit_scale × qk_scale × β × seed × matrix ∈ {Attn, Z} × scope ∈
+    {per_sample, stacked}; columns :data:`SWEEP_COLUMNS`. ``Attn`` rows repeat for every β (Attn
+    does not depend on β: the forward pass runs once per d_qk × logit_scale × qk_scale × seed).
+    ``Z`` rows carry :func:`z_lower_bound` (per-sample rows: the median over samples of the
+    per-sample bound, which stays below the median of the measured σ_min); ``Attn`` rows have NaN.
+
+    Weights come from :func:`resgd.model.init_params` (seeded, the trainer's initialization), so
+    the same ``seed`` gives the same W_Q, W_K for both logit scalings. ``X`` defaults to
+    :func:`make_input` ``(N, n, d, input_seed)``.
+    """
+    d_qks = _check_list("d_qks", d_qks)
+    logit_scales = _check_list("logit_scales", logit_scales)
+    qk_scales = _check_list("qk_scales", qk_scales)
+    betas = _check_list("betas", betas)
+    seeds = _check_list("seeds", seeds)
+    for scale in logit_scales:
+        check_choice("logit_scales", scale, LOGIT_SCALES)
+    X = make_input(N, n, d, input_seed) if X is None else X.detach().to(torch.float64)
+    check_inputs(X)
+    d = X.shape[-1]
+    with torch_threads(threads):
+        rows = _sweep_rows(X, d, d_qks, logit_scales, qk_scales, betas, seeds)
+    return pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
+
+
+def _sweep_rows(X, d, d_qks, logit_scales, qk_scales, betas, seeds) -> list[dict]:
+    rows: list[dict] = []
+    for d_qk in d_qks:
+        for logit_scale in logit_scales:
+            for qk_scale in qk_scales:
+                for seed in seeds:
+                    trace = _attention_trace(X, d, d_qk, logit_scale, qk_scale, seed)
+                    attn = trace.Attn.to(torch.float64)
+                    key = {"d_qk": int(d_qk), "logit_scale": logit_scale, "qk_scale": float(qk_scale), "seed": int(seed)}
+                    attn_per = _summaries(torch.linalg.svdvals(attn).numpy())
+                    attn_stacked = spectrum(attn).summary()
+                    for beta in betas:
+                        beta = float(beta)
+                        Z = beta * X + attn
+                        z_per = _summaries(torch.linalg.svdvals(Z).numpy())
+                        z_stacked = spectrum(Z).summary()
+                        bound_per = _per_sample_bounds(X, attn, beta)
+                        bound_stacked = z_lower_bound(X, attn, beta).as_dict()
+                        nan_bounds = dict.fromkeys(("bound_weyl", "bound_centered", "bound"), math.nan)
+                        base = {**key, "beta": beta}
+                        rows.append({**base, "matrix": "Attn", "scope": "per_sample", **{m: float(np.median(attn_per[m])) for m in METRICS}, **nan_bounds})
+                        rows.append({**base, "matrix": "Attn", "scope": "stacked", **{m: attn_stacked[m] for m in METRICS}, **nan_bounds})
+                        rows.append({**base, "matrix": "Z", "scope": "per_sample", **{m: float(np.median(z_per[m])) for m in METRICS},
+                                     **{b: float(np.median(v)) for b, v in bound_per.items()}})
+                        rows.append({**base, "matrix": "Z", "scope": "stacked", **{m: z_stacked[m] for m in METRICS}, **bound_stacked})
+    return rows
+
+
+def input_spectra(X: torch.Tensor | None = None, *, N: int = 16, n: int = 16, d: int = 8, input_seed: int = 1234) -> pd.DataFrame:
+    """σ_min of the input and of the centred input, per sample (median) and stacked: the bound's ingredients."""
+    X = make_input(N, n, d, input_seed) if X is None else X.detach().to(torch.float64)
+    rows = []
+    for name, M in (("X", X), ("PX", center_tokens(X))):
+        per = torch.linalg.svdvals(M).numpy()[:, -1] if M.shape[1] >= M.shape[2] else np.zeros(M.shape[0])
+        rows.append({"matrix": name, "scope": "per_sample", "sigma_min": float(np.median(per))})
+        rows.append({"matrix": name, "scope": "stacked", "sigma_min": column_sigma_min(_stack(M, None))})
+    return pd.DataFrame(rows)
+
+
+def bound_table(sweep: pd.DataFrame, betas: Sequence[float] = (0.5, 1.0)) -> pd.DataFrame:
+    """Long table for the bound figure: measured σ_min(Z) next to the Weyl and the centred bound.
+
+    Columns: d_qk, logit_scale, qk_scale, beta, seed, scope, quantity, value; ``quantity`` ∈
+    {"measured σ_min(Z)", "Weyl bound", "centred bound"} (bounds clipped at 0, where they say nothing).
+    """
+    z = sweep[(sweep["matrix"] == "Z") & sweep["beta"].isin([float(b) for b in betas])]
+    keys = ["d_qk", "logit_scale", "qk_scale", "beta", "seed", "scope"]
+    long = z.melt(id_vars=keys, value_vars=["sigma_min", "bound_weyl", "bound_centered"], var_name="quantity", value_name="value")
+    long["quantity"] = long["quantity"].map({"sigma_min": "measured σ_min(Z)", "bound_weyl": "Weyl bound", "bound_centered": "centred bound"})
+    long["value"] = long["value"].clip(lower=0.0)
+    return long.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------
+# The attention matrix itself
+# --------------------------------------------------------------------------------------------
+
+def attention_statistics(A: torch.Tensor, logits: torch.Tensor | None = None) -> dict[str, float]:
+    """Summaries of attention probabilities ``A`` (N, n, n), averaged over samples and queries.
+
+    * ``entropy``: mean row entropy / log n (1 = uniform, 0 = one-hot);
+    * ``max_prob``: mean largest weight of a row (1/n uniform, 1 one-hot);
+    * ``argmax_agreement``: fraction of queries whose argmax key is the most common argmax key of
+      their sample (1 = every query picks the same key; ≈ 1/n·… for spread-out choices). Only
+      meaningful when ``max_prob`` is large: for near-uniform rows the argmax is noise;
+    * ``rank1_distance_A``: median over samples of A's relative distance to rank 1;
+    * ``logit_std``: standard deviation of the logits (when given).
+    """
+    A = A.detach().to(torch.float64)
+    N, n, _ = A.shape
+    entropy = -(A * torch.log(A.clamp_min(1e-300))).sum(-1)
+    norm_entropy = float(entropy.mean() / math.log(n)) if n > 1 else 0.0
+    argmax = A.argmax(dim=-1)
+    counts = torch.nn.functional.one_hot(argmax, num_classes=A.shape[-1]).sum(dim=1)  # (N, keys): queries per key
+    agreement = float((counts.max(dim=-1).values.to(torch.float64) / n).mean())
+    rank1_A = float(np.median(_summaries(torch.linalg.svdvals(A).numpy())["rank1_distance"]))
+    out = {
+        "entropy": norm_entropy,
+        "max_prob": float(A.max(dim=-1).values.mean()),
+        "argmax_agreement": agreement,
+        "rank1_distance_A": rank1_A,
+    }
+    if logits is not None:
+        out["logit_std"] = float(logits.detach().to(torch.float64).std())
+    return out
+
+
+def predicted_logit_std(d_qk: int, logit_scale: str, qk_scale: float) -> float:
+    """``s² √d_QK / D``: the logits' standard deviation for tokens with ‖x‖² ≈ d (D = √d_QK or d_QK).
+
+    Conditioned on the tokens, Var ℓ_ij = d_QK (s²‖x_i‖²/d)(s²‖x_j‖²/d) / D² for W_Q, W_K with
+    i.i.d. N(0, s²/d) entries.
+    """
+    check_choice("logit_scale", logit_scale, LOGIT_SCALES)
+    divisor = math.sqrt(d_qk) if logit_scale == "sqrt" else float(d_qk)
+    return float(qk_scale) ** 2 * math.sqrt(d_qk) / divisor
+
+
+def _logits(trace_X: torch.Tensor, d: int, d_qk: int, logit_scale: str, qk_scale: float, seed: int) -> torch.Tensor:
+    from .model import attention_logits
+
+    cfg = ModelConfig(d=d, d_qk=int(d_qk), m=d, logit_scale=logit_scale, qk_scale=float(qk_scale))
+    params = init_params(cfg, seed)
+    return attention_logits(trace_X, params["W_Q.0"], params["W_K.0"], cfg.logit_divisor)
+
+
+def attention_regimes(
+    d_qks: Sequence[int] = tuple(2**k for k in range(15)),
+    logit_scales: Sequence[str] = LOGIT_SCALES,
+    qk_scales: Sequence[float] = (1.0, 4.0),
+    seeds: Sequence[int] = (0, 1, 2),
+    *,
+    X: torch.Tensor | None = None,
+    N: int = 16,
+    n: int = 16,
+    d: int = 8,
+    input_seed: int = 1234,
+    threads: int | None = 1,
+) -> pd.DataFrame:
+    """:func:`attention_statistics` for every d_qk × logit_scale × qk_scale × seed (one row each)."""
+    X = make_input(N, n, d, input_seed) if X is None else X.detach().to(torch.float64)
+    check_inputs(X)
+    d = X.shape[-1]
+    rows = []
+    for d_qk in d_qks:
+        for logit_scale in logit_scales:
+            check_choice("logit_scales", logit_scale, LOGIT_SCALES)
+            for qk_scale in qk_scales:
+                for seed in seeds:
+                    with torch.no_grad(), torch_threads(threads):
+                        logits = _logits(X, d, d_qk, logit_scale, qk_scale, seed)
+                        stats = attention_statistics(torch.softmax(logits, dim=-1), logits)
+                    rows.append({"d_qk": int(d_qk), "logit_scale": logit_scale, "qk_scale": float(qk_scale), "seed": int(seed), **stats})
+    return pd.DataFrame(rows)
+
+
+def attention_maps(
+    d_qks: Sequence[int] = (4, 16384),
+    logit_scales: Sequence[str] = LOGIT_SCALES,
+    qk_scales: Sequence[float] = (1.0, 4.0),
+    seed: int = 0,
+    sample: int = 0,
+    *,
+    X: torch.Tensor | None = None,
+    N: int = 16,
+    n: int = 16,
+    d: int = 8,
+    input_seed: int = 1234,
+) -> pd.DataFrame:
+    """One sample's attention matrix for each d_qk × logit_scale × qk_scale, long format.
+
+    Columns: d_qk, logit_scale, qk_scale, query, key, prob.
+    """
+    X = make_input(N, n, d, input_seed) if X is None else X.detach().to(torch.float64)
+    check_inputs(X)
+    if not 0 <= sample < X.shape[0]:
+        raise ConfigError(f"attention_maps: sample must be in [0, {X.shape[0]}), got {sample}")
+    d = X.shape[-1]
+    frames = []
+    for d_qk in d_qks:
+        for logit_scale in logit_scales:
+            for qk_scale in qk_scales:
+                with torch.no_grad():
+                    A = torch.softmax(_logits(X[sample : sample + 1], d, d_qk, logit_scale, qk_scale, seed), dim=-1)[0]
+                q, k = np.meshgrid(np.arange(A.shape[0]), np.arange(A.shape[1]), indexing="ij")
+                frames.append(pd.DataFrame({"d_qk": int(d_qk), "logit_scale": logit_scale, "qk_scale": float(qk_scale),
+                                            "query": q.ravel(), "key": k.ravel(), "prob": A.numpy().ravel()}))
+    return pd.concat(frames, ignore_index=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Closing the loop: training
+# --------------------------------------------------------------------------------------------
+
+def make_target(X: torch.Tensor, kind: str = "linear", seed: int = 4321) -> torch.Tensor:
+    """Per-token regression target (N, n, 1): ``X w*/√d`` (``"linear"``) or i.i.d. N(0, 1) (``"random"``)."""
+    check_choice("target", kind, TARGETS)
+    generator = torch.Generator().manual_seed(int(seed))
+    N, n, d = X.shape
+    if kind == "linear":
+        w = torch.randn(d, 1, generator=generator, dtype=torch.float64).to(X.dtype)
+        return X @ w / math.sqrt(d)
+    return torch.randn(N, n, 1, generator=generator, dtype=torch.float64).to(X.dtype)
+
+
+def collapse_floor(Y: torch.Tensor, reduction: str = "mean") -> float:
+    """Smallest loss of any model whose prediction is constant over the tokens of a sample.
+
+    ``½ Σ_p Σ_i (y_{p,i} − ȳ_p)²`` (÷N for ``"mean"``): with β = 0 and exactly uniform attention
+    every token of a sample has the same Z row, so the same output, and the loss cannot go lower.
+    """
+    loss = 0.5 * float((Y - Y.mean(dim=1, keepdim=True)).pow(2).sum())
+    return loss / Y.shape[0] if reduction == "mean" else loss
+
+
+def training_comparison(
+    d_qks: Sequence[int] = (4, 16384),
+    betas: Sequence[float] = (0.0, 1.0),
+    seeds: Sequence[int] = (0, 1),
+    *,
+    logit_scale: str = "linear",
+    qk_scale: float = 1.0,
+    m: int = 32,
+    lr: float = 0.01,
+    iterations: int = 300,
+    record_every: int = 25,
+    reduction: str = "mean",
+    target: str = "linear",
+    X: torch.Tensor | None = None,
+    Y: torch.Tensor | None = None,
+    N: int = 16,
+    n: int = 16,
+    d: int = 8,
+    input_seed: int = 1234,
+    threads: int | None = 1,
+) -> pd.DataFrame:
+    """Full-batch GD for every d_qk × β × seed on the same data, same step size.
+
+    For each seed the weights are ``init_params(cfg, seed)``; β changes only the forward pass
+    (``beta_ffn`` follows ``beta``, so β = 0 removes both residuals), so β = 0 and β = 1 start from
+    identical weights. Returns the trainer's history (tidy) with columns d_qk, beta, seed,
+    logit_scale, qk_scale, diverged added (a diverged run keeps its partial history).
+    """
+    X = make_input(N, n, d, input_seed) if X is None else X.detach().to(torch.float64)
+    Y = make_target(X, target) if Y is None else Y
+    gd = GDConfig(lr=float(lr), iterations=int(iterations), reduction=reduction, record_every=int(record_every))
+    frames = []
+    for d_qk in d_qks:
+        for beta in betas:
+            cfg = ModelConfig(d=X.shape[-1], d_qk=int(d_qk), m=int(m), beta=float(beta), logit_scale=logit_scale, qk_scale=float(qk_scale))
+            for seed in seeds:
+                diverged = False
+                try:
+                    with torch_threads(threads):
+                        history = train_gd(init_params(cfg, seed), cfg, X, Y, gd).history
+                except DivergenceError as error:
+                    history, diverged = error.history, True
+                frames.append(history.assign(d_qk=int(d_qk), beta=float(beta), seed=int(seed), logit_scale=logit_scale,
+                                             qk_scale=float(qk_scale), diverged=diverged))
+    return pd.concat(frames, ignore_index=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Numbers for the prose, and everything at once
+# --------------------------------------------------------------------------------------------
+
+def largest_dqk_sigma_min(sweep: pd.DataFrame, scope: str = "stacked") -> pd.DataFrame:
+    """Median over seeds of σ_min at the largest d_qk, for Attn and for Z at each β (a small table)."""
+    check_choice("scope", scope, SCOPES)
+    top = sweep[(sweep["d_qk"] == sweep["d_qk"].max()) & (sweep["scope"] == scope)]
+    top = top[(top["matrix"] == "Z") | (top["beta"] == top["beta"].min())]
+    table = top.groupby(["logit_scale", "qk_scale", "matrix", "beta"], as_index=False)["sigma_min"].median()
+    table.loc[table["matrix"] == "Attn", "beta"] = math.nan
+    return table
+
+
+def summary_numbers(
+    sweep: pd.DataFrame,
+    regimes: pd.DataFrame,
+    training: pd.DataFrame | None = None,
+    *,
+    d_small: int = 4,
+    inputs: pd.DataFrame | None = None,
+    floor: float | None = None,
+) -> dict[str, float]:
+    """The numbers the notebook glues (names are glue keys without the ``rc-`` prefix).
+
+    σ_min at the largest d_qk (qk_scale = the smallest in the sweep, median over seeds) per scope,
+    scaling, matrix and β, with the centred bound; distance to rank 1 and attention statistics at
+    ``d_small`` and at the largest d_qk; σ_min of X and of the centred PX (from
+    :func:`input_spectra`); training losses (median over seeds) and the collapse floor.
+    """
+    out: dict[str, float] = {}
+    qk = float(sweep["qk_scale"].min())
+    d_max = int(sweep["d_qk"].max())
+    out["dqk-max"] = d_max
+    for scope in SCOPES:
+        table = largest_dqk_sigma_min(sweep, scope)
+        table = table[table["qk_scale"] == qk]
+        for row in table.itertuples():
+            tag = "attn" if row.matrix == "Attn" else f"z-b{row.beta:g}".replace(".", "")
+            out[f"smin-{scope.replace('_', '')}-{row.logit_scale}-{tag}"] = float(row.sigma_min)
+        top = sweep[(sweep["d_qk"] == d_max) & (sweep["scope"] == scope) & (sweep["matrix"] == "Z") & (sweep["qk_scale"] == qk)]
+        for (logit_scale, beta), group in top.groupby(["logit_scale", "beta"]):
+            out[f"bound-{scope.replace('_', '')}-{logit_scale}-b{beta:g}".replace(".", "")] = float(group["bound"].median())
+    per = sweep[(sweep["scope"] == "per_sample") & (sweep["matrix"] == "Attn") & (sweep["qk_scale"] == qk)]
+    for logit_scale in LOGIT_SCALES:
+        sub = per[per["logit_scale"] == logit_scale]
+        for label, d_qk in (("small", d_small), ("max", sub["d_qk"].max())):
+            out[f"r1-{logit_scale}-{label}"] = float(sub[sub["d_qk"] == d_qk]["rank1_distance"].median())
+    for logit_scale in LOGIT_SCALES:
+        for q in sorted(regimes["qk_scale"].unique()):
+            for label, d_qk in (("small", d_small), ("max", int(regimes["d_qk"].max()))):
+                sub = regimes[(regimes["logit_scale"] == logit_scale) & (regimes["qk_scale"] == q) & (regimes["d_qk"] == d_qk)]
+                for stat in ("entropy", "max_prob", "argmax_agreement", "logit_std"):
+                    out[f"{stat.replace('_', '')}-{logit_scale}-q{q:g}-{label}"] = float(sub[stat].median())
+                out[f"logitstd-pred-{logit_scale}-q{q:g}-max"] = predicted_logit_std(int(regimes["d_qk"].max()), logit_scale, q)
+    d_min = int(regimes["d_qk"].min())
+    out["dqk-min"] = d_min
+    out["argmaxagreement-dmin"] = float(regimes[regimes["d_qk"] == d_min]["argmax_agreement"].median())
+    if inputs is not None:
+        for row in inputs.itertuples():
+            out[f"smin{row.matrix}-{row.scope.replace('_', '')}"] = float(row.sigma_min)
+    if floor is not None:
+        out["floor"] = float(floor)
+    if training is not None:
+        last = training.sort_values("iteration").groupby(["d_qk", "beta", "seed"]).tail(1)
+        for (d_qk, beta), group in last.groupby(["d_qk", "beta"]):
+            out[f"final-loss-d{d_qk}-b{beta:g}"] = float(group["loss"].median())
+        first = training[training["iteration"] == 0]
+        for (d_qk, beta), group in first.groupby(["d_qk", "beta"]):
+            out[f"initial-loss-d{d_qk}-b{beta:g}"] = float(group["loss"].median())
+    return out
+
+
+def regime_kwargs(p: dict) -> dict:
+    """The arguments of :func:`attention_regimes` from a :func:`preset` (the sweep's, without β)."""
+    return {key: value for key, value in p["sweep"].items() if key != "betas"}
+
+
+def run_all(quick: bool = True) -> dict:
+    """Every table of the notebook at the preset sizes, with timings (seconds)."""
+    p = preset(quick)
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    sweep = dqk_sweep(**p["sweep"])
+    timings["sweep"] = time.perf_counter() - start
+    t = time.perf_counter()
+    regimes = attention_regimes(**regime_kwargs(p))
+    maps = attention_maps(**p["maps"])
+    timings["attention"] = time.perf_counter() - t
+    t = time.perf_counter()
+    training = training_comparison(**p["training"])
+    timings["training"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - start
+    tr = p["training"]
+    X = make_input(tr["N"], tr["n"], tr["d"], tr["input_seed"])
+    floor = collapse_floor(make_target(X, tr["target"]), "mean")
+    return {"preset": p, "sweep": sweep, "regimes": regimes, "maps": maps, "training": training,
+            "bounds": bound_table(sweep), "inputs": input_spectra(**{k: p["sweep"][k] for k in ("N", "n", "d", "input_seed")}),
+            "floor": floor, "timings": timings}
+
+
+def make_figures(results: dict) -> dict:
+    """Every figure of the notebook from :func:`run_all`'s tables: name → Figure."""
+    from .plots import collapse as plots
+
+    return {
+        "collapse_sweep_per_sample": plots.plot_dqk_sweep(results["sweep"], scope="per_sample"),
+        "collapse_sweep_stacked": plots.plot_dqk_sweep(results["sweep"], scope="stacked"),
+        "collapse_attention_maps": plots.plot_attention_maps(results["maps"]),
+        "collapse_attention_regimes": plots.plot_attention_regimes(results["regimes"]),
+        "collapse_bound_per_sample": plots.plot_bound(results["bounds"], scope="per_sample"),
+        "collapse_bound_stacked": plots.plot_bound(results["bounds"], scope="stacked"),
+        "collapse_training": plots.plot_training(results["training"], floor=results["floor"]),
+    }
+
+
+def reproduce(quick: bool = True, directory: str | Path | None = None) -> dict[str, Path]:
+    """Regenerate every figure of ``03_rank_collapse`` without Jupyter; returns name → PNG path.
+
+    Figures go to ``directory`` (else ``$RESGD_FIGURES_DIR``, else ``./figures``), PNG and PDF.
+    """
+    import matplotlib.pyplot as plt
+
+    from .plots import save_figure, use_style
+
+    use_style()
+    results = run_all(quick)
+    paths: dict[str, Path] = {}
+    for name, fig in make_figures(results).items():
+        paths[name] = save_figure(fig, name, directory)["png"]
+        plt.close(fig)
+    return paths
+
+
+def random_argmax_agreement(n: int = 16, trials: int = 2000, seed: int = 0) -> float:
+    """Reference value of ``argmax_agreement`` when each of n queries picks one of n keys at random."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, n, size=(trials, n))
+    counts = np.stack([np.bincount(row, minlength=n).max() for row in picks])
+    return float(counts.mean() / n)
