@@ -29,6 +29,9 @@ def test_gram_path_matches_svd_for_well_conditioned_matrices():
     M = torch.randn(500, 8, dtype=torch.float64)
     np.testing.assert_allclose(gram_singular_values(M), singular_values(M), rtol=1e-10)
     np.testing.assert_allclose(gram_singular_values(M.float()), singular_values(M), rtol=1e-4)
+    wide = M[:5].clone()  # fewer rows than columns: min(rows, cols) values, as the SVD gives
+    np.testing.assert_allclose(gram_singular_values(wide), singular_values(wide), rtol=1e-8)
+    assert gram_singular_values(wide).shape == (5,)
 
 
 def test_stack_keeps_only_real_tokens():

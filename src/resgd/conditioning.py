@@ -25,15 +25,17 @@ def singular_values(M: torch.Tensor) -> np.ndarray:
 
 
 def gram_singular_values(M: torch.Tensor) -> np.ndarray:
-    """Singular values (descending) from the d×d Gram matrix ``MᵀM``: cheap for tall ``M``.
+    """The min(rows, cols) singular values (descending) from the smaller Gram matrix: cheap for tall ``M``.
 
-    Accurate while σ_min/σ_max ≫ 1e-8 (float64 squares the condition number); use
+    Same values as :func:`singular_values` (``MᵀM`` for tall, ``MMᵀ`` for wide matrices), accurate
+    while σ_min/σ_max ≫ 1e-8 (float64 squares the condition number); use
     :func:`singular_values` to study collapse.
     """
     if M.ndim != 2:
         raise ValueError(f"M: expected a 2-D matrix, got shape {tuple(M.shape)}")
     M64 = M.detach().to(torch.float64)
-    eig = torch.linalg.eigvalsh(M64.T @ M64).clamp_min(0).sqrt().flip(0)
+    gram = M64.T @ M64 if M64.shape[0] >= M64.shape[1] else M64 @ M64.T
+    eig = torch.linalg.eigvalsh(gram).clamp_min(0).sqrt().flip(0)
     return eig.cpu().numpy()
 
 
