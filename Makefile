@@ -1,0 +1,49 @@
+# The companion book: `make book` (full mode), `make book MODE=quick`, `make test`.
+# See book/reproduce.md.
+
+MODE   ?= full
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+# python3.11 if there is one, else python3 (checked to be 3.11 below).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+
+# --all: an incremental Sphinx build does not repeat the warnings of unchanged pages, so after a
+# failed -W build a second run would pass without any fix.
+JB_BUILD = $(BIN)/jupyter-book build . -W --keep-going --all
+
+.PHONY: book html test install chromium clean
+
+book: $(STAMP)  ## execute the notebooks (MODE=quick|full), then render the site with -W
+	$(BIN)/python -m resgd.book_build --mode $(MODE)
+	$(JB_BUILD)
+
+html: $(STAMP)  ## render only, from the notebooks executed last time
+	$(JB_BUILD)
+
+test: $(STAMP) chromium  ## the test suite (site and browser checks need `make book` first)
+	$(BIN)/python -m pytest
+
+install: $(STAMP)
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || \
+	  { echo "make: need Python 3.11 (found $(PYTHON)); set PYTHON=/path/to/python3.11" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall only when the dependency files change.
+$(STAMP): pyproject.toml requirements.lock | $(BIN)/python
+	$(BIN)/python -m pip install -c requirements.lock -e '.[book,test]'
+	touch $@
+
+chromium:  ## Debian's chromium + chromium-driver for the browser tests, when missing
+	@if command -v chromium >/dev/null && [ -x /usr/bin/chromedriver ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing chromium chromium-driver"; \
+	  apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null || \
+	  { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }; \
+	else echo "make: browser tests will skip; install Chromium with:" \
+	  "sudo apt-get install chromium chromium-driver"; fi
+
+clean:
+	rm -rf _build figures notebooks/*.ipynb  # keeps results/ (the results cache)

@@ -1,0 +1,358 @@
+"""Execute the book's notebooks before ``jupyter-book build`` (whose own execution is off).
+
+    python -m resgd.book_build [--mode quick|full] [--only NAME] [--timeout SECONDS]
+
+For each notebook in ``_toc.yml`` order (entries under ``notebooks/``):
+
+1. ``notebooks/NN_name.md`` (MyST text notebook, the committed source) is converted by
+   jupytext to an ``.ipynb`` under ``_build/notebook_inputs/`` (papermill cannot read text
+   notebooks);
+2. papermill executes it with kernel ``python3``, cwd ``notebooks/``, the single parameter
+   ``quick`` (True in quick mode) and writes the executed notebook to ``notebooks/NN_name.ipynb``,
+   which is what Sphinx renders;
+3. each notebook runs in its own process group with a wall-clock timeout.
+
+Per-notebook wall times are printed and ``_build/execution_report.json`` is written atomically.
+An execution error exits non-zero and names the notebook and the cell.
+
+The quick/full setting comes from one place: ``--mode`` if given, else the environment
+variable ``RESGD_MODE``, else ``"full"``. The notebooks' processes see ``RESGD_MODE`` (resolved)
+and ``RESGD_FIGURES_DIR`` (the repository's ``figures/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import yaml
+
+MODES = ("quick", "full")
+MODE_ENV = "RESGD_MODE"
+DEFAULT_MODE = "full"
+NOTEBOOK_DIR = "notebooks"
+KERNEL = "python3"
+# Wall-clock limit per notebook, by mode (override with --timeout).
+DEFAULT_TIMEOUT_S = {"quick": 900, "full": 4 * 3600}
+REPORT = Path("_build") / "execution_report.json"
+# Figures glued by myst-nb must be rich (image/png) outputs: a non-inline backend set in the
+# caller's environment (e.g. MPLBACKEND=Agg on CI) would turn every glued figure into text.
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+
+
+class BookBuildError(RuntimeError):
+    """A notebook failed to execute (or could not be prepared)."""
+
+
+@dataclass
+class Record:
+    notebook: str
+    mode: str
+    seconds: float
+    ok: bool
+    error: str | None = None
+
+
+def resolve_mode(flag: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The run mode: ``flag`` if given, else ``$RESGD_MODE``, else ``"full"``."""
+    environ = os.environ if environ is None else environ
+    mode = flag if flag is not None else environ.get(MODE_ENV, "").strip() or DEFAULT_MODE
+    mode = mode.strip().lower()
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    return mode
+
+
+def find_root(start: Path | None = None) -> Path:
+    """The book root: the nearest folder at or above ``start`` (default cwd) holding _toc.yml."""
+    start = (start or Path.cwd()).resolve()
+    for folder in (start, *start.parents):
+        if (folder / "_toc.yml").is_file():
+            return folder
+    raise BookBuildError(f"no _toc.yml at or above {start}")
+
+
+def toc_files(toc: Mapping | Sequence) -> list[str]:
+    """Every ``root``/``file`` entry of a sphinx-external-toc structure, in reading order."""
+    out: list[str] = []
+
+    def walk(node):
+        if isinstance(node, Mapping):
+            for key in ("root", "file"):
+                if isinstance(node.get(key), str):
+                    out.append(node[key])
+            for key, value in node.items():
+                if key not in ("root", "file"):
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(toc)
+    return out
+
+
+def toc_docs(toc_path: Path) -> list[str]:
+    """The TOC's documents without suffix (``book/intro``, ``notebooks/01_setup``, ...), in order."""
+    toc = yaml.safe_load(Path(toc_path).read_text(encoding="utf8"))
+    docs = []
+    for entry in toc_files(toc):
+        path = Path(entry)
+        doc = path.with_suffix("").as_posix() if path.suffix in (".md", ".ipynb") else path.as_posix()
+        if doc not in docs:
+            docs.append(doc)
+    return docs
+
+
+def toc_notebooks(toc_path: Path) -> list[str]:
+    """Notebook names (``NN_name``) listed in the TOC under ``notebooks/``, in reading order."""
+    return [Path(doc).name for doc in toc_docs(toc_path) if Path(doc).parent.as_posix() == NOTEBOOK_DIR]
+
+
+def select(names: Sequence[str], only: Sequence[str] | None) -> list[str]:
+    """Restrict ``names`` to ``only`` (full names or unique prefixes such as ``02``)."""
+    if not only:
+        return list(names)
+    chosen = []
+    for want in only:
+        want = Path(want).stem
+        hits = [n for n in names if n == want] or [n for n in names if n.startswith(want)]
+        if len(hits) != 1:
+            raise BookBuildError(f"--only {want!r} matches {hits or 'no notebook'} in the TOC {list(names)}")
+        if hits[0] not in chosen:
+            chosen.append(hits[0])
+    return [n for n in names if n in chosen]
+
+
+def notebook_env(root: Path, mode: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment the notebooks execute in."""
+    env = dict(os.environ if base is None else base)
+    env[MODE_ENV] = mode
+    env["RESGD_FIGURES_DIR"] = str(root / "figures")
+    env["MPLBACKEND"] = INLINE_BACKEND
+    # The interpreter's scripts (jupytext, resgd, ...) first on PATH, as in an activated venv.
+    bindir = str(Path(sys.executable).parent)
+    if env.get("PATH", "").split(os.pathsep)[0] != bindir:
+        env["PATH"] = os.pathsep.join(p for p in (bindir, env.get("PATH", "")) if p)
+    env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # quiets debugpy in the kernel
+    return env
+
+
+def md_to_ipynb(md: Path, ipynb: Path) -> None:
+    """Convert a MyST text notebook to .ipynb (kernelspec python3 when the source has none)."""
+    import jupytext
+
+    nb = jupytext.read(md)
+    nb.metadata.setdefault(
+        "kernelspec", {"name": KERNEL, "display_name": "Python 3", "language": "python"}
+    )
+    ipynb.parent.mkdir(parents=True, exist_ok=True)
+    jupytext.write(nb, ipynb)
+
+
+def has_parameters_cell(ipynb: Path) -> bool:
+    import nbformat
+
+    nb = nbformat.read(ipynb, as_version=4)
+    return any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb.cells)
+
+
+def describe_failure(executed: Path) -> str:
+    """Name the cell that failed (or was running at a timeout) in a papermill output notebook."""
+    try:
+        import nbformat
+
+        nb = nbformat.read(executed, as_version=4)
+    except Exception as exc:  # no output notebook, or a truncated one
+        return f"(no readable output notebook: {exc})"
+    # Number code cells as in the .md source: from 1, without papermill's injected cell.
+    cells = [
+        c for c in nb.cells
+        if c.cell_type == "code" and "injected-parameters" not in c.get("metadata", {}).get("tags", [])
+    ]
+    running = None
+    for number, cell in enumerate(cells, start=1):
+        where = f"code cell {number} `{_first_line(cell.source)}`"
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                return f"{where}: {out.get('ename')}: {out.get('evalue')}"
+        if cell.get("metadata", {}).get("papermill", {}).get("status") == "running":
+            running = f"{where} was running"
+    return running or "(no failing cell recorded)"
+
+
+def _first_line(source: str) -> str:
+    lines = [ln for ln in source.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    line = lines[0].strip() if lines else "<empty>"
+    return line if len(line) <= 60 else line[:57] + "..."
+
+
+def execute(
+    name: str,
+    root: Path,
+    mode: str,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+) -> Record:
+    """Execute ``notebooks/<name>.md`` into ``notebooks/<name>.ipynb``; never raises on failure."""
+    nb_dir = root / NOTEBOOK_DIR
+    source = nb_dir / f"{name}.md"
+    executed = nb_dir / f"{name}.ipynb"
+    staged = root / "_build" / "notebook_inputs" / f"{name}.ipynb"
+    start = time.perf_counter()
+
+    def record(ok: bool, error: str | None = None) -> Record:
+        return Record(f"{NOTEBOOK_DIR}/{name}", mode, round(time.perf_counter() - start, 2), ok, error)
+
+    if not source.is_file():
+        return record(False, f"no source {source.relative_to(root)}")
+    try:
+        md_to_ipynb(source, staged)
+    except Exception as exc:
+        return record(False, f"jupytext could not read {source.relative_to(root)}: {exc}")
+    if not has_parameters_cell(staged):
+        print(f"book_build: warning: {source.relative_to(root)} has no cell tagged `parameters`;"
+              " papermill puts `quick` in a cell at the top", file=sys.stderr)
+    if executed.exists():
+        executed.unlink()  # a stale output must never be rendered after a failure
+    cmd = [
+        sys.executable, "-m", "papermill", str(staged), str(executed),
+        "--kernel", KERNEL, "--cwd", str(nb_dir),
+        "--parameters_yaml", json.dumps({"quick": mode == "quick"}),
+        "--no-progress-bar", "--log-level", "WARNING",
+    ]
+    proc = subprocess.Popen(
+        cmd, env=dict(env or notebook_env(root, mode)), start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc)
+        proc.communicate()
+        return record(False, f"timed out after {timeout:g} s; {describe_failure(executed)}")
+    if proc.returncode != 0:
+        tail = "\n".join(output.strip().splitlines()[-5:])
+        return record(False, f"{describe_failure(executed)}\n--- papermill output (last lines) ---\n{tail}")
+    return record(True)
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """Kill papermill and its kernel (jupyter_client starts kernels in a session of their own)."""
+    import psutil
+
+    try:
+        children = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        children = []
+    for child in children:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def write_report(path: Path, records: Sequence[Record], mode: str, total: float) -> None:
+    """Write the execution report atomically (temporary file in the same folder, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    report = {
+        "mode": mode,
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "total_seconds": round(total, 2),
+        "ok": all(r.ok for r in records),
+        "notebooks": [asdict(r) for r in records],
+    }
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf8") as fh:
+        json.dump(report, fh, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def read_report(path: Path) -> list[Record]:
+    """The records of an earlier report ([] when there is none or it cannot be read)."""
+    try:
+        return [Record(**r) for r in json.loads(path.read_text(encoding="utf8"))["notebooks"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def build(
+    root: Path,
+    mode: str,
+    only: Sequence[str] | None = None,
+    timeout: float | None = None,
+    keep_going: bool = False,
+    log=print,
+) -> list[Record]:
+    """Execute the TOC's notebooks; returns this run's records.
+
+    The report lists this run's notebooks; with ``only``, it also keeps the earlier records of the
+    TOC's other notebooks, so that it always describes every executed notebook on disk.
+    """
+    toc = toc_notebooks(root / "_toc.yml")
+    names = select(toc, only)
+    earlier = {}
+    if only:
+        earlier = {
+            r.notebook: r for r in read_report(root / REPORT)
+            if Path(r.notebook).name in toc and Path(r.notebook).name not in names
+            and (root / f"{r.notebook}.ipynb").is_file()
+        }
+    timeout = timeout or DEFAULT_TIMEOUT_S[mode]
+    for folder in ("figures", "results", "_build"):
+        (root / folder).mkdir(exist_ok=True)
+    env = notebook_env(root, mode)
+    log(f"book_build: mode={mode}, {len(names)} notebook(s), timeout {timeout:g} s each")
+    records: list[Record] = []
+    start = time.perf_counter()
+    for name in names:
+        rec = execute(name, root, mode, timeout, env)
+        records.append(rec)
+        log(f"  {rec.notebook:<32} {rec.seconds:8.1f} s  {'ok' if rec.ok else 'FAILED'}")
+        merged = {**earlier, **{r.notebook: r for r in records}}
+        in_order = [merged[k] for k in (f"{NOTEBOOK_DIR}/{n}" for n in toc) if k in merged]
+        write_report(root / REPORT, in_order, mode, time.perf_counter() - start)
+        if not rec.ok and not keep_going:
+            break
+    log(f"book_build: {time.perf_counter() - start:.1f} s in all; report {REPORT}")
+    return records
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m resgd.book_build", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=MODES, help=f"default: ${MODE_ENV}, else {DEFAULT_MODE}")
+    parser.add_argument("--only", action="append", metavar="NAME", help="run only this notebook (name or prefix; repeatable)")
+    parser.add_argument("--timeout", type=float, help="seconds per notebook (default: quick 900, full 14400)")
+    parser.add_argument("--keep-going", action="store_true", help="run the remaining notebooks after a failure")
+    parser.add_argument("--root", type=Path, help="book root (default: nearest folder with _toc.yml)")
+    args = parser.parse_args(argv)
+    try:
+        mode = resolve_mode(args.mode)
+        root = find_root(args.root)
+        records = build(root, mode, args.only, args.timeout, args.keep_going)
+    except (BookBuildError, ValueError) as exc:
+        print(f"book_build: error: {exc}", file=sys.stderr)
+        return 2
+    failed = [r for r in records if not r.ok]
+    for rec in failed:
+        print(f"book_build: {rec.notebook}.md failed: {rec.error}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""Unit tests of resgd.book_build: TOC order, mode resolution, execution and its failures."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+
+from resgd import book_build as bb
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HEADER = """---
+jupytext:
+  formats: ipynb,md:myst
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+"""
+
+
+def code(src: str, tags: str = "") -> str:
+    return "```{code-cell} ipython3\n" + (f":tags: [{tags}]\n\n" if tags else "") + src + "\n```\n"
+
+
+def make_book(tmp_path: Path, notebooks: dict[str, str]) -> Path:
+    """A tiny book: a _toc.yml listing ``notebooks`` (name -> code of one cell) after an intro."""
+    (tmp_path / "notebooks").mkdir()
+    chapters = "".join(f"      - file: notebooks/{name}\n" for name in notebooks)
+    (tmp_path / "_toc.yml").write_text(f"format: jb-book\nroot: intro\nparts:\n  - chapters:\n{chapters}")
+    for name, src in notebooks.items():
+        body = f"# {name}\n\n" + code("quick = True\nseed = 0", "parameters") + "\n" + code(src)
+        (tmp_path / "notebooks" / f"{name}.md").write_text(HEADER + body)
+    return tmp_path
+
+
+# ---------------------------------------------------------------- TOC
+
+
+def test_toc_order_of_the_book():
+    assert bb.toc_notebooks(ROOT / "_toc.yml") == [
+        "01_setup", "02_theorem1", "03_rank_collapse", "04_jena", "05_sst2", "06_claims",
+    ]
+    docs = bb.toc_docs(ROOT / "_toc.yml")
+    assert docs[0] == "book/intro"
+    assert docs.index("notebooks/02_theorem1") < docs.index("book/theorem1_proof") < docs.index("notebooks/03_rank_collapse")
+    assert docs[-3:] == ["book/choices", "book/reproduce", "book/references"]
+
+
+def test_toc_nested_sections_and_suffixes(tmp_path):
+    toc = tmp_path / "_toc.yml"
+    toc.write_text(
+        "format: jb-book\nroot: notebooks/00_root\n"
+        "chapters:\n"
+        "  - file: notebooks/02_b.md\n"
+        "    sections:\n"
+        "      - file: notebooks/01_a\n"
+        "      - url: https://example.org\n"
+        "  - file: book/about\n"
+        "  - file: notebooks/03_c.ipynb\n"
+    )
+    assert bb.toc_notebooks(toc) == ["00_root", "02_b", "01_a", "03_c"]
+    assert bb.toc_docs(toc) == ["notebooks/00_root", "notebooks/02_b", "notebooks/01_a", "book/about", "notebooks/03_c"]
+
+
+def test_select_by_name_or_prefix():
+    names = ["01_setup", "02_theorem1", "03_rank_collapse"]
+    assert bb.select(names, None) == names
+    assert bb.select(names, ["03", "01_setup"]) == ["01_setup", "03_rank_collapse"]
+    assert bb.select(names, ["notebooks/02_theorem1.md"]) == ["02_theorem1"]
+    with pytest.raises(bb.BookBuildError):
+        bb.select(names, ["0"])  # ambiguous
+    with pytest.raises(bb.BookBuildError):
+        bb.select(names, ["99"])
+
+
+def test_find_root(tmp_path):
+    (tmp_path / "_toc.yml").write_text("root: intro\n")
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    assert bb.find_root(tmp_path / "a" / "b") == tmp_path.resolve()
+
+
+# ---------------------------------------------------------------- mode
+
+
+@pytest.mark.parametrize(
+    ("flag", "env", "expected"),
+    [
+        (None, {}, "full"),
+        (None, {"RESGD_MODE": "quick"}, "quick"),
+        (None, {"RESGD_MODE": " Quick "}, "quick"),
+        (None, {"RESGD_MODE": ""}, "full"),
+        ("full", {"RESGD_MODE": "quick"}, "full"),
+        ("quick", {"RESGD_MODE": "full"}, "quick"),
+    ],
+)
+def test_resolve_mode(flag, env, expected):
+    assert bb.resolve_mode(flag, env) == expected
+
+
+def test_resolve_mode_rejects_unknown():
+    with pytest.raises(ValueError):
+        bb.resolve_mode(None, {"RESGD_MODE": "fast"})
+    with pytest.raises(SystemExit):  # argparse refuses it before anything runs
+        bb.main(["--mode", "fast"])
+
+
+def test_notebook_env_forces_inline_backend_and_paths(tmp_path):
+    env = bb.notebook_env(tmp_path, "quick", {"MPLBACKEND": "Agg", "RESGD_MODE": "full"})
+    assert env["MPLBACKEND"] == bb.INLINE_BACKEND  # Agg would turn glued figures into text
+    assert env["RESGD_MODE"] == "quick"
+    assert env["RESGD_FIGURES_DIR"] == str(tmp_path / "figures")
+
+
+# ---------------------------------------------------------------- conversion and report
+
+
+def test_md_to_ipynb_keeps_cells_and_sets_kernel(tmp_path):
+    md = tmp_path / "x.md"
+    md.write_text("# T\n\n" + code("quick = True", "parameters"))  # no front matter
+    out = tmp_path / "out" / "x.ipynb"
+    bb.md_to_ipynb(md, out)
+    nb = nbformat.read(out, as_version=4)
+    assert nb.metadata.kernelspec.name == "python3"
+    cell = next(c for c in nb.cells if c.cell_type == "code")
+    assert cell.metadata.tags == ["parameters"]
+
+
+def test_report_is_written_atomically(tmp_path):
+    path = tmp_path / "_build" / "execution_report.json"
+    records = [bb.Record("notebooks/01_a", "quick", 1.5, True), bb.Record("notebooks/02_b", "quick", 0.5, False, "boom")]
+    bb.write_report(path, records, "quick", 2.0)
+    data = json.loads(path.read_text())
+    assert data["mode"] == "quick" and data["ok"] is False
+    assert [r["notebook"] for r in data["notebooks"]] == ["notebooks/01_a", "notebooks/02_b"]
+    assert set(data["notebooks"][0]) >= {"notebook", "mode", "seconds", "ok"}
+    assert [p.name for p in path.parent.iterdir()] == ["execution_report.json"]  # no temp file left
+
+
+# ---------------------------------------------------------------- execution (a kernel each: a few seconds)
+
+
+def test_build_runs_in_toc_order_with_quick_parameter(tmp_path, capsys):
+    src = (
+        "import json, os, pathlib\n"
+        "pathlib.Path('seen.json').write_text(json.dumps({'quick': quick, 'mode': os.environ['RESGD_MODE'],"
+        " 'figures': os.environ['RESGD_FIGURES_DIR'], 'cwd': os.getcwd()}))"
+    )
+    root = make_book(tmp_path, {"01_ok": src})
+    assert bb.main(["--root", str(root), "--mode", "quick"]) == 0
+    seen = json.loads((root / "notebooks" / "seen.json").read_text())
+    assert seen == {"quick": True, "mode": "quick", "figures": str(root / "figures"), "cwd": str(root / "notebooks")}
+    executed = nbformat.read(root / "notebooks" / "01_ok.ipynb", as_version=4)
+    assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
+    report = json.loads((root / "_build" / "execution_report.json").read_text())
+    assert report["ok"] and report["notebooks"][0]["notebook"] == "notebooks/01_ok"
+    assert "notebooks/01_ok" in capsys.readouterr().out  # per-notebook wall time printed
+
+
+def test_failing_notebook_is_named_with_its_cell(tmp_path, capsys):
+    root = make_book(tmp_path, {"01_ok": "x = 1", "02_bad": "raise ValueError('deliberate failure')", "03_after": "y = 2"})
+    assert bb.main(["--root", str(root), "--mode", "full"]) == 1
+    err = capsys.readouterr().err
+    assert "notebooks/02_bad.md failed" in err
+    assert "ValueError: deliberate failure" in err
+    assert "code cell 2 `raise ValueError('deliberate failure')`" in err  # numbered as in the .md
+    report = json.loads((root / "_build" / "execution_report.json").read_text())
+    assert [(r["notebook"], r["ok"]) for r in report["notebooks"]] == [("notebooks/01_ok", True), ("notebooks/02_bad", False)]
+    assert report["mode"] == "full" and not report["ok"]
+    assert not (root / "notebooks" / "03_after.ipynb").exists()  # stops at the first failure
+
+
+def test_timeout_kills_the_notebook(tmp_path):
+    src = "import os, pathlib, time\npathlib.Path('kernel.pid').write_text(str(os.getpid()))\ntime.sleep(120)"
+    root = make_book(tmp_path, {"01_slow": src})
+    records = bb.build(root, "quick", timeout=6, log=lambda *a: None)
+    assert not records[0].ok
+    assert "timed out after 6 s" in records[0].error
+    assert "code cell 2 `import os, pathlib, time` was running" in records[0].error
+    assert records[0].seconds < 30
+    kernel = int((root / "notebooks" / "kernel.pid").read_text())
+    deadline = time.monotonic() + 1  # the kernel's own parent-poller would take ~2 s
+    while psutil.pid_exists(kernel) and psutil.Process(kernel).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the kernel outlived the timeout"
+        time.sleep(0.1)
+
+
+def test_missing_source_fails(tmp_path):
+    root = make_book(tmp_path, {"01_gone": "x = 1"})
+    (root / "notebooks" / "01_gone.md").unlink()
+    records = bb.build(root, "quick", log=lambda *a: None)
+    assert not records[0].ok and "no source" in records[0].error
+
+
+def test_only_reruns_one_notebook_and_keeps_the_others_in_the_report(tmp_path):
+    root = make_book(tmp_path, {"01_a": "x = 1", "02_b": "y = 2", "03_c": "z = 3"})
+    (root / "notebooks" / "01_a.ipynb").write_text("{}")  # executed earlier; 03_c never was
+    earlier = [bb.Record(f"notebooks/{n}", "full", 9.0, True) for n in ("01_a", "02_b", "03_c")]
+    bb.write_report(root / bb.REPORT, earlier, "full", 27.0)
+    records = bb.build(root, "quick", only=["02"], log=lambda *a: None)
+    assert [(r.notebook, r.mode, r.ok) for r in records] == [("notebooks/02_b", "quick", True)]
+    report = json.loads((root / bb.REPORT).read_text())
+    assert [(r["notebook"], r["mode"]) for r in report["notebooks"]] == [("notebooks/01_a", "full"), ("notebooks/02_b", "quick")]
+    assert (root / "notebooks" / "01_a.ipynb").read_text() == "{}"  # not run again
+
+
+def test_warns_about_a_notebook_without_parameters_cell(tmp_path, capsys):
+    root = make_book(tmp_path, {"01_a": "x = quick"})
+    md = root / "notebooks" / "01_a.md"
+    md.write_text(md.read_text().replace(":tags: [parameters]\n", ""))
+    assert bb.build(root, "quick", log=lambda *a: None)[0].ok  # papermill injects at the top
+    assert "no cell tagged `parameters`" in capsys.readouterr().err

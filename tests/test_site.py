@@ -1,0 +1,369 @@
+"""Checks of the built HTML book in ``_build/html`` (run ``make book`` first).
+
+The site tests skip when the site is absent, unless ``RESGD_REQUIRE_SITE=1`` (then they fail).
+Each checker is a plain function of an HTML string; the ``test_checker_*`` tests feed each one a
+tiny bad page to show that it can fail.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from bs4 import BeautifulSoup
+
+from resgd.book_build import toc_docs
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = ROOT / "_build" / "html"
+
+# Text that must never reach a reader: unparsed MyST directives and roles.
+RAW_MARKUP = [
+    re.compile(r"\{glue"),
+    re.compile(r"```\{"),
+    re.compile(r"(?m)^\s*:::"),
+    re.compile(r":::\s*\{"),
+    re.compile(r"\{(numref|ref|doc|cite(:[a-z]+)?|eq|download|term|math)\}`"),
+]
+TRACEBACK_TEXT = ["Traceback (most recent call last)", "An Exception was encountered at"]
+# What a matplotlib figure looks like once it has become text (e.g. MPLBACKEND=Agg when glued).
+FIGURE_AS_TEXT = re.compile(r"<Figure size \d+(\.\d+)?x\d+(\.\d+)? with \d+ Axes>")
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def soup(html: str) -> BeautifulSoup:
+    return BeautifulSoup(html, "html.parser")
+
+
+def content(page: BeautifulSoup):
+    """The page's article (the theme's chrome excluded), or the whole page."""
+    return page.select_one("article.bd-article") or page.select_one("main") or page
+
+
+def reader_text(page: BeautifulSoup) -> str:
+    """The article's text as a reader sees it, without scripts and without notebook code inputs."""
+    page = soup(str(content(page)))
+    for tag in page.select("script, style, .cell_input"):
+        tag.decompose()
+    return page.get_text("\n")
+
+
+def resolve(page: str, ref: str) -> tuple[str | None, str]:
+    """(site-relative path or None for an external/special link, fragment) of ``ref`` on ``page``."""
+    parts = urlsplit(ref)
+    if parts.scheme or ref.startswith("//"):
+        return None, ""
+    if not parts.path:
+        return page, unquote(parts.fragment)
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(page), unquote(parts.path)))
+    if target.endswith("/") or parts.path.endswith("/"):
+        target = posixpath.join(target, "index.html")
+    return target, unquote(parts.fragment)
+
+
+def ids(html: str) -> set[str]:
+    page = soup(html)
+    return {t["id"] for t in page.find_all(id=True)} | {t["name"] for t in page.find_all("a", attrs={"name": True})}
+
+
+# ---------------------------------------------------------------- checkers
+
+
+def missing_images(page: str, html: str, exists) -> list[str]:
+    """<img> whose src is external (not self-contained) or names no file of the site."""
+    bad = []
+    for img in soup(html).find_all("img"):
+        src = img.get("src", "")
+        if src.startswith("data:"):
+            continue
+        target, _ = resolve(page, src)
+        if target is None:
+            bad.append(f"{page}: external image {src}")
+        elif not exists(target):
+            bad.append(f"{page}: missing image {src}")
+    return bad
+
+
+def broken_links(page: str, html: str, exists, ids_of) -> list[str]:
+    """Internal <a href> to a missing file, or to an anchor that the target page lacks."""
+    bad = []
+    for a in soup(html).find_all("a", href=True):
+        href = a["href"]
+        if href.startswith(("mailto:", "javascript:", "tel:")):
+            continue
+        target, fragment = resolve(page, href)
+        if target is None:
+            continue
+        if not exists(target):
+            bad.append(f"{page}: link to missing {href}")
+        elif fragment and target.endswith(".html") and fragment not in ids_of(target):
+            bad.append(f"{page}: link to missing anchor {href}")
+    return bad
+
+
+def leftover_markup(page: str, html: str) -> list[str]:
+    text = reader_text(soup(html))
+    return [f"{page}: raw markup {m.group(0)!r}" for rx in RAW_MARKUP for m in [rx.search(text)] if m]
+
+
+def tracebacks(page: str, html: str) -> list[str]:
+    tree = soup(html)
+    text = content(tree).get_text("\n")
+    bad = [f"{page}: {needle!r}" for needle in TRACEBACK_TEXT if needle in text]
+    bad += [f"{page}: error output cell" for _ in content(tree).select(".cell_output .traceback, .output.traceback")]
+    return bad
+
+
+def glued_figure_problems(page: str, html: str) -> list[str]:
+    """Figures shown twice, figures rendered as text, and <figure>s without an image."""
+    tree = content(soup(html))
+    srcs = [img.get("src") for img in tree.find_all("img")]
+    bad = [f"{page}: image shown twice {s}" for s in sorted({s for s in srcs if srcs.count(s) > 1})]
+    m = FIGURE_AS_TEXT.search(tree.get_text(" "))
+    if m:
+        bad.append(f"{page}: a figure rendered as text {m.group(0)!r} (non-inline matplotlib backend?)")
+    for fig in tree.find_all("figure"):
+        if not fig.find(["img", "svg", "video"]):
+            bad.append(f"{page}: <figure id={fig.get('id')!r}> holds no image")
+    return bad
+
+
+def mathjax_problems(page: str, html: str, exists) -> list[str]:
+    """MathJax must come from the site itself; a page with math must load it."""
+    tree = soup(html)
+    scripts = [s["src"] for s in tree.find_all("script", src=True) if "mathjax" in s["src"].lower()]
+    bad = []
+    for src in scripts:
+        target, _ = resolve(page, src)
+        if target is None:
+            bad.append(f"{page}: MathJax from a remote host {src}")
+        elif not exists(target):
+            bad.append(f"{page}: MathJax script missing {src}")
+    if content(tree).select(".math") and not scripts:
+        bad.append(f"{page}: has math but loads no MathJax")
+    return bad
+
+
+# ---------------------------------------------------------------- the built site
+
+
+def require_site() -> Path:
+    if not (SITE / "index.html").is_file():
+        message = f"no built site at {SITE} (run `make book`)"
+        if os.environ.get("RESGD_REQUIRE_SITE") == "1":
+            pytest.fail(message + " and RESGD_REQUIRE_SITE=1")
+        pytest.skip(message)
+    return SITE
+
+
+@lru_cache(maxsize=None)
+def site_files() -> frozenset[str]:
+    return frozenset(p.relative_to(SITE).as_posix() for p in SITE.rglob("*") if p.is_file())
+
+
+@lru_cache(maxsize=None)
+def site_ids(rel: str) -> frozenset[str]:
+    return frozenset(ids((SITE / rel).read_text(encoding="utf8")))
+
+
+def exists(rel: str) -> bool:
+    return rel in site_files()
+
+
+def built_pages() -> list[str]:
+    return sorted(f for f in site_files() if f.endswith(".html") and not f.startswith(("_static/", "_sources/")))
+
+
+def toc_pages() -> list[str]:
+    return [f"{doc}.html" for doc in toc_docs(ROOT / "_toc.yml")]
+
+
+def read(rel: str) -> str:
+    return (SITE / rel).read_text(encoding="utf8")
+
+
+def report(problems: list[str]) -> str:
+    return f"{len(problems)} problem(s):\n" + "\n".join(problems[:50])
+
+
+@pytest.mark.site
+def test_every_toc_page_is_built():
+    require_site()
+    pages = toc_pages()
+    assert len(pages) >= 10
+    missing = [p for p in pages if not exists(p)]
+    assert not missing, f"TOC pages not built: {missing}"
+    assert "book/intro.html" in read("index.html")  # the landing page leads to the intro
+
+
+@pytest.mark.site
+def test_images_exist():
+    require_site()
+    problems = [p for page in built_pages() for p in missing_images(page, read(page), exists)]
+    assert not problems, report(problems)
+
+
+@pytest.mark.site
+def test_internal_links_and_anchors():
+    require_site()
+    problems = [p for page in built_pages() for p in broken_links(page, read(page), exists, site_ids)]
+    assert not problems, report(problems)
+
+
+@pytest.mark.site
+def test_no_raw_markup_or_tracebacks():
+    require_site()
+    problems = [p for page in toc_pages() for check in (leftover_markup, tracebacks) for p in check(page, read(page))]
+    assert not problems, report(problems)
+
+
+@pytest.mark.site
+def test_glued_figures_render_once_as_images():
+    require_site()
+    problems = [p for page in toc_pages() for p in glued_figure_problems(page, read(page))]
+    assert not problems, report(problems)
+    notebook_images = [p for p in toc_pages() if p.startswith("notebooks/") and "<img" in str(content(soup(read(p))))]
+    assert notebook_images, "no notebook page shows a single image"
+
+
+@pytest.mark.site
+def test_mathjax_is_local():
+    require_site()
+    problems = [p for page in built_pages() for p in mathjax_problems(page, read(page), exists)]
+    assert not problems, report(problems)
+    assert "_static/mathjax/tex-chtml.js" in read("book/intro.html")
+    assert exists("_static/mathjax/tex-chtml.js")
+
+
+@pytest.mark.site
+def test_launch_and_download_buttons():
+    require_site()
+    html = read("notebooks/01_setup.html")
+    for needle in ("/v2/gh/resgd-companion/resgd-book/main", "colab", "_sources/notebooks/01_setup.ipynb"):
+        assert needle in html, needle
+    assert exists("_sources/notebooks/01_setup.ipynb")
+
+
+# ---------------------------------------------------------------- the checkers can fail
+
+GOOD = """<html><head><script src="../_static/mathjax/tex-chtml.js"></script></head><body>
+<article class="bd-article"><section id="intro"><h1>Intro</h1>
+<p>See <a href="other.html#fig-a">the figure</a> and <a href="#intro">the top</a>.
+Math <span class="math notranslate nohighlight">\\(x\\)</span>.</p>
+<figure id="fig-a"><img src="../_images/a.png"/><figcaption>A</figcaption></figure>
+<div class="cell_input"><pre>glue("x", fig)  # {glue: in code is fine</pre></div>
+</section></article></body></html>"""
+FILES = {"book/page.html", "book/other.html", "_images/a.png", "_static/mathjax/tex-chtml.js"}
+
+
+def fake_exists(rel: str) -> bool:
+    return rel in FILES
+
+
+def fake_ids(rel: str) -> set[str]:
+    return {"book/other.html": {"fig-a"}, "book/page.html": ids(GOOD)}.get(rel, set())
+
+
+def test_checker_good_page_passes():
+    assert missing_images("book/page.html", GOOD, fake_exists) == []
+    assert broken_links("book/page.html", GOOD, fake_exists, fake_ids) == []
+    assert leftover_markup("book/page.html", GOOD) == []
+    assert tracebacks("book/page.html", GOOD) == []
+    assert glued_figure_problems("book/page.html", GOOD) == []
+    assert mathjax_problems("book/page.html", GOOD, fake_exists) == []
+
+
+@pytest.mark.parametrize(
+    "img",
+    ['<img src="../_images/missing.png">', '<img src="https://example.org/a.png">'],
+)
+def test_checker_finds_bad_image(img):
+    assert missing_images("book/page.html", f"<p>{img}</p>", fake_exists)
+
+
+@pytest.mark.parametrize(
+    "href",
+    ["missing.html", "other.html#no-such-id", "#nowhere", "../_sources/book/none.md"],
+)
+def test_checker_finds_broken_link(href):
+    html = f'<article class="bd-article"><p id="here"><a href="{href}">x</a></p></article>'
+    assert broken_links("book/page.html", html, fake_exists, fake_ids)
+
+
+def test_checker_ignores_external_links():
+    html = '<a href="https://arxiv.org/abs/2506.05249v1">paper</a><a href="mailto:a@b.c">m</a>'
+    assert broken_links("book/page.html", html, fake_exists, fake_ids) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{glue:figure} fig_loss",
+        "the value is {glue:text}`n_steps`",
+        "{glue}`x`",
+        "```{code-cell} ipython3",
+        ":::{note}",
+        "see {numref}`fig-a`",
+        "{cite:p}`qin2025convergence`",
+    ],
+)
+def test_checker_finds_raw_markup(text):
+    html = f'<article class="bd-article"><p>{text}</p></article>'
+    assert leftover_markup("book/page.html", html)
+
+
+def test_checker_finds_indented_directive_rendered_as_code():
+    html = '<article class="bd-article"><pre>```{glue:figure} fig\n:name: f\n```</pre></article>'
+    assert leftover_markup("book/page.html", html)
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        '<div class="cell_output"><pre>Traceback (most recent call last):\n  File "x"</pre></div>',
+        '<div class="cell_output docutils container"><div class="output traceback highlight-ipythontb">'
+        "<pre>ValueError: boom</pre></div></div>",
+        "<p>An Exception was encountered at 'In [3]'.</p>",
+    ],
+)
+def test_checker_finds_traceback(output):
+    assert tracebacks("notebooks/x.html", f'<article class="bd-article">{output}</article>')
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '<img src="../_images/a.png"><figure id="f"><img src="../_images/a.png"></figure>',
+        '<div class="output text_plain"><pre>&lt;Figure size 500x300 with 1 Axes&gt;</pre></div>',
+        '<figure id="fig-a"><pre>&lt;Figure size 640x480 with 2 Axes&gt;</pre><figcaption>A</figcaption></figure>',
+    ],
+)
+def test_checker_finds_glued_figure_trouble(body):
+    assert glued_figure_problems("notebooks/x.html", f'<article class="bd-article">{body}</article>')
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        '<script src="https://cdn.example.org/mathjax@3/es5/tex-chtml.js"></script>',
+        '<script src="../_static/mathjax/missing.js"></script>',
+        "",  # math on the page but no MathJax at all
+    ],
+)
+def test_checker_finds_mathjax_trouble(head):
+    html = f'<html><head>{head}</head><body><article class="bd-article"><span class="math">\\(x\\)</span></article></body></html>'
+    assert mathjax_problems("book/page.html", html, fake_exists)
+
+
+def test_resolve():
+    assert resolve("book/intro.html", "../notebooks/01_setup.html#fig") == ("notebooks/01_setup.html", "fig")
+    assert resolve("book/intro.html", "#top") == ("book/intro.html", "top")
+    assert resolve("index.html", "book/") == ("book/index.html", "")
+    assert resolve("book/intro.html", "https://x.org/a.html") == (None, "")
