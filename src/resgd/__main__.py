@@ -1,0 +1,5 @@
+"""``python -m resgd``: see :mod:`resgd.cli`."""
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,169 @@
+"""Command line: regenerate the book's figures and tables without Jupyter.
+
+::
+
+    python -m resgd reproduce [--quick] [--only NAME ...] [--figures-dir DIR] [--results-dir DIR] [--jobs N]
+    python -m resgd info
+
+``NAME`` is one of ``setup``, ``theorem1``, ``collapse``, ``jena``, ``sst2`` (default: all, in that
+order). ``jena``/``sst2`` call :func:`resgd.experiments.reproduce`; ``setup``/``theorem1`` call
+``resgd.theory.reproduce_setup``/``reproduce_theorem1`` and ``collapse`` calls
+``resgd.collapse.reproduce``, each as ``function(quick, directory)`` (see :data:`TARGETS`),
+imported only when asked for. Sizes come from each module's presets (``--quick`` selects the quick ones), the
+same ones the notebooks use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+
+TARGETS: dict[str, tuple[str, str]] = {
+    "setup": ("resgd.theory", "reproduce_setup"),
+    "theorem1": ("resgd.theory", "reproduce_theorem1"),
+    "collapse": ("resgd.collapse", "reproduce"),
+    "jena": ("resgd.experiments", "reproduce"),
+    "sst2": ("resgd.experiments", "reproduce"),
+}
+"""NAME → (module, function). The function is called as ``function(quick, directory)``; for the
+data sets as ``reproduce(dataset, quick, directory, n_jobs=...)``."""
+
+DATASET_TARGETS = ("jena", "sst2")
+
+
+class CLIError(RuntimeError):
+    """A command that cannot run; the message says why and what to do."""
+
+
+def resolve(name: str, targets: Mapping[str, tuple[str, str]] = TARGETS) -> Callable:
+    """The ``reproduce`` function behind ``name``, imported now; a clear error if it is not there yet."""
+    if name not in targets:
+        raise CLIError(f"unknown name {name!r}; choose from {', '.join(targets)}")
+    module_name, function_name = targets[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name and module_name.startswith(err.name):
+            raise CLIError(
+                f"{name!r}: module {module_name} does not exist yet, so {module_name}.{function_name}"
+                f"(quick, directory) cannot be called; run the matching notebook instead"
+            ) from err
+        raise
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise CLIError(
+            f"{name!r}: {module_name} has no function {function_name}(quick, directory) yet; "
+            f"run the matching notebook instead"
+        )
+    return function
+
+
+def build_parser(targets: Mapping[str, tuple[str, str]] = TARGETS) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m resgd",
+        description="Reproduce the companion's figures and tables (arXiv 2506.05249) without Jupyter.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    rep = commands.add_parser("reproduce", help="regenerate figures, tables and claim verdicts")
+    rep.add_argument("--quick", action="store_true", help="quick sizes (minutes) instead of the full ones")
+    rep.add_argument("--only", nargs="+", metavar="NAME", choices=list(targets),
+                     help=f"only these parts (choose from: {', '.join(targets)}); default: all")
+    rep.add_argument("--figures-dir", metavar="DIR", default=None,
+                     help="where figures go (default: $RESGD_FIGURES_DIR, else ./figures)")
+    rep.add_argument("--results-dir", metavar="DIR", default=None,
+                     help="where tables, verdicts and the run cache go (default: $RESGD_RESULTS_DIR, else ./results)")
+    rep.add_argument("--jobs", type=_positive_int, default=2, metavar="N",
+                     help="parallel training runs for jena/sst2 (default: 2)")
+    commands.add_parser("info", help="print versions and where the data come from (real or stand-in)")
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
+def reproduce_command(args: argparse.Namespace, targets: Mapping[str, tuple[str, str]] = TARGETS, out=print) -> int:
+    from tqdm.auto import tqdm
+
+    names = list(dict.fromkeys(args.only or list(targets)))
+    if args.results_dir:
+        os.environ["RESGD_RESULTS_DIR"] = str(args.results_dir)
+    functions = {name: resolve(name, targets) for name in names}  # fail before any work starts
+    mode = "quick" if args.quick else "full"
+    bar = tqdm(names, desc=f"reproduce ({mode})", unit="part")
+    for name in bar:
+        bar.set_postfix_str(name)
+        start = time.perf_counter()
+        function = functions[name]
+        if name in DATASET_TARGETS:
+            function = partial(function, name, n_jobs=args.jobs)
+        function(args.quick, args.figures_dir)
+        tqdm.write(f"{name}: done in {time.perf_counter() - start:.1f} s")
+    out(f"reproduce ({mode}): {', '.join(names)} done")
+    return 0
+
+
+def info_command(out=print) -> int:
+    import numpy
+    import pandas
+    import torch
+
+    import resgd
+
+    out(f"resgd {resgd.__version__}")
+    out(f"python {platform.python_version()} ({sys.executable})")
+    out(f"torch {torch.__version__}, numpy {numpy.__version__}, pandas {pandas.__version__}")
+    for name in ("matplotlib", "seaborn", "joblib", "tqdm"):
+        try:
+            out(f"{name} {importlib.import_module(name).__version__}")
+        except ImportError:
+            out(f"{name}: not installed")
+    for variable in ("RESGD_DATA_DIR", "RESGD_RESULTS_DIR", "RESGD_FIGURES_DIR", "RESGD_MODE"):
+        out(f"{variable} = {os.environ.get(variable, '(unset)')}")
+    out(f"data (checked without downloading): {data_sources()}")
+    return 0
+
+
+def data_sources() -> str:
+    """One line per data set: real or stand-in, and the loader's source label (no download)."""
+    from .data import load_jena, load_sst2
+
+    lines = []
+    for name, loader in (("jena", partial(load_jena, n_tokens=4, n_train=2, n_test=2)),
+                         ("sst2", partial(load_sst2, n_train=2, n_tokens=4, n_dev=2))):
+        try:
+            data = loader(allow_download=False)
+            kind = "STAND-IN (synthetic)" if data.is_standin else "real"
+            lines.append(f"{name}: {kind} - {data.source_label}")
+        except Exception as err:  # noqa: BLE001 - report, do not fail
+            lines.append(f"{name}: not available ({type(err).__name__}: {err})")
+    return "\n  " + "\n  ".join(lines)
+
+
+def main(argv: Sequence[str] | None = None, *, targets: Mapping[str, tuple[str, str]] = TARGETS) -> int:
+    parser = build_parser(targets)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "reproduce":
+            return reproduce_command(args, targets)
+        return info_command()
+    except CLIError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

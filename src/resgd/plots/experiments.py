@@ -1,0 +1,249 @@
+"""Figures of the experiments (paper's Figs. 1, 3a, 3b, and the conditioning behind Theorem 1).
+
+One function per figure kind; each takes a tidy table made by :mod:`resgd.experiments`
+(``loss_curves``, ``conditioning_curves``, ``per_run_table``) and returns a Figure. No
+computation happens here: means, bands and divergence flags are already in the table. Figures
+made from synthetic stand-in data carry the stand-in banner.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from .style import label_standin, use_style
+
+DATASET_TITLE = {"jena": "Jena climate", "sst2": "SST-2", "toy": "toy data", "toy_cls": "toy data"}
+MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+TOP_MARGIN = (0, 0, 1, 0.96)  # room above the title for the stand-in banner
+
+
+def _banner(fig: plt.Figure, table: pd.DataFrame) -> None:
+    if len(table) and "is_standin" in table and bool(table["is_standin"].any()):
+        label_standin(fig, str(table["source_label"].iloc[0]) if "source_label" in table else "SYNTHETIC stand-in data")
+
+
+def _beta_colors(betas) -> dict[float, tuple]:
+    betas = sorted(set(float(b) for b in betas))
+    palette = sns.color_palette("viridis", n_colors=max(len(betas), 2))
+    return {b: palette[i] for i, b in enumerate(betas)}
+
+
+def _depth_colors(depths) -> dict[int, tuple]:
+    depths = sorted(set(int(L) for L in depths))
+    palette = sns.color_palette("colorblind", n_colors=max(len(depths), 2))
+    return {L: palette[i] for i, L in enumerate(depths)}
+
+
+def _draw_loss(ax: plt.Axes, curves: pd.DataFrame, keys: list[str], color, style, label) -> None:
+    """Mean curves with bands; diverged runs as dotted partial curves ending in ×."""
+    mean = curves[curves["kind"] == "mean"]
+    bad = curves[curves["kind"] == "diverged"]
+    finite = mean["hi"].replace([np.inf, -np.inf], np.nan).dropna()
+    top = float(finite.max()) * 3 if len(finite) else None
+    groups = curves.groupby(keys, sort=True)
+    for group, g in groups:
+        group = group if isinstance(group, tuple) else (group,)
+        gkey = dict(zip(keys, group))
+        m = mean.merge(pd.DataFrame([gkey]), on=keys).sort_values("iteration")
+        n_seeds = int(g["n_seeds"].iloc[0])
+        n_div = int(g["n_diverged"].iloc[0])
+        text = label(gkey) + (f" — diverged {n_div}/{n_seeds}" if n_div else "")
+        c, ls = color(gkey), style(gkey)
+        if len(m):
+            ax.plot(m["iteration"], m["center"], color=c, ls=ls, lw=1.8, label=text)
+            if n_seeds - n_div > 1:
+                ax.fill_between(m["iteration"], m["lo"], m["hi"], color=c, alpha=0.2, lw=0)
+            text = None
+        for _, d in bad.merge(pd.DataFrame([gkey]), on=keys).groupby("seed"):
+            d = d.sort_values("iteration")
+            ax.plot(d["iteration"], d["center"], color=c, ls=":", lw=1.2, label=text)
+            text = None
+            last = d.iloc[-1]
+            y = float(last["center"])
+            if top is not None and (not math.isfinite(y) or y > top):
+                y = top
+            ax.plot([last["iteration"]], [y], marker="x", ms=9, mew=2, color=c, ls="none")
+    ax.set_yscale("log")
+    if top is not None:
+        lows = mean["lo"].replace(0, np.nan).dropna()
+        ax.set_ylim(bottom=float(lows.min()) / 1.5 if len(lows) else None, top=top)
+    ax.set_xlabel("iteration t")
+    ax.set_ylabel("training loss Φ(θ⁽ᵗ⁾)")
+
+
+def _title(dataset: str, what: str) -> str:
+    return f"{DATASET_TITLE.get(dataset, dataset)}: {what}"
+
+
+def _lr_text(curves: pd.DataFrame) -> str:
+    lrs = sorted(curves["lr"].unique())
+    return "μ = " + ", ".join(f"{lr:.3g}" for lr in lrs)
+
+
+def plot_residual(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
+    """Paper's Fig. 1: training loss with (β = 1) and without (β = 0) the residual connection."""
+    use_style()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    colors = {1.0: sns.color_palette("colorblind")[0], 0.0: sns.color_palette("colorblind")[3]}
+    _draw_loss(ax, curves, ["beta"], lambda k: colors.get(float(k["beta"]), "grey"),
+               lambda k: "-" if k["beta"] == 1.0 else "--",
+               lambda k: "β = 1 (residual)" if k["beta"] == 1.0 else f"β = {k['beta']:g} (no residual)")
+    ax.set_title(_title(dataset, f"single layer, with and without residual ({_lr_text(curves)})"))
+    ax.legend(loc="best", fontsize="small")
+    fig.tight_layout(rect=TOP_MARGIN)
+    _banner(fig, curves)
+    return fig
+
+
+def plot_beta_sweep(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
+    """Paper's Fig. 3a: training loss for each residual weight β (single layer, one step size)."""
+    use_style()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    colors = _beta_colors(curves["beta"])
+    _draw_loss(ax, curves, ["beta"], lambda k: colors[float(k["beta"])], lambda k: "-", lambda k: f"β = {k['beta']:g}")
+    ax.set_title(_title(dataset, f"residual weight β ({_lr_text(curves)})"))
+    handles, labels = ax.get_legend_handles_labels()
+    order = np.argsort([-float(lbl.split("=")[1].split()[0]) for lbl in labels])
+    ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="best", fontsize="small")
+    fig.tight_layout(rect=TOP_MARGIN)
+    _banner(fig, curves)
+    return fig
+
+
+def plot_depth(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
+    """Paper's Fig. 3b: L-layer models with (solid) and without (dashed) residual connections."""
+    use_style()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    colors = _depth_colors(curves["n_layers"])
+    _draw_loss(ax, curves, ["n_layers", "beta"], lambda k: colors[int(k["n_layers"])],
+               lambda k: "-" if k["beta"] == 1.0 else "--",
+               lambda k: f"L = {int(k['n_layers'])}, " + ("residual" if k["beta"] == 1.0 else "no residual"))
+    ax.set_title(_title(dataset, f"depth, with and without residual ({_lr_text(curves)})"))
+    ax.legend(loc="best", fontsize="small", ncol=2)
+    fig.tight_layout(rect=TOP_MARGIN)
+    _banner(fig, curves)
+    return fig
+
+
+def plot_conditioning(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
+    """σ_min(Z⁽ᵗ⁾) and σ_min²/σ_max²(Z⁽ᵗ⁾) of the first layer during training: top row the β
+    sweep (colour = β), bottom row the depth sweep (colour = L; dashed = no residual)."""
+    use_style()
+    experiments = [e for e in ("beta", "depth") if (curves["experiment"] == e).any()]
+    fig, axes = plt.subplots(len(experiments), 2, figsize=(9.6, 3.3 * len(experiments)), squeeze=False)
+    ylabels = {"sigma_min_Z": "σ_min(Z⁽ᵗ⁾)", "rate_ratio_Z": "σ_min²/σ_max² (Z⁽ᵗ⁾)"}
+    for row, experiment in enumerate(experiments):
+        sub = curves[curves["experiment"] == experiment]
+        if experiment == "beta":
+            colors = _beta_colors(sub["beta"])
+            color = lambda k: colors[float(k["beta"])]  # noqa: E731
+            style = lambda k: "-"  # noqa: E731
+            label = lambda k: f"β = {k['beta']:g}"  # noqa: E731
+        else:
+            colors = _depth_colors(sub["n_layers"])
+            color = lambda k: colors[int(k["n_layers"])]  # noqa: E731
+            style = lambda k: "-" if k["beta"] == 1.0 else "--"  # noqa: E731
+            label = lambda k: f"L = {int(k['n_layers'])}, " + ("res." if k["beta"] == 1.0 else "no res.")  # noqa: E731
+        for col, quantity in enumerate(("sigma_min_Z", "rate_ratio_Z")):
+            ax = axes[row, col]
+            q = sub[sub["quantity"] == quantity]
+            for (beta, L), g in q.groupby(["beta", "n_layers"], sort=True):
+                key = {"beta": float(beta), "n_layers": int(L)}
+                g = g.sort_values("iteration")
+                ax.plot(g["iteration"], g["center"], color=color(key), ls=style(key), label=label(key))
+                if int(g["n_runs"].max()) > 1:
+                    ax.fill_between(g["iteration"], g["lo"], g["hi"], color=color(key), alpha=0.2, lw=0)
+            ax.set_yscale("symlog", linthresh=1e-6) if (q["center"] <= 0).any() else ax.set_yscale("log")
+            ax.set(xlabel="iteration t", ylabel=ylabels[quantity])
+            ax.set_title(("single layer, β sweep" if experiment == "beta" else "depth sweep (first layer)"), fontsize="small")
+        axes[row, 1].legend(fontsize="x-small", loc="best", ncol=2 if experiment == "depth" else 1)
+    fig.suptitle(_title(dataset, "conditioning of Z = βX + Attn(X) during training"), fontsize="medium", y=0.955)
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    _banner(fig, curves)
+    return fig
+
+
+def plot_rate(per_run: pd.DataFrame, dataset: str = "") -> plt.Figure:
+    """Measured linear rate per unit step (−slope of log Φ over the last window, divided by μ)
+    against Theorem 1's σ_min²(Z⁽⁰⁾)/σ_max²(Z⁽⁰⁾), one point per run that did not diverge.
+
+    A run whose rate is not positive or below 10⁻⁶ of the fastest (a stalled run) is drawn on the
+    bottom edge with an open marker and counted in the title.
+    """
+    use_style()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ok = per_run[~per_run["diverged"]]
+    colors = _beta_colors(ok["beta"]) if len(ok) else {}
+    depths = sorted(ok["n_layers"].unique())
+    markers = {int(L): MARKERS[i % len(MARKERS)] for i, L in enumerate(depths)}
+    x_pos = ok["rate_ratio_Z0"][ok["rate_ratio_Z0"] > 0]
+    y_pos = ok["rate_per_lr"][ok["rate_per_lr"] > 0]
+    x_edge = float(x_pos.min()) / 3 if len(x_pos) else 1e-6
+    # rates below 1e-6 of the fastest (stalled runs) or not positive sit on the bottom edge
+    y_floor = float(y_pos.max()) * 1e-6 if len(y_pos) else 0.0
+    y_ok = y_pos[y_pos >= y_floor]
+    y_edge = float(y_ok.min()) / 3 if len(y_ok) else 1e-6
+    n_edge = 0
+    for (beta, L), g in ok.groupby(["beta", "n_layers"], sort=True):
+        x = g["rate_ratio_Z0"].to_numpy(dtype=float)
+        y = g["rate_per_lr"].to_numpy(dtype=float)
+        edge = ~(x > 0) | ~(y >= y_floor) | ~(y > 0)
+        n_edge += int(edge.sum())
+        label = f"β = {beta:g}, L = {int(L)}"
+        if (~edge).any():
+            ax.scatter(x[~edge], y[~edge], color=colors[float(beta)], marker=markers[int(L)], s=40, label=label,
+                       edgecolor="black", linewidth=0.4)
+        if edge.any():
+            ax.scatter(np.where(x[edge] > 0, x[edge], x_edge), np.full(int(edge.sum()), y_edge),
+                       facecolor="none", edgecolor=colors[float(beta)], marker=markers[int(L)], s=40,
+                       label=None if (~edge).any() else label + " (edge)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set(xlabel="σ_min²(Z⁽⁰⁾) / σ_max²(Z⁽⁰⁾)  (Theorem 1)", ylabel="measured rate / μ (last window)")
+    title = "measured rate vs Theorem 1's conditioning"
+    if n_edge:
+        title += f"\n(open markers on the bottom edge: {n_edge} run(s) stalled or rising, rate/μ < 1e-6 × max)"
+    ax.set_title(_title(dataset, title))
+    ax.legend(fontsize="x-small", loc="best", ncol=2)
+    fig.tight_layout(rect=TOP_MARGIN)
+    _banner(fig, per_run)
+    return fig
+
+
+def plot_verdicts(verdicts: pd.DataFrame) -> plt.Figure:
+    """The claims page's overview: one cell per claim (rows) and data set (columns), green when
+    reproduced, orange when not. Input: :func:`resgd.claims.load_verdicts`."""
+    use_style()
+    names = list(dict.fromkeys(verdicts["name"]))
+    datasets = list(dict.fromkeys(verdicts["dataset"]))
+    fig, ax = plt.subplots(figsize=(2.2 + 2.4 * len(datasets), 0.9 + 0.8 * len(names)))
+    good, bad = sns.color_palette("colorblind")[2], sns.color_palette("colorblind")[3]
+    for _, row in verdicts.iterrows():
+        i, j = names.index(row["name"]), datasets.index(row["dataset"])
+        ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=good if row["passed"] else bad, alpha=0.75,
+                                   edgecolor="white", linewidth=3))
+        text = "reproduced" if row["passed"] else "not reproduced"
+        if row.get("data") == "synthetic stand-in":
+            text += "\n(stand-in data)"
+        ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize="small", color="black")
+    ax.set_xlim(0, len(datasets))
+    ax.set_ylim(len(names), 0)
+    ax.set_xticks([j + 0.5 for j in range(len(datasets))], [DATASET_TITLE.get(d, d) for d in datasets])
+    short = {"residual_helps": "(a) residual vs none", "beta_monotone": "(b) larger β, lower loss",
+             "depth_residual_helps": "(c) every depth"}
+    ax.set_yticks([i + 0.5 for i in range(len(names))], [short.get(n, n) for n in names])
+    ax.tick_params(length=0)
+    ax.grid(False)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    ax.xaxis.tick_top()
+    fig.tight_layout()
+    if "data" in verdicts and (verdicts["data"] == "synthetic stand-in").any():
+        standin = sorted(verdicts.loc[verdicts["data"] == "synthetic stand-in", "dataset"].unique())
+        label_standin(fig, f"SYNTHETIC stand-in data behind the {', '.join(standin)} verdicts")
+    return fig

@@ -1,0 +1,275 @@
+"""Configurations, the run cache, sweeps (resume, divergence), presets and the step-size rule.
+
+Everything runs on the tiny synthetic ``toy`` data sets so the whole file takes seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")  # tests only; never in a notebook
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+import resgd  # noqa: E402
+from resgd import experiments as ex  # noqa: E402
+from resgd.model import ModelConfig  # noqa: E402
+from resgd.train import GDConfig  # noqa: E402
+from resgd.validation import ConfigError  # noqa: E402
+
+
+def toy_config(**changes) -> ex.RunConfig:
+    spec = ex.DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
+    model = ModelConfig(d=6, d_qk=3, m=5, beta=1.0)
+    gd = GDConfig(lr=0.05, iterations=8, reduction="mean", record_every=4)
+    base = dict(dataset=spec, model=model, gd=gd, seed=0, dtype="float64")
+    return ex.RunConfig(**{**base, **changes})
+
+
+COMPUTE = ex._compute
+
+
+class Interrupted(Exception):
+    """Stands in for Ctrl-C or a killed process in the middle of a sweep."""
+
+
+class Counter:
+    """Wraps ex._compute and counts the runs actually computed."""
+
+    def __init__(self, fail_on_seed: int | None = None):
+        self.calls: list[ex.RunConfig] = []
+        self.original = COMPUTE
+        self.fail_on_seed = fail_on_seed
+
+    def __call__(self, config):
+        if config.seed == self.fail_on_seed:
+            raise Interrupted("simulated interruption")
+        self.calls.append(config)
+        return self.original(config)
+
+
+# --------------------------------------------------------------------------- keys
+
+def test_equal_configs_have_equal_keys():
+    assert ex.config_key(toy_config()) == ex.config_key(toy_config())
+    assert toy_config() == toy_config() and hash(toy_config()) == hash(toy_config())
+
+
+def _variants() -> list[ex.RunConfig]:
+    base = toy_config()
+    out = []
+    for f, value in {"n_train": 7, "n_tokens": 5, "n_test": 3, "seed": 1}.items():
+        out.append(dataclasses.replace(base, dataset=dataclasses.replace(base.dataset, **{f: value})))
+    model_changes = {"d_qk": 4, "m": 6, "n_layers": 2, "beta": 0.5, "beta_ffn": 0.25, "logit_scale": "linear",
+                     "activation": "gelu", "qk_scale": 0.5, "v_scale": 0.5, "ffn_scale": 0.5, "out_scale": 0.5}
+    for f, value in model_changes.items():
+        out.append(dataclasses.replace(base, model=base.model.replace(**{f: value})))
+    gd_changes = {"lr": 0.01, "iterations": 9, "reduction": "sum", "record_every": 2, "divergence_factor": 1e3,
+                  "progress": True}
+    for f, value in gd_changes.items():
+        out.append(dataclasses.replace(base, gd=dataclasses.replace(base.gd, **{f: value})))
+    out.append(dataclasses.replace(base, seed=3))
+    out.append(dataclasses.replace(base, dtype="float32"))
+    return out
+
+
+def test_every_field_change_changes_the_key():
+    fields_covered = (len(dataclasses.fields(ModelConfig)) - 4) + len(dataclasses.fields(GDConfig)) + 4 + 2
+    variants = _variants()
+    assert len(variants) >= fields_covered - 3  # k, pooling, init, d are tied to the data set / single-valued
+    keys = {ex.config_key(v) for v in variants} | {ex.config_key(toy_config())}
+    assert len(keys) == len(variants) + 1
+
+
+def test_version_and_data_change_the_key(monkeypatch):
+    config = toy_config()
+    key = ex.config_key(config)
+    assert ex.config_key(config, version=resgd.__version__ + ".post1") != key
+    monkeypatch.setattr(resgd, "__version__", "999.0")
+    assert ex.config_key(config) != key
+    monkeypatch.undo()
+    assert ex.config_key(config) == key
+    assert ex.config_key(config, fingerprint="0" * 16) != key
+
+
+def test_run_config_rejects_a_mismatched_model():
+    with pytest.raises(ConfigError, match="d = 6"):
+        toy_config(model=ModelConfig(d=5, d_qk=3, m=5))
+    with pytest.raises(ConfigError, match="pooling"):
+        toy_config(model=ModelConfig(d=6, d_qk=3, m=5, pooling="mean"))
+    with pytest.raises(ConfigError, match="dtype"):
+        toy_config(dtype="float16")
+
+
+# --------------------------------------------------------------------------- cache
+
+def test_cache_hit_does_not_recompute(tmp_path, monkeypatch):
+    counter = Counter()
+    monkeypatch.setattr(ex, "_compute", counter)
+    config = toy_config()
+    first = ex.run(config, tmp_path)
+    assert len(counter.calls) == 1
+    second = ex.run(config, tmp_path)
+    assert len(counter.calls) == 1
+    pd.testing.assert_frame_equal(first, second)
+    swept = ex.sweep([config, config], n_jobs=1, cache_dir=tmp_path)
+    assert len(counter.calls) == 1
+    assert len(swept) == len(first)  # a duplicate config is one run
+    assert {"dataset", "beta", "n_layers", "seed", "lr", "diverged", "loss", "iteration", "key"} <= set(first.columns)
+    assert list(tmp_path.glob("*.pkl")) == [tmp_path / f"{ex.config_key(config)}.pkl"]
+
+
+def test_results_dir_from_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv(ex.RESULTS_ENV, str(tmp_path / "elsewhere"))
+    assert ex.resolve_cache_dir() == tmp_path / "elsewhere" / "cache"
+    assert ex.resolve_cache_dir(tmp_path / "given") == tmp_path / "given"
+    ex.run(toy_config())
+    assert len(list((tmp_path / "elsewhere" / "cache").glob("*.pkl"))) == 1
+    monkeypatch.delenv(ex.RESULTS_ENV)
+    assert ex.resolve_cache_dir() == ex.Path("results") / "cache"
+
+
+def test_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
+    def broken_to_pickle(self, path, *args, **kwargs):
+        with open(path, "wb") as fh:
+            fh.write(b"partial")
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(pd.DataFrame, "to_pickle", broken_to_pickle)
+    with pytest.raises(OSError, match="disk full"):
+        ex.run(toy_config(), tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_damaged_entry_is_recomputed(tmp_path, monkeypatch):
+    config = toy_config()
+    (tmp_path / f"{ex.config_key(config)}.pkl").write_bytes(b"not a pickle")
+    counter = Counter()
+    monkeypatch.setattr(ex, "_compute", counter)
+    frame = ex.run(config, tmp_path)
+    assert len(counter.calls) == 1 and len(frame) == config.gd.iterations + 1
+
+
+def test_sweep_resumes_after_an_interruption(tmp_path, monkeypatch):
+    configs = [toy_config(seed=s) for s in range(4)]
+    monkeypatch.setattr(ex, "_compute", Counter(fail_on_seed=2))
+    with pytest.raises(Interrupted):
+        ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+    done = {p.stem for p in tmp_path.glob("*.pkl")}
+    assert 1 <= len(done) <= 3 and ex.config_key(configs[2]) not in done
+    assert not list(tmp_path.glob("*.part"))
+    counter = Counter()
+    monkeypatch.setattr(ex, "_compute", counter)
+    table = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+    assert sorted(c.seed for c in counter.calls) == sorted(c.seed for c in configs if ex.config_key(c) not in done)
+    assert sorted(table["seed"].unique()) == [0, 1, 2, 3]
+
+
+def test_parallel_sweep_matches_sequential(tmp_path):
+    configs = [toy_config(seed=s) for s in range(3)]
+    parallel = ex.sweep(configs, n_jobs=2, cache_dir=tmp_path / "a")
+    sequential = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path / "b")
+    pd.testing.assert_frame_equal(parallel, sequential)
+    assert list(parallel.groupby("seed", sort=False).ngroup().unique()) == [0, 1, 2]  # the order given
+
+
+def test_sweep_runs_on_a_backend_without_streaming(tmp_path):
+    configs = [toy_config(seed=s) for s in range(2)]
+    table = ex.sweep(configs, n_jobs=2, cache_dir=tmp_path, backend="multiprocessing")
+    assert sorted(table["seed"].unique()) == [0, 1] and len(list(tmp_path.glob("*.pkl"))) == 2
+
+
+def test_divergence_is_recorded_not_dropped(tmp_path):
+    good = toy_config()
+    bad = toy_config(gd=GDConfig(lr=1e4, iterations=8, reduction="mean", record_every=4))
+    table = ex.sweep([good, bad], n_jobs=1, cache_dir=tmp_path)
+    diverged = table[table["lr"] == 1e4]
+    assert len(diverged) >= 1 and diverged["diverged"].all()
+    assert len(diverged) < bad.gd.iterations + 1  # partial history kept
+    assert math.isfinite(diverged["diverged_at"].iloc[0])
+    assert not table[table["lr"] == good.gd.lr]["diverged"].any()
+    per_run = ex.per_run_table(table.assign(experiment="beta"))
+    assert per_run.loc[per_run["lr"] == 1e4, "loss_T"].iloc[0] == math.inf
+    curves = ex.loss_curves(table.assign(experiment="beta"))
+    assert (curves["kind"] == "diverged").any()
+    assert int(curves.loc[curves["lr"] == 1e4, "n_diverged"].iloc[0]) == 1
+
+
+def test_sweep_rejects_bad_n_jobs(tmp_path):
+    with pytest.raises(ConfigError, match="n_jobs"):
+        ex.sweep([toy_config()], n_jobs=0, cache_dir=tmp_path)
+
+
+# --------------------------------------------------------------------------- presets and the rule
+
+@pytest.mark.parametrize("dataset", ["jena", "sst2"])
+def test_preset_has_the_documented_keys(dataset):
+    quick, full = ex.preset(dataset, True), ex.preset(dataset, False)
+    for key in ("N", "n", "iterations", "seeds", "betas", "depths", "widths"):
+        assert key in quick and key in full
+    assert quick["N"] * quick["iterations"] * len(quick["seeds"]) < full["N"] * full["iterations"] * len(full["seeds"])
+    assert len(quick["seeds"]) >= 2
+    assert tuple(quick["betas"]) == (0.0, 0.25, 0.5, 0.75, 1.0) and tuple(quick["depths"]) == (2, 6, 10)
+    s = ex.settings(dataset, True, seed=5, iterations=7, n_train=3)
+    assert s.seeds == (5, 6) and s.iterations == 7 and s.N == 3 and s.data_seed == 5
+    assert ex.settings(dataset, True, seeds=3).seeds == (0, 1, 2)
+    assert s.config(0.5, 2, 5, 0.1).model.v_scale == pytest.approx(2**-0.5)
+
+
+def test_settings_errors_are_clear():
+    with pytest.raises(ConfigError, match="unknown setting"):
+        ex.settings("toy", True, bogus=1)
+    with pytest.raises(ConfigError, match="dataset"):
+        ex.preset("mnist", True)
+    with pytest.raises(ConfigError, match="quick"):
+        ex.preset("toy", "yes")
+
+
+def test_choose_lr_is_the_largest_stable_step_times_safety(tmp_path):
+    s = ex.settings("toy", True, lr_grid=(1e4, 0.1, 0.03), safety=0.5)
+    lr, table = ex.choose_lr(s, [1, 2], n_jobs=1, cache_dir=tmp_path)
+    assert lr == pytest.approx(0.05)
+    assert not table.loc[table["lr"] == 1e4, "stable"].any()
+    assert table.loc[table["chosen"], "lr"].unique().tolist() == [0.1]
+    with pytest.raises(ConfigError, match="no step size"):
+        ex.choose_lr(ex.settings("toy", True, lr_grid=(1e4,)), [1], n_jobs=1, cache_dir=tmp_path)
+
+
+@pytest.mark.parametrize("dataset", ["toy", "toy_cls"])
+def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
+    monkeypatch.setenv(ex.RESULTS_ENV, str(tmp_path / "results"))
+    s = ex.settings(dataset, True, betas=(0.0, 0.5, 1.0))
+    results = ex.run_experiments(s, n_jobs=1)
+    assert set(results.runs["experiment"]) == {"beta", "depth"}
+    assert results.runs.groupby(["experiment", "beta", "n_layers", "seed"]).ngroups == 3 * 2 + 2 * 2 * 2
+    summary = results.summary()
+    assert {"loss_T", "iterations_to_target", "rate", "sigma_min_Z0", "diverged"} <= set(summary.columns)
+    assert ("train_acc" in summary.columns) == (dataset == "toy_cls")
+    assert [v.name for v in results.verdicts()] == ["residual_helps", "beta_monotone", "depth_residual_helps"]
+    paths = ex.write_outputs(results)
+    assert paths["claims"] == tmp_path / "results" / "claims" / f"{dataset}_quick.json"
+    for kind in ex.FIGURE_KINDS:
+        fig = ex.make_figure(results, kind)
+        assert fig.axes and any(t.get_text().startswith("SYNTHETIC") for t in fig.texts)  # stand-in banner
+        plt.close(fig)
+
+
+def test_beta_findings_from_a_hand_made_table():
+    rows = []
+    for beta, losses in {0.0: [2.0, 2.2], 0.5: [1.0, 1.1], 1.0: [0.9, 1.2]}.items():
+        for seed, loss in enumerate(losses):
+            rows.append({"experiment": "beta", "n_layers": 1, "beta": beta, "seed": seed, "loss_T": loss,
+                         "diverged": False, "sigma_min_Z0": 0.01 if beta == 0 else 1.0})
+    rows.append({"experiment": "depth", "n_layers": 2, "beta": 1.0, "seed": 0, "loss_T": 99.0, "diverged": False,
+                 "sigma_min_Z0": 1.0})
+    found = ex.beta_findings(pd.DataFrame(rows))
+    assert found["best_beta"] == 0.5 and found["worst_beta"] == 0.0
+    assert found["spread_pct"] == pytest.approx(0)  # means 1.05 and 1.05
+    assert found["seed_spread_pct"] == pytest.approx(100 * 0.3 / 1.05)
+    assert found["gap0_pct"] == pytest.approx(100 * (2.1 / 1.05 - 1))
+    assert found["sigma_ratio"] == pytest.approx(100) and found["loss_ratio"] == pytest.approx(2.0)
