@@ -119,6 +119,8 @@ def test_notebook_env_forces_inline_backend_and_paths(tmp_path):
     assert env["MPLBACKEND"] == bb.INLINE_BACKEND  # Agg would turn glued figures into text
     assert env["RESGD_MODE"] == "quick"
     assert env["RESGD_FIGURES_DIR"] == str(tmp_path / "figures")
+    assert env["RESGD_RESULTS_DIR"] == str(tmp_path / "results")
+    assert bb.notebook_env(tmp_path, "quick", {"RESGD_RESULTS_DIR": "/elsewhere"})["RESGD_RESULTS_DIR"] == "/elsewhere"
 
 
 # ---------------------------------------------------------------- conversion and report

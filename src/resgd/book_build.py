@@ -139,6 +139,8 @@ def notebook_env(root: Path, mode: str, base: Mapping[str, str] | None = None) -
     env = dict(os.environ if base is None else base)
     env[MODE_ENV] = mode
     env["RESGD_FIGURES_DIR"] = str(root / "figures")
+    # The results cache and the verdicts live at the repository root (the notebooks run in notebooks/).
+    env.setdefault("RESGD_RESULTS_DIR", str(root / "results"))
     env["MPLBACKEND"] = INLINE_BACKEND
     # The interpreter's scripts (jupytext, resgd, ...) first on PATH, as in an activated venv.
     bindir = str(Path(sys.executable).parent)
