@@ -22,3 +22,15 @@ def test_failure_keeps_the_old_file(tmp_path):
             raise RuntimeError("interrupted")
     assert target.read_text().strip().startswith("{") and '"a": 1' in target.read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+def test_published_files_get_the_usual_permissions(tmp_path):
+    import os
+    import stat
+
+    mask = os.umask(0o022)
+    try:
+        target = write_text(tmp_path / "figure.txt", "x")
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
