@@ -96,7 +96,7 @@ def _positive_int(text: str) -> int:
 
 
 def reproduce_command(args: argparse.Namespace, targets: Mapping[str, tuple[str, str]] = TARGETS, out=print) -> int:
-    from tqdm.auto import tqdm
+    from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
 
     names = list(dict.fromkeys(args.only or list(targets)))
     if args.results_dir:

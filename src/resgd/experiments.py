@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
+from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
 
 from .atomic import write_with
 from .model import ModelConfig, forward, init_params

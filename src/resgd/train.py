@@ -13,7 +13,7 @@ from typing import Literal
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
+from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
 
 from .conditioning import gram_singular_values, stack
 from .model import ModelConfig, Params, Trace, forward
@@ -88,13 +88,31 @@ def loss_and_grad(
     Y: torch.Tensor,
     mask: torch.Tensor | None = None,
     reduction: str = "sum",
+    backend: str | None = None,
 ) -> tuple[torch.Tensor, Params, Trace]:
-    """Φ(θ), ∇Φ(θ) for every weight, and the forward trace (for the spectra) in one pass."""
+    """Φ(θ), ∇Φ(θ) for every weight, and the forward trace (for the spectra) in one pass.
+
+    ``backend="manual"`` (the default, see :mod:`resgd.fastgrad`) uses the hand-derived backward
+    pass; ``"autograd"`` builds the graph of :func:`resgd.model.forward` and differentiates it
+    (slower; the reference the manual pass is tested against). ``None`` means
+    :func:`resgd.fastgrad.default_backend` (``$RESGD_GRAD_BACKEND``, else ``"manual"``).
+    Both return the same ``(loss, grads, trace)``: a 0-d loss tensor, one gradient per
+    weight (keys and order of ``params``) and the :class:`~resgd.model.Trace`.
+    """
+    from . import fastgrad
+
+    if backend is None:
+        backend = fastgrad.default_backend()
+    if backend == "manual":
+        return fastgrad.loss_and_grad_manual(params, cfg, X, Y, mask, reduction)
+    check_choice("backend", backend, fastgrad.BACKENDS)
     leaves = {name: p.detach().requires_grad_(True) for name, p in params.items()}
     trace = forward(leaves, cfg, X, mask, return_trace=True)
     loss = loss_from_output(trace.Y_hat, Y, mask, reduction)
     grads = torch.autograd.grad(loss, list(leaves.values()))
-    return loss.detach(), dict(zip(leaves, grads)), trace
+    # detach the trace as the manual backend's is (no graph hangs on the returned tensors)
+    layers = [type(lt)(**{key: value.detach() for key, value in vars(lt).items()}) for lt in trace.layers]
+    return loss.detach(), dict(zip(leaves, grads)), Trace(layers=layers, Y_hat=trace.Y_hat.detach())
 
 
 def train_gd(

@@ -1,0 +1,77 @@
+"""Markdown tables for benchmarks/README.md from a bench_gd.json written by bench_gd.py.
+
+    python benchmarks/report.py [benchmarks/results/bench_gd.json]   # prints Markdown
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+
+
+def main_table(rows: pd.DataFrame) -> str:
+    """One line per case: ms/step of ours and of the nn baseline, ratios, GFLOP/s, fraction of the limit."""
+    key = ["threads", "dtype", "size", "L", "N"]
+    step = rows.pivot_table(index=key, columns="impl", values="step_ms")
+    gflops = rows[rows["impl"] == "ours"].set_index(key)["gflops"]
+    frac = rows.pivot_table(index=key, columns="impl", values="frac_of_limit")
+    lines = ["| threads | dtype | size | L | N | ours ms/step | nn ms/step | nn / ours | autograd / ours | MHA / ours | ours GFLOP/s | ours / limit | nn / limit |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for index in step.index:
+        threads, dtype, size, L, N = index
+        ours = step.loc[index, "ours"]
+
+        def ratio(other):
+            value = step.loc[index, other] if other in step.columns else float("nan")
+            return "–" if pd.isna(value) else f"{value / ours:.2f}×"
+
+        lines.append(f"| {threads} | {dtype} | {size} | {L} | {N} | {ours:.3g} | {step.loc[index, 'nn']:.3g} | **{ratio('nn')}** "
+                     f"| {ratio('ours_autograd')} | {ratio('mha')} | {gflops.loc[index]:.1f} | {100 * frac.loc[index, 'ours']:.0f} % "
+                     f"| {100 * frac.loc[index, 'nn']:.0f} % |")
+    return "\n".join(lines)
+
+
+def trainer_table(rows: pd.DataFrame) -> str:
+    part = rows[rows["impl"].isin(["ours", "ours_train_gd"])]
+    wide = part.pivot_table(index=["threads", "dtype", "size", "L", "N"], columns="impl", values="step_ms").dropna().reset_index()
+    lines = ["| dtype | size | L | N | loss_and_grad + update (ms) | train_gd per iteration (ms) | overhead |", "|---|---|---:|---:|---:|---:|---:|"]
+    for _, r in wide.iterrows():
+        lines.append(f"| {r['dtype']} | {r['size']} | {r['L']} | {r['N']} | {r['ours']:.3g} | {r['ours_train_gd']:.3g} | {100 * (r['ours_train_gd'] / r['ours'] - 1):+.0f} % |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    path = Path(argv[0]) if argv else HERE / "results" / "bench_gd.json"
+    data = json.loads(path.read_text())
+    meta = data["meta"]
+    rows = pd.DataFrame(data["rows"])
+    print(f"Measured {meta['started_utc']} – {meta['finished_utc']} on {meta['machine']['cpu']} "
+          f"({meta['machine']['logical_cpus']} logical CPUs), torch {meta['machine']['torch']}, "
+          f"load average at start/end {meta['loadavg_start'][0]:.2f}/{meta['loadavg_end'][0]:.2f}.\n")
+    print("Matmul limit: " + ", ".join(f"{x['dtype']} {x['threads']} thread(s): {x['median_gflops']:.0f} GFLOP/s" for x in data["limits"]) + "\n")
+    print(main_table(rows) + "\n")
+    if "ours_train_gd" in set(rows["impl"]):
+        print(trainer_table(rows) + "\n")
+    if data.get("sweep"):
+        print("| sweep mode | wall time (s) | note |\n|---|---:|---|")
+        for s in data["sweep"]:
+            print(f"| {s['mode']} | {s['wall_s']:.2f} | {s['note']} |")
+        print()
+    if data.get("compile"):
+        print("| case | compile (s) | compiled step (ms) | compiled nn step (ms) | ours (ms) |\n|---|---:|---:|---:|---:|")
+        for c in data["compile"]:
+            if "error" in c:
+                print(f"| {c['size']} N={c['N']} L={c['L']} {c['dtype']} | error: {c['error']} | | | |")
+            else:
+                print(f"| {c['size']} N={c['N']} L={c['L']} {c['dtype']} | {c['compile_s']:.1f} (nn: {c['compile_nn_s']:.1f}) "
+                      f"| {c['compiled_step_ms']:.3g} | {c['compiled_nn_step_ms']:.3g} | {c['ours_step_ms']:.3g} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
