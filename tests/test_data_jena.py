@@ -7,7 +7,6 @@ Never touches the network (``fetch_url`` is replaced for every test) and writes 
 from __future__ import annotations
 
 import io
-import os
 import zipfile
 from pathlib import Path
 
@@ -22,17 +21,12 @@ from resgd.data import DataError, DownloadError, load_jena, parse_jena_csv, stan
 from resgd.data.jena import clean_wind, to_hourly
 from resgd.data.jena_schema import CANONICAL_HEADER, FEATURE_NAMES, JENA_FILE_NAME, JENA_URL
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_ENV = os.environ.get("RESGD_DATA_DIR", "")
+from shared_data import shared_data_dir as find_shared_data
 SAMPLE_NAME = "jena_first19rows_sample.csv"
 
 
 def shared_data_dir() -> Path | None:
-    """``$RESGD_DATA_DIR`` as set when the tests started, else ``../shared/data`` beside the repo."""
-    for candidate in (Path(SHARED_ENV) if SHARED_ENV else None, REPO.parent / "shared" / "data"):
-        if candidate is not None and (candidate / "jena" / SAMPLE_NAME).is_file():
-            return candidate
-    return None
+    return find_shared_data("jena/" + SAMPLE_NAME)
 
 
 @pytest.fixture

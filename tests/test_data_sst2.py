@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import os
 import zipfile
 from pathlib import Path
 
@@ -23,16 +22,11 @@ from resgd.data import DataError, DownloadError, load_sst2, parse_sst2_tsv
 from resgd.data.glove import GLOVE_SUBSET_NAME, GLOVE_URL
 from resgd.data.sst2 import SHA256, SST2_URL, balanced_rows
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_ENV = os.environ.get("RESGD_DATA_DIR", "")
+from shared_data import shared_data_dir as find_shared_data
 
 
 def shared_data_dir() -> Path | None:
-    """``$RESGD_DATA_DIR`` as set when the tests started, else ``../shared/data`` beside the repo."""
-    for candidate in (Path(SHARED_ENV) if SHARED_ENV else None, REPO.parent / "shared" / "data"):
-        if candidate is not None and (candidate / "sst2" / "dev.tsv").is_file():
-            return candidate
-    return None
+    return find_shared_data("sst2/dev.tsv")
 
 
 @pytest.fixture

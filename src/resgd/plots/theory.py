@@ -6,7 +6,6 @@ No computation happens here beyond selecting columns: the tables come from :mod:
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 import seaborn as sns
 
