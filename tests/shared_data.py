@@ -1,4 +1,4 @@
-"""Where the tests find the workplace's read-only data copies (``../shared/data`` or ``$RESGD_DATA_DIR``)."""
+"""Test helpers for the data loaders: the workplace's read-only data copies, and a fake download."""
 
 from __future__ import annotations
 
@@ -15,3 +15,23 @@ def shared_data_dir(marker: str) -> Path | None:
         if candidate is not None and (candidate / marker).is_file():
             return candidate
     return None
+
+
+def serve(monkeypatch, payload: bytes, fail_after: str | None = None) -> list[str]:
+    """Replace ``fetch_url`` by one that writes ``payload`` and, if ``fail_after`` is a reason, then fails.
+
+    Returns the list of URLs asked for, so a test can count downloads. Never touches the network.
+    """
+    import resgd.data.download as download_module
+    from resgd.data import DownloadError
+
+    calls: list[str] = []
+
+    def fake(url, dest, *, timeout=0.0):
+        calls.append(url)
+        Path(dest).write_bytes(payload)
+        if fail_after:
+            raise DownloadError(f"download of {url} failed: {fail_after}")
+
+    monkeypatch.setattr(download_module, "fetch_url", fake)
+    return calls

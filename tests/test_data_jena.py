@@ -21,6 +21,7 @@ from resgd.data import DataError, DownloadError, load_jena, parse_jena_csv, stan
 from resgd.data.jena import clean_wind, to_hourly
 from resgd.data.jena_schema import CANONICAL_HEADER, FEATURE_NAMES, JENA_FILE_NAME, JENA_URL
 
+from shared_data import serve
 from shared_data import shared_data_dir as find_shared_data
 SAMPLE_NAME = "jena_first19rows_sample.csv"
 
@@ -248,22 +249,8 @@ def zipped_csv(source: Path) -> bytes:
     return buffer.getvalue()
 
 
-def serve(monkeypatch, payload: bytes, fail_after: bool = False):
-    """Replace ``fetch_url`` by one that writes ``payload`` (then fails, if asked)."""
-    calls = []
-
-    def fake(url, dest, *, timeout=0.0):
-        calls.append(url)
-        Path(dest).write_bytes(payload)
-        if fail_after:
-            raise DownloadError(f"download of {url} failed: connection reset")
-
-    monkeypatch.setattr(download_module, "fetch_url", fake)
-    return calls
-
-
 def test_interrupted_download_leaves_no_partial_file(tmp_path, monkeypatch):
-    calls = serve(monkeypatch, b"PK\x03\x04 half an archive", fail_after=True)
+    calls = serve(monkeypatch, b"PK\x03\x04 half an archive", fail_after="connection reset")
     cache = tmp_path / "cache"
     with pytest.raises(DataError, match="connection reset") as caught:
         load_jena(cache_dir=cache, allow_standin=False)

@@ -22,6 +22,7 @@ from resgd.data import DataError, DownloadError, load_sst2, parse_sst2_tsv
 from resgd.data.glove import GLOVE_SUBSET_NAME, GLOVE_URL
 from resgd.data.sst2 import SHA256, SST2_URL, balanced_rows
 
+from shared_data import serve
 from shared_data import shared_data_dir as find_shared_data
 
 
@@ -204,19 +205,6 @@ def glue_zip(train: bytes, dev: bytes) -> bytes:
     return buffer.getvalue()
 
 
-def serve(monkeypatch, payload: bytes, fail_after: bool = False) -> list[str]:
-    calls: list[str] = []
-
-    def fake(url, dest, *, timeout=0.0):
-        calls.append(url)
-        Path(dest).write_bytes(payload)
-        if fail_after:
-            raise DownloadError(f"download of {url} failed: timed out")
-
-    monkeypatch.setattr(download_module, "fetch_url", fake)
-    return calls
-
-
 def test_download_is_verified_and_published(shared, tmp_path, monkeypatch):
     train = gzip.decompress((shared / "sst2" / "train.tsv.gz").read_bytes())
     dev = (shared / "sst2" / "dev.tsv").read_bytes()
@@ -240,7 +228,7 @@ def test_download_with_wrong_content_writes_nothing(tmp_path, monkeypatch):
 
 
 def test_interrupted_download_leaves_no_partial_file(tmp_path, monkeypatch):
-    calls = serve(monkeypatch, b"PK\x03\x04 partial", fail_after=True)
+    calls = serve(monkeypatch, b"PK\x03\x04 partial", fail_after="timed out")
     cache = tmp_path / "cache"
     with pytest.raises(DataError, match=r"not found .*timed out"):
         load_sst2(cache_dir=cache)
