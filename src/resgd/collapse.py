@@ -60,22 +60,28 @@ TARGETS = ("linear", "random")
 # Sizes
 # --------------------------------------------------------------------------------------------
 
+DQK_GRID = tuple(2**k for k in range(15))  # 1 … 16384
+QK_SCALES = (1.0, 4.0)
+INPUT_N, INPUT_TOKENS, INPUT_D, INPUT_SEED = 16, 16, 8, 1234
+"""The sweep's defaults (companion's choices), shared by :func:`preset` and every function below."""
+
+
 def preset(quick: bool) -> dict:
     """Every size of the notebook and of :func:`reproduce`; ``quick`` for CI, full for the book.
 
     Both use the same d_QK grid 1 … 16384 and the same input; ``quick`` uses fewer seeds and
     fewer GD iterations.
     """
-    common_input = {"N": 16, "n": 16, "d": 8, "input_seed": 1234}
+    common_input = {"N": INPUT_N, "n": INPUT_TOKENS, "d": INPUT_D, "input_seed": INPUT_SEED}
     sweep = {
-        "d_qks": tuple(2**k for k in range(15)),  # 1 … 16384
+        "d_qks": DQK_GRID,
         "logit_scales": LOGIT_SCALES,
-        "qk_scales": (1.0, 4.0),
+        "qk_scales": QK_SCALES,
         "betas": (0.0, 0.5, 1.0),
         "seeds": tuple(range(3 if quick else 10)),
         **common_input,
     }
-    maps = {"d_qks": (4, 16384), "logit_scales": LOGIT_SCALES, "qk_scales": (1.0, 4.0), "seed": 0, "sample": 0, **common_input}
+    maps = {"d_qks": (4, 16384), "logit_scales": LOGIT_SCALES, "qk_scales": QK_SCALES, "seed": 0, "sample": 0, **common_input}
     training = {
         "d_qks": (4, 16384),
         "betas": (0.0, 1.0),
@@ -92,7 +98,7 @@ def preset(quick: bool) -> dict:
     return {"quick": bool(quick), "sweep": sweep, "maps": maps, "training": training}
 
 
-def make_input(N: int = 16, n: int = 16, d: int = 8, input_seed: int = 1234, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+def make_input(N: int = INPUT_N, n: int = INPUT_TOKENS, d: int = INPUT_D, input_seed: int = INPUT_SEED, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """The fixed input of the sweep: i.i.d. standard Gaussian tokens, shape (N, n, d) (companion's choice)."""
     for name, value in (("N", N), ("n", n), ("d", d)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -245,17 +251,17 @@ def _attention_trace(X: torch.Tensor, d: int, d_qk: int, logit_scale: str, qk_sc
 
 
 def dqk_sweep(
-    d_qks: Sequence[int] = tuple(2**k for k in range(15)),
+    d_qks: Sequence[int] = DQK_GRID,
     logit_scales: Sequence[str] = LOGIT_SCALES,
-    qk_scales: Sequence[float] = (1.0, 4.0),
+    qk_scales: Sequence[float] = QK_SCALES,
     betas: Sequence[float] = (0.0, 0.5, 1.0),
     seeds: Sequence[int] = (0, 1, 2),
     *,
     X: torch.Tensor | None = None,
-    N: int = 16,
-    n: int = 16,
-    d: int = 8,
-    input_seed: int = 1234,
+    N: int = INPUT_N,
+    n: int = INPUT_TOKENS,
+    d: int = INPUT_D,
+    input_seed: int = INPUT_SEED,
     threads: int | None = 1,
 ) -> pd.DataFrame:
     """Conditioning of ``Attn(X)`` and ``Z = βX + Attn(X)`` over d_QK, scalings, init scales, β, seeds.
@@ -313,7 +319,7 @@ def _sweep_rows(X, d, d_qks, logit_scales, qk_scales, betas, seeds) -> list[dict
     return rows
 
 
-def input_spectra(X: torch.Tensor | None = None, *, N: int = 16, n: int = 16, d: int = 8, input_seed: int = 1234) -> pd.DataFrame:
+def input_spectra(X: torch.Tensor | None = None, *, N: int = INPUT_N, n: int = INPUT_TOKENS, d: int = INPUT_D, input_seed: int = INPUT_SEED) -> pd.DataFrame:
     """σ_min of the input and of the centred input, per sample (median) and stacked: the bound's ingredients."""
     X = make_input(N, n, d, input_seed) if X is None else X.detach().to(torch.float64)
     rows = []
@@ -392,16 +398,16 @@ def _logits(trace_X: torch.Tensor, d: int, d_qk: int, logit_scale: str, qk_scale
 
 
 def attention_regimes(
-    d_qks: Sequence[int] = tuple(2**k for k in range(15)),
+    d_qks: Sequence[int] = DQK_GRID,
     logit_scales: Sequence[str] = LOGIT_SCALES,
-    qk_scales: Sequence[float] = (1.0, 4.0),
+    qk_scales: Sequence[float] = QK_SCALES,
     seeds: Sequence[int] = (0, 1, 2),
     *,
     X: torch.Tensor | None = None,
-    N: int = 16,
-    n: int = 16,
-    d: int = 8,
-    input_seed: int = 1234,
+    N: int = INPUT_N,
+    n: int = INPUT_TOKENS,
+    d: int = INPUT_D,
+    input_seed: int = INPUT_SEED,
     threads: int | None = 1,
 ) -> pd.DataFrame:
     """:func:`attention_statistics` for every d_qk × logit_scale × qk_scale × seed (one row each)."""
@@ -424,15 +430,15 @@ def attention_regimes(
 def attention_maps(
     d_qks: Sequence[int] = (4, 16384),
     logit_scales: Sequence[str] = LOGIT_SCALES,
-    qk_scales: Sequence[float] = (1.0, 4.0),
+    qk_scales: Sequence[float] = QK_SCALES,
     seed: int = 0,
     sample: int = 0,
     *,
     X: torch.Tensor | None = None,
-    N: int = 16,
-    n: int = 16,
-    d: int = 8,
-    input_seed: int = 1234,
+    N: int = INPUT_N,
+    n: int = INPUT_TOKENS,
+    d: int = INPUT_D,
+    input_seed: int = INPUT_SEED,
 ) -> pd.DataFrame:
     """One sample's attention matrix for each d_qk × logit_scale × qk_scale, long format.
 
@@ -495,10 +501,10 @@ def training_comparison(
     target: str = "linear",
     X: torch.Tensor | None = None,
     Y: torch.Tensor | None = None,
-    N: int = 16,
-    n: int = 16,
-    d: int = 8,
-    input_seed: int = 1234,
+    N: int = INPUT_N,
+    n: int = INPUT_TOKENS,
+    d: int = INPUT_D,
+    input_seed: int = INPUT_SEED,
     threads: int | None = 1,
 ) -> pd.DataFrame:
     """Full-batch GD for every d_qk × β × seed on the same data, same step size.
@@ -661,7 +667,7 @@ def reproduce(quick: bool = True, directory: str | Path | None = None) -> dict[s
     return paths
 
 
-def random_argmax_agreement(n: int = 16, trials: int = 2000, seed: int = 0) -> float:
+def random_argmax_agreement(n: int = INPUT_TOKENS, trials: int = 2000, seed: int = 0) -> float:
     """Reference value of ``argmax_agreement`` when each of n queries picks one of n keys at random."""
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, n, size=(trials, n))
