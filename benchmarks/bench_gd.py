@@ -10,7 +10,7 @@ What is measured (side by side, in one process, on the same inputs, interleaved 
 that a change in machine load hits every implementation alike):
 
 * ``ours``          — the trainer's path: ``resgd.train.loss_and_grad`` (default backend, the
-                      hand-derived pass of ``resgd.fastgrad``) + ``{p - lr g}`` for every weight;
+                      hand-derived pass of ``resgd.fastgrad``) + ``fastgrad.gd_update`` (p − lr g);
 * ``ours_autograd`` — the same with ``backend="autograd"`` (batched autograd over resgd.model);
 * ``ours_train_gd`` — ``resgd.train.train_gd`` per iteration (adds the trainer's bookkeeping:
                       gradient norm, history rows, σ(Z) every 10 iterations);
@@ -123,7 +123,7 @@ def build_impls(cfg, X, Y, mask, params, lr, names):
         def step():
             current = state[key]
             _, grads, _ = loss_and_grad(current, cfg, X, Y, mask, "sum", backend=backend)
-            state[key] = {name: p - lr * grads[name] for name, p in current.items()}
+            state[key] = fastgrad.gd_update(current, grads, lr)  # the trainer's update
 
         return step
 
@@ -206,6 +206,32 @@ def time_impls(impls: dict, budget_s: float, min_reps: int, max_reps: int, warmu
             samples[name].append((time.perf_counter() - t0) / (inner[name] * per_call_steps[name]))
         reps += 1
     return samples
+
+
+MATMUL_OPS = frozenset({"aten::mm", "aten::bmm", "aten::addmm", "aten::addmm_", "aten::baddbmm", "aten::baddbmm_"})
+
+
+def matmul_breakdown(step, seconds: float = 0.3, max_steps: int = 20) -> dict:
+    """Time per step spent inside the step's own matrix-product kernels (torch.profiler self time).
+
+    This is the floor for any implementation built on these kernels at these shapes: what the
+    step would cost if everything else (softmax, activations, residual adds, the loss, the update,
+    Python and dispatch) were free. Self time excludes child ops (the input copy of an out-of-place
+    ``addmm`` counts as elementwise work). The profiler adds ~1 µs per op, so the profiled step is
+    reported beside the unprofiled one.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    start = time.perf_counter()
+    step()
+    steps = max(1, min(max_steps, int(seconds / max(time.perf_counter() - start, 1e-9))))
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        wall = time.perf_counter() - t0
+    matmul_us = sum(event.self_cpu_time_total for event in prof.key_averages() if event.key in MATMUL_OPS)
+    return {"profiled_step_ms": 1e3 * wall / steps, "matmul_ms": matmul_us / 1e3 / steps, "profiled_steps": steps}
 
 
 def matmul_rate(dtype: torch.dtype, size: int, reps: int = 7) -> dict:
@@ -449,6 +475,7 @@ def main(argv: list[str] | None = None) -> int:
                         impls = build_impls(cfg, X, Y, mask, params, lr, impl_names)
                         load0 = os.getloadavg()[0]
                         samples = time_impls(impls, budget, min_reps, max_reps, essential=("ours", "nn"), slow_s=0.5)
+                        breakdown = matmul_breakdown(impls["ours"][0]) if "ours" in samples else {}
                         load1 = os.getloadavg()[0]
                         line = []
                         for name, times in samples.items():
@@ -460,6 +487,9 @@ def main(argv: list[str] | None = None) -> int:
                                          "steps_per_s": 1.0 / median, "flops": flops, "gflops": gflops,
                                          "limit_gflops": limit["median_gflops"], "frac_of_limit": gflops / limit["median_gflops"],
                                          "loadavg": 0.5 * (load0 + load1)})
+                            if name == "ours" and breakdown:
+                                rows[-1].update(breakdown, matmul_share=breakdown["matmul_ms"] / breakdown["profiled_step_ms"],
+                                                matmul_gflops=flops / breakdown["matmul_ms"] / 1e6)
                             line.append(f"{name} {1e3 * median:.3g} ms")
                         ours = statistics.median(samples["ours"]) if "ours" in samples else math.nan
                         nn = statistics.median(samples["nn"]) if "nn" in samples else math.nan

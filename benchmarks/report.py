@@ -14,6 +14,12 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 
 
+def case_order(index: tuple) -> tuple:
+    """threads, then float64 before float32, then size, L, N."""
+    threads, dtype, size, L, N = index
+    return threads, dtype != "float64", size, L, N
+
+
 def main_table(rows: pd.DataFrame) -> str:
     """One line per case: ms/step of ours and of the nn baseline, ratios, GFLOP/s, fraction of the limit."""
     key = ["threads", "dtype", "size", "L", "N"]
@@ -22,7 +28,7 @@ def main_table(rows: pd.DataFrame) -> str:
     frac = rows.pivot_table(index=key, columns="impl", values="frac_of_limit")
     lines = ["| threads | dtype | size | L | N | ours ms/step | nn ms/step | nn / ours | autograd / ours | MHA / ours | ours GFLOP/s | ours / limit | nn / limit |",
              "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for index in step.index:
+    for index in sorted(step.index, key=case_order):
         threads, dtype, size, L, N = index
         ours = step.loc[index, "ours"]
 
@@ -36,9 +42,31 @@ def main_table(rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def matmul_floor_table(rows: pd.DataFrame) -> str:
+    """Where our step's time goes: its matrix-product kernels against everything else, and the 3× target."""
+    key = ["threads", "dtype", "size", "L", "N"]
+    ours = rows[rows["impl"] == "ours"].set_index(key)
+    if "matmul_ms" not in ours.columns:
+        return ""
+    nn = rows[rows["impl"] == "nn"].set_index(key)["step_ms"]
+    lines = ["| threads | dtype | size | L | N | ours ms/step | in matmul kernels (ms) | share | matmul-kernel GFLOP/s | kernels / limit "
+             "| nn / 3 (ms) | matmul floor vs nn / 3 |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    ours = ours.dropna(subset=["matmul_ms"])
+    for index in sorted(ours.index, key=case_order):
+        r = ours.loc[index]
+        threads, dtype, size, L, N = index
+        third = nn.get(index, float("nan")) / 3
+        lines.append(f"| {threads} | {dtype} | {size} | {L} | {N} | {r['step_ms']:.3g} | {r['matmul_ms']:.3g} | {100 * r['matmul_share']:.0f} % "
+                     f"| {r['matmul_gflops']:.1f} | {100 * r['matmul_gflops'] / r['limit_gflops']:.0f} % | {third:.3g} "
+                     f"| {100 * r['matmul_ms'] / third:.0f} % |")
+    return "\n".join(lines)
+
+
 def trainer_table(rows: pd.DataFrame) -> str:
     part = rows[rows["impl"].isin(["ours", "ours_train_gd"])]
-    wide = part.pivot_table(index=["threads", "dtype", "size", "L", "N"], columns="impl", values="step_ms").dropna().reset_index()
+    wide = part.pivot_table(index=["threads", "dtype", "size", "L", "N"], columns="impl", values="step_ms").dropna()
+    wide = wide.loc[sorted(wide.index, key=case_order)].reset_index()
     lines = ["| dtype | size | L | N | loss_and_grad + update (ms) | train_gd per iteration (ms) | overhead |", "|---|---|---:|---:|---:|---:|---:|"]
     for _, r in wide.iterrows():
         lines.append(f"| {r['dtype']} | {r['size']} | {r['L']} | {r['N']} | {r['ours']:.3g} | {r['ours_train_gd']:.3g} | {100 * (r['ours_train_gd'] / r['ours'] - 1):+.0f} % |")
@@ -55,6 +83,9 @@ def main(argv: list[str]) -> int:
           f"load average at start/end {meta['loadavg_start'][0]:.2f}/{meta['loadavg_end'][0]:.2f}.\n")
     print("Matmul limit: " + ", ".join(f"{x['dtype']} {x['threads']} thread(s): {x['median_gflops']:.0f} GFLOP/s" for x in data["limits"]) + "\n")
     print(main_table(rows) + "\n")
+    floor = matmul_floor_table(rows)
+    if floor:
+        print(floor + "\n")
     if "ours_train_gd" in set(rows["impl"]):
         print(trainer_table(rows) + "\n")
     if data.get("sweep"):

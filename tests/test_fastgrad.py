@@ -8,6 +8,7 @@ definition (resgd.model.forward + resgd.train.loss_from_output), not from either
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 
 import pytest
@@ -114,6 +115,18 @@ def test_manual_matches_autograd_and_finite_differences(L, masked, pooling, acti
     torch.testing.assert_close(trace.Y_hat, ref_trace.Y_hat, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("beta, beta_ffn", [(0.7, 0.0), (0.0, 0.5), (1.0, 0.3)])
+def test_separate_attention_and_ffn_residuals(beta, beta_ffn):
+    # β and β_ffn enter different products (the attention's residual, the FFN's): vary them apart
+    cfg = ModelConfig(d=5, d_qk=4, m=6, k=2, n_layers=2, beta=beta, beta_ffn=beta_ffn)
+    params, X, Y, mask = make_problem(cfg, N=4, n=5, masked=True, seed=5)
+    loss, grads, trace = fastgrad.loss_and_grad_manual(params, cfg, X, Y, mask)
+    ref_loss, ref, ref_trace = loss_and_grad(params, cfg, X, Y, mask, backend="autograd")
+    assert float(loss) == pytest.approx(float(ref_loss), rel=1e-12)
+    assert_grads_close(grads, ref, 1e-9)
+    torch.testing.assert_close(trace.layers[1].H, ref_trace.layers[1].H)
+
+
 @pytest.mark.parametrize(
     "cfg,masked",
     [
@@ -181,6 +194,49 @@ def test_large_logits_take_the_shifted_softmax_and_stay_exact():
         _, r32, _ = loss_and_grad(p32, cfg32, X32, Y32, m32, backend="autograd")
         assert all(torch.isfinite(v).all() for v in g32.values())
         assert_grads_close(g32, r32, 1e-3)
+
+
+@pytest.mark.parametrize("expect_large", [False, True])
+@pytest.mark.parametrize("dtype, big", [(F64, 1000.0), (F64, 650.0), (torch.float32, 70.0), (torch.float32, 1.0)])
+def test_attention_probabilities_match_softmax_in_and_beyond_the_unshifted_range(dtype, big, expect_large):
+    # sample 0 moderate; sample 1 has a row whose logits overflow exp; sample 2 a row whose logits
+    # all underflow; sample 3 padded keys with huge logits: each must take the shifted path, with
+    # either check (after the exp on the row sums, or before it on the logits)
+    g = torch.Generator().manual_seed(3)
+    c, n, w = 4, 5, 3
+    K = torch.randn(c, n, w, generator=g, dtype=F64)
+    QL = torch.randn(c, n, w, generator=g, dtype=F64)
+    QL[1, 2] *= big
+    QL[2, 0] = -big * K[2].mean(dim=0) / K[2].mean(dim=0).norm() ** 2  # all logits of row 0 ≈ −big
+    K[3, 3:] *= big
+    K, QL = K.to(dtype), QL.to(dtype)
+    mask = torch.ones(c, n, dtype=torch.bool)
+    mask[3, 3:] = False
+    keymask = mask.to(dtype).view(c, n, 1)
+    keybias = torch.zeros_like(keymask).masked_fill_(keymask == 0, -math.inf)
+    out = torch.empty(c, n, n, dtype=dtype)
+    shifted = fastgrad._attention_probs_(out, K, QL, keymask, keybias, expect_large)
+    assert shifted == (big > 1.0)
+    A = out.transpose(1, 2)  # (c, queries, keys)
+    logits = (QL.double() @ K.double().transpose(1, 2)).masked_fill(~mask[:, None, :], -math.inf)
+    expected = torch.softmax(logits, dim=-1)
+    assert torch.isfinite(A).all()
+    tol = 1e-12 if dtype == F64 else 1e-5
+    torch.testing.assert_close(A.double(), expected, rtol=tol, atol=tol)
+
+
+def test_softmax_path_memory_follows_the_regime_from_call_to_call():
+    # each layer remembers whether its softmax needed the shift; a change of regime between calls
+    # (large logits, then moderate, then large again) must still give autograd's gradients
+    cfg = ModelConfig(d=4, d_qk=3, m=5, k=1, n_layers=2)
+    params, X, Y, mask = make_problem(cfg, N=4, n=5, masked=True)
+    fastgrad.clear_workspace()
+    for scale, shifted in ((60.0, True), (1.0, False), (60.0, True)):
+        p = {**params, "W_Q.0": params["W_Q.0"] * scale, "W_K.0": params["W_K.0"] * scale}
+        _, grads, _ = fastgrad.loss_and_grad_manual(p, cfg, X, Y, mask)
+        _, ref, _ = loss_and_grad(p, cfg, X, Y, mask, backend="autograd")
+        assert_grads_close(grads, ref, 1e-8)
+        assert fastgrad._WORKSPACE.shifted[0] is shifted
 
 
 def test_attention_rows_are_distributions_over_real_keys():

@@ -34,10 +34,12 @@ What makes it fast (measured with ``benchmarks/bench_gd.py``; numbers in ``bench
   not page-fault fresh memory every step (another ~1.5× at large N);
 * the attention matrix is stored keys-major (the softmax reduces over contiguous memory, 2-4×
   faster than ``torch.softmax`` over rows of a few dozen) and the max-shift of the softmax is
-  skipped when all logits are moderate (it cannot change the result there);
-* residuals are fused into GEMMs (``addmm(…, beta=β)``), activation and softmax derivatives use
-  ATen's fused backward kernels writing into reused buffers, and the first layer computes no
-  gradient for its input.
+  skipped when it cannot change the result, checked on the row sums after the exp (no extra pass
+  over the logits; see :func:`_attention_probs_`);
+* the backward pass works in place: ``dH``, ``dZ`` and ``dX`` of a chunk share one buffer (the
+  residuals enter as the ``beta`` of in-place GEMMs, ``dZ = β_ffn dH + dP W_1ᵀ``), the softmax
+  derivative overwrites ``dA``, activation derivatives overwrite ``dG`` (ATen's fused backward
+  kernels), and the first layer computes no gradient for its input.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ the best in every case measured). Samples are never split across chunks."""
 
 _aten = torch.ops.aten
 
-# |logit| below which exp cannot overflow or underflow, so the softmax needs no max-shift
+# e^±limit: the range of softmax row sums (of unshifted exps) in which the max-shift changes only rounding
 _EXP_SAFE = {torch.float64: 600.0, torch.float32: 60.0}
 
 
@@ -154,23 +156,45 @@ def _act_backward_(name: str, dG: torch.Tensor, P: torch.Tensor, G: torch.Tensor
     return _aten.softplus_backward.grad_input(dG, P, 1.0, 20.0, grad_input=dG)
 
 
-def _softmax_keys_(S_T: torch.Tensor, keymask: torch.Tensor | None, keybias: torch.Tensor | None) -> torch.Tensor:
-    """Softmax over the keys of keys-major logits ``S_T`` (c, n_keys, n_queries), in place.
+def _attention_probs_(out: torch.Tensor, K: torch.Tensor, QL: torch.Tensor, keymask: torch.Tensor | None,
+                      keybias: torch.Tensor | None, expect_large: bool = False) -> bool:
+    """Keys-major attention probabilities ``out[p, j, i] = softmax_j(K_p QL_pᵀ)[i, j]``, in ``out``.
 
     Keys-major, the reductions run over dim 1 with contiguous queries in the inner loop (2-4×
-    faster than a row softmax for rows of a few dozen). When every |logit| is below
-    ``_EXP_SAFE`` the max-shift is skipped: softmax is shift-invariant and exp neither overflows
-    nor underflows there, so only rounding differs. Otherwise the logits are shifted by their
-    maximum over the real keys. Padded keys (``keymask`` 0, ``keybias`` −inf) get weight 0.
+    faster than a row softmax for rows of a few dozen). Softmax is shift-invariant, so the
+    max-shift is skipped when it cannot matter (:data:`_EXP_SAFE`), checked in one of two ways:
+
+    * by default after the exp, on the (c, 1, n) row sums only: every row sum in
+      ``(e^-limit, e^limit)`` means no weight overflowed and a weight that underflowed is below
+      ``e^-limit`` of its row's largest, invisible at the dtype's precision; otherwise the logits
+      are recomputed (one ``bmm``) and shifted;
+    * with ``expect_large`` (the caller saw this layer need the shift last time) before the exp,
+      on the logits themselves (``|logit| < limit``), which wastes no exp on a failing chunk.
+
+    The shifted path subtracts the maximum over the real keys. Padded keys (``keymask`` 0,
+    ``keybias`` −inf) get weight 0. Returns whether the shifted path was taken.
     """
-    limit = _EXP_SAFE.get(S_T.dtype)
-    if limit is not None:
-        lo, hi = torch.aminmax(S_T)
+    torch.bmm(K, QL.transpose(1, 2), out=out)
+    limit = _EXP_SAFE.get(out.dtype)
+    if limit is not None and expect_large:
+        lo, hi = torch.aminmax(out)
         if -limit < float(lo) and float(hi) < limit:
-            E = S_T.exp_()
+            E = out.exp_()
             if keymask is not None:
                 E.mul_(keymask)
-            return E.mul_(E.sum(dim=1, keepdim=True).reciprocal_())
+            E.mul_(E.sum(dim=1, keepdim=True).reciprocal_())
+            return False
+    elif limit is not None:
+        E = out.exp_()
+        if keymask is not None:
+            E.mul_(keymask)  # an overflowed padded key gives inf·0 = NaN: the check below fails
+        sums = E.sum(dim=1, keepdim=True)
+        lo, hi = torch.aminmax(sums)
+        if math.exp(-limit) < float(lo) and float(hi) < math.exp(limit):
+            E.mul_(sums.reciprocal_())
+            return False
+        torch.bmm(K, QL.transpose(1, 2), out=out)  # recompute the logits for the shifted path
+    S_T = out
     if keybias is not None:
         S_T.add_(keybias)  # −inf on padded keys: excluded from the max, exp gives 0
     S_T.sub_(S_T.amax(dim=1, keepdim=True))
@@ -182,7 +206,8 @@ def _softmax_keys_(S_T: torch.Tensor, keymask: torch.Tensor | None, keybias: tor
         if keybias is not None:
             S_T.add_(keybias)  # padded keys back to −inf (the clamp lifted them)
     E = S_T.exp_()
-    return E.mul_(E.sum(dim=1, keepdim=True).reciprocal_())
+    E.mul_(E.sum(dim=1, keepdim=True).reciprocal_())
+    return True
 
 
 # --------------------------------------------------------------------------------------------
@@ -196,10 +221,11 @@ class _Workspace(threading.local):
         self.key: tuple | None = None
         self.scratch: dict[str, torch.Tensor] = {}
         self.outputs: dict[tuple, list[torch.Tensor]] = {}
+        self.shifted: dict[int, bool] = {}  # per layer: did its softmax need the max-shift last time?
 
     def select(self, key: tuple) -> None:
         if key != self.key:
-            self.key, self.scratch, self.outputs = key, {}, {}
+            self.key, self.scratch, self.outputs, self.shifted = key, {}, {}, {}
 
 
 _WORKSPACE = _Workspace()
@@ -209,7 +235,7 @@ _use_count = getattr(torch._C, "_storage_Use_Count", None)
 
 def clear_workspace() -> None:
     """Free the buffers the calling thread keeps for reuse (kept for the last shapes only)."""
-    _WORKSPACE.key, _WORKSPACE.scratch, _WORKSPACE.outputs = None, {}, {}
+    _WORKSPACE.key, _WORKSPACE.scratch, _WORKSPACE.outputs, _WORKSPACE.shifted = None, {}, {}, {}
 
 
 def _output(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -349,6 +375,7 @@ def _loss_and_grad(params, cfg, X, Y, mask, reduction, chunk_bytes):
     c_full = -(-N // -(-N // c_max))  # balanced: ceil(N / number of chunks), no small last chunk
     _WORKSPACE.select((c_full, n, d, cfg.d_qk, m, k, L, cfg.activation, fold_logits(cfg), dtype, device))
     buf = _Scratch(_WORKSPACE.scratch, c_full, n, dtype, device)
+    shifted = _WORKSPACE.shifted
 
     # ---- outputs: the trace (recycled once the caller has let go of it) and the gradients
     trace = Trace()
@@ -405,7 +432,7 @@ def _loss_and_grad(params, cfg, X, Y, mask, reduction, chunk_bytes):
             V2, V = buf.tokens(lw.k_V, d, c)
             torch.mm(X2, lw.W_V, out=V2)
             a = A_T[layer] if whole else A_T[layer][s0:s1]
-            _softmax_keys_(torch.bmm(K, QL.transpose(1, 2), out=a), km, kb)
+            shifted[layer] = _attention_probs_(a, K, QL, km, kb, expect_large=shifted.get(layer, False))
             at = attn[layer] if whole else attn[layer][s0:s1]
             torch.bmm(a.transpose(1, 2), V, out=at)
             if beta != 0.0:
@@ -421,7 +448,9 @@ def _loss_and_grad(params, cfg, X, Y, mask, reduction, chunk_bytes):
             else:
                 G2 = _act_forward(cfg.activation, P2, buf.tokens(lw.k_G, m, c)[0])
             h = H[layer] if whole else H[layer][s0:s1]
-            torch.addmm(Z2, G2, lw.W_2, beta=beta_ffn, out=h.view(T, d))
+            H2 = torch.mm(G2, lw.W_2, out=h.view(T, d))  # then add: cheaper than addmm's copy into h
+            if beta_ffn != 0.0:
+                H2.add_(Z2, alpha=beta_ffn)
             saved.append((Xc, X2, QL2, QL, K, V2, V, a, Z2, P2, G2))
             Xc = h
         # ---------------- output layer and loss
@@ -474,10 +503,10 @@ def _loss_and_grad(params, cfg, X, Y, mask, reduction, chunk_bytes):
                 torch.mm(Z2.T, dP2, out=grads[n_1])
             else:
                 grads[n_1].addmm_(Z2.T, dP2)
-            dZ2, dZ = buf.tokens("dZ", d, c)
-            torch.addmm(dH2, dP2, lw.W_1_T, beta=beta_ffn, out=dZ2)
+            dZ2 = dH2.addmm_(dP2, lw.W_1_T, beta=beta_ffn)  # in place: dH is not needed any more
+            dZ = dZ2.view(c, n, d)
             dA = torch.bmm(V, dZ.transpose(1, 2), out=buf.rows("dA", c, n, n))
-            dS = torch._softmax_backward_data(dA, a, 1, dtype, grad_input=buf.rows("dS", c, n, n))
+            dS = torch._softmax_backward_data(dA, a, 1, dtype, grad_input=dA)  # in place: dA is not needed after
             dV2, dV = buf.tokens("dV", d, c)
             torch.bmm(a, dZ, out=dV)
             dQL2, dQL = buf.tokens("dQL", lw.width, c)
@@ -502,11 +531,10 @@ def _loss_and_grad(params, cfg, X, Y, mask, reduction, chunk_bytes):
                     grads[n_K].addmm_(X2_T, dK2)
             if layer == 0:
                 break  # nobody needs dΦ/dX of the input
-            dX2, dX = buf.tokens("dX" + str(layer % 2), d, c)
-            torch.addmm(dZ2, dQL2, lw.W_QL_T, beta=beta, out=dX2)
+            dX2 = dZ2.addmm_(dQL2, lw.W_QL_T, beta=beta)  # in place: dZ is not needed any more
             dX2.addmm_(dV2, lw.W_V_T)
             if lw.folded:
-                dX.baddbmm_(dS, QL)  # the keys side of S = (X M) Xᵀ
+                dZ.baddbmm_(dS, QL)  # the keys side of S = (X M) Xᵀ (dZ is dX's (c, n, d) view)
             else:
                 dX2.addmm_(dK2, lw.W_K_T)
             dH2 = dX2

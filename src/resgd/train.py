@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
 
+from . import fastgrad
 from .conditioning import gram_singular_values, stack
 from .model import ModelConfig, Params, Trace, forward
 from .validation import ConfigError, check_choice, check_inputs
@@ -99,8 +100,6 @@ def loss_and_grad(
     Both return the same ``(loss, grads, trace)``: a 0-d loss tensor, one gradient per
     weight (keys and order of ``params``) and the :class:`~resgd.model.Trace`.
     """
-    from . import fastgrad
-
     if backend is None:
         backend = fastgrad.default_backend()
     if backend == "manual":
@@ -138,7 +137,7 @@ def train_gd(
     for t in tqdm(steps, desc="GD", disable=not gd.progress, leave=False):
         loss, grads, trace = loss_and_grad(params, cfg, X, Y, mask, gd.reduction)
         value = float(loss)
-        grad_norm = math.sqrt(sum(float(g.pow(2).sum()) for g in grads.values()))
+        grad_norm = fastgrad.grad_norm(grads)
         row = {"iteration": t, "loss": value, "grad_norm": grad_norm, "sigma_min_Z": math.nan, "sigma_max_Z": math.nan}
         if t % gd.record_every == 0 or t == gd.iterations:
             sigma = gram_singular_values(stack(trace.layers[0].Z.detach(), mask))
@@ -153,5 +152,5 @@ def train_gd(
             )
         if t == gd.iterations:
             break
-        params = {name: p - gd.lr * grads[name] for name, p in params.items()}
+        params = fastgrad.gd_update(params, grads, gd.lr)
     return TrainResult(params=params, history=history())

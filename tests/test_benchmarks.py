@@ -1,0 +1,74 @@
+"""The benchmark script runs end to end on a tiny case and its report renders (no timing asserted).
+
+``benchmarks/`` is not a package: its modules are imported from their folder, as the script
+itself does. Speed is never checked here (that is the benchmark's job, not a test's); what is
+checked is that every column the README's tables are made of is written and consistent.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import bench_gd  # noqa: E402
+import report  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    threads = torch.get_num_threads()
+    try:
+        code = bench_gd.main(["--quick", "--sizes", "jena", "--dtypes", "float64", "--N", "4", "--layers", "1",
+                              "--impls", "ours,nn", "--no-sweep", "--budget", "0.02", "--out", str(out)])
+    finally:
+        torch.set_num_threads(threads)
+    assert code == 0
+    return out
+
+
+def test_writes_every_column_the_tables_need(tiny_run):
+    rows = pd.read_csv(tiny_run / "bench_gd.csv")
+    assert set(rows["impl"]) == {"ours", "nn"}
+    ours = rows[rows["impl"] == "ours"].iloc[0]
+    assert ours["N"] == 4 and ours["L"] == 1 and ours["step_ms"] > 0
+    assert ours["speedup_vs_nn"] == pytest.approx(rows[rows["impl"] == "nn"].iloc[0]["step_ms"] / ours["step_ms"])
+    # the matmul floor: some, but not all, of a profiled step is spent in matrix products
+    assert 0 < ours["matmul_ms"] < ours["profiled_step_ms"]
+    assert ours["matmul_share"] == pytest.approx(ours["matmul_ms"] / ours["profiled_step_ms"])
+    assert ours["matmul_gflops"] == pytest.approx(ours["flops"] / ours["matmul_ms"] / 1e6)
+    assert json.loads((tiny_run / "bench_gd.json").read_text())["meta"]["equivalence"][0]["max_rel_grad_diff"] < 1e-9
+    assert (tiny_run / "bench_gd_ratios.png").stat().st_size > 0
+
+
+def test_report_renders_the_tables(tiny_run, capsys):
+    assert report.main([str(tiny_run / "bench_gd.json")]) == 0
+    text = capsys.readouterr().out
+    assert "| 1 | float64 | jena | 1 | 4 |" in text
+    assert "in matmul kernels (ms)" in text and "nn / 3 (ms)" in text
+
+
+def test_matmul_breakdown_counts_only_matrix_products():
+    a = torch.randn(64, 64, dtype=torch.float64)
+
+    def elementwise_only():
+        torch.exp(a).sum()
+
+    def with_products():
+        torch.mm(a, a).exp_()
+
+    assert bench_gd.matmul_breakdown(elementwise_only, seconds=0.01)["matmul_ms"] == 0
+    assert bench_gd.matmul_breakdown(with_products, seconds=0.01)["matmul_ms"] > 0
+
+
+def test_case_order_puts_float64_first():
+    cases = [(1, "float32", "jena", 1, 64), (1, "float64", "sst2", 1, 64), (1, "float64", "jena", 10, 64)]
+    assert sorted(cases, key=report.case_order) == [cases[2], cases[1], cases[0]]
