@@ -382,21 +382,34 @@ def plot_ratios(table: pd.DataFrame):
         "nn / limit": wide[("frac_of_limit", "nn")],
     })
     frame.columns = [c if isinstance(c, str) else c[0] for c in frame.columns]
+    ours = table[table["impl"] == "ours"]
+    ceiling = None
+    if "matmul_gflops" in ours.columns:  # the rate of the step's own matmul kernels: the ceiling of the middle panel
+        ceiling = ours.assign(case=ours["size"] + ", L=" + ours["L"].astype(str),
+                              **{"kernels / limit": ours["matmul_gflops"] / ours["limit_gflops"]})
     threads = sorted(frame["threads"].unique())
-    fig, axes = plt.subplots(len(threads), 2, figsize=(11, 4 * len(threads)), squeeze=False)
+    orders = {"hue_order": sorted(frame["case"].unique()), "style_order": sorted(frame["dtype"].unique())}  # same look in every panel
+    panels = 2 if ceiling is None else 3
+    fig, axes = plt.subplots(len(threads), panels, figsize=(5.5 * panels, 4 * len(threads)), squeeze=False)
     for row, t in enumerate(threads):
         part = frame[frame["threads"] == t]
         ax = axes[row][0]
-        sns.lineplot(data=part, x="N", y="ours / nn baseline", hue="case", style="dtype", markers=True, ax=ax)
+        sns.lineplot(data=part, x="N", y="ours / nn baseline", hue="case", style="dtype", markers=True, ax=ax, **orders)
         ax.axhline(3.0, color="grey", ls=":", lw=1)
         ax.axhline(1.5, color="grey", ls="--", lw=1)
         ax.set(xscale="log", title=f"speed-up over the torch.nn baseline ({t} thread(s))", ylabel="steps/s ratio")
         ax.legend(fontsize=8, ncol=2)
         ax = axes[row][1]
-        sns.lineplot(data=part, x="N", y="ours / limit", hue="case", style="dtype", markers=True, ax=ax)
+        sns.lineplot(data=part, x="N", y="ours / limit", hue="case", style="dtype", markers=True, ax=ax, **orders)
         ax.axhline(0.5, color="grey", ls="--", lw=1)
         ax.set(xscale="log", title="achieved GFLOP/s / matmul GFLOP/s", ylabel="fraction of the matmul rate", ylim=(0, None))
         ax.legend(fontsize=8, ncol=2)
+        if ceiling is not None:
+            ax = axes[row][2]
+            sns.lineplot(data=ceiling[ceiling["threads"] == t], x="N", y="kernels / limit", hue="case", style="dtype", markers=True, ax=ax, **orders)
+            ax.axhline(0.5, color="grey", ls="--", lw=1)
+            ax.set(xscale="log", title="the step's matmul kernels alone / matmul GFLOP/s", ylabel="fraction of the matmul rate", ylim=(0, None))
+            ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
     return fig
 
