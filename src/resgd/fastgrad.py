@@ -156,6 +156,12 @@ def _act_backward_(name: str, dG: torch.Tensor, P: torch.Tensor, G: torch.Tensor
     return _aten.softplus_backward.grad_input(dG, P, 1.0, 20.0, grad_input=dG)
 
 
+def _within(values: torch.Tensor, lo: float, hi: float) -> bool:
+    """Every entry strictly inside (lo, hi); False if any is NaN."""
+    low, high = torch.aminmax(values)
+    return lo < float(low) and float(high) < hi
+
+
 def _attention_probs_(out: torch.Tensor, K: torch.Tensor, QL: torch.Tensor, keymask: torch.Tensor | None,
                       keybias: torch.Tensor | None, expect_large: bool = False) -> bool:
     """Keys-major attention probabilities ``out[p, j, i] = softmax_j(K_p QL_pᵀ)[i, j]``, in ``out``.
@@ -176,21 +182,12 @@ def _attention_probs_(out: torch.Tensor, K: torch.Tensor, QL: torch.Tensor, keym
     """
     torch.bmm(K, QL.transpose(1, 2), out=out)
     limit = _EXP_SAFE.get(out.dtype)
-    if limit is not None and expect_large:
-        lo, hi = torch.aminmax(out)
-        if -limit < float(lo) and float(hi) < limit:
-            E = out.exp_()
-            if keymask is not None:
-                E.mul_(keymask)
-            E.mul_(E.sum(dim=1, keepdim=True).reciprocal_())
-            return False
-    elif limit is not None:
+    if limit is not None and (not expect_large or _within(out, -limit, limit)):
         E = out.exp_()
         if keymask is not None:
             E.mul_(keymask)  # an overflowed padded key gives inf·0 = NaN: the check below fails
         sums = E.sum(dim=1, keepdim=True)
-        lo, hi = torch.aminmax(sums)
-        if math.exp(-limit) < float(lo) and float(hi) < math.exp(limit):
+        if expect_large or _within(sums, math.exp(-limit), math.exp(limit)):
             E.mul_(sums.reciprocal_())
             return False
         torch.bmm(K, QL.transpose(1, 2), out=out)  # recompute the logits for the shifted path
