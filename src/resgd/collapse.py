@@ -107,6 +107,13 @@ def make_input(N: int = INPUT_N, n: int = INPUT_TOKENS, d: int = INPUT_D, input_
     return torch.randn(N, n, d, generator=generator, dtype=torch.float64).to(dtype)
 
 
+def _sweep_input(X: torch.Tensor | None, N: int, n: int, d: int, input_seed: int) -> torch.Tensor:
+    """The input every sweep here runs on: ``X`` in float64 (checked), or :func:`make_input` when None."""
+    X = make_input(N, n, d, input_seed) if X is None else X.detach().to(torch.float64)
+    check_inputs(X)
+    return X
+
+
 @contextmanager
 def torch_threads(threads: int | None) -> Iterator[None]:
     """Run the block with ``threads`` intra-op threads (``None``: leave torch's setting), then restore it.
@@ -236,7 +243,7 @@ def _summaries(sigma: np.ndarray) -> dict[str, np.ndarray]:
 # The d_QK sweep
 # --------------------------------------------------------------------------------------------
 
-def _check_list(name: str, values: Iterable, kind=float) -> tuple:
+def _check_list(name: str, values: Iterable) -> tuple:
     values = tuple(values)
     if not values:
         raise ConfigError(f"{name}: expected at least one value")
@@ -283,8 +290,7 @@ def dqk_sweep(
     seeds = _check_list("seeds", seeds)
     for scale in logit_scales:
         check_choice("logit_scales", scale, LOGIT_SCALES)
-    X = make_input(N, n, d, input_seed) if X is None else X.detach().to(torch.float64)
-    check_inputs(X)
+    X = _sweep_input(X, N, n, d, input_seed)
     d = X.shape[-1]
     with torch_threads(threads):
         rows = _sweep_rows(X, d, d_qks, logit_scales, qk_scales, betas, seeds)
@@ -321,7 +327,7 @@ def _sweep_rows(X, d, d_qks, logit_scales, qk_scales, betas, seeds) -> list[dict
 
 def input_spectra(X: torch.Tensor | None = None, *, N: int = INPUT_N, n: int = INPUT_TOKENS, d: int = INPUT_D, input_seed: int = INPUT_SEED) -> pd.DataFrame:
     """σ_min of the input and of the centred input, per sample (median) and stacked: the bound's ingredients."""
-    X = make_input(N, n, d, input_seed) if X is None else X.detach().to(torch.float64)
+    X = _sweep_input(X, N, n, d, input_seed)
     rows = []
     for name, M in (("X", X), ("PX", center_tokens(X))):
         per = torch.linalg.svdvals(M).numpy()[:, -1] if M.shape[1] >= M.shape[2] else np.zeros(M.shape[0])
@@ -411,8 +417,7 @@ def attention_regimes(
     threads: int | None = 1,
 ) -> pd.DataFrame:
     """:func:`attention_statistics` for every d_qk × logit_scale × qk_scale × seed (one row each)."""
-    X = make_input(N, n, d, input_seed) if X is None else X.detach().to(torch.float64)
-    check_inputs(X)
+    X = _sweep_input(X, N, n, d, input_seed)
     d = X.shape[-1]
     rows = []
     for d_qk in d_qks:
@@ -444,8 +449,7 @@ def attention_maps(
 
     Columns: d_qk, logit_scale, qk_scale, query, key, prob.
     """
-    X = make_input(N, n, d, input_seed) if X is None else X.detach().to(torch.float64)
-    check_inputs(X)
+    X = _sweep_input(X, N, n, d, input_seed)
     if not 0 <= sample < X.shape[0]:
         raise ConfigError(f"attention_maps: sample must be in [0, {X.shape[0]}), got {sample}")
     d = X.shape[-1]
@@ -514,7 +518,7 @@ def training_comparison(
     identical weights. Returns the trainer's history (tidy) with columns d_qk, beta, seed,
     logit_scale, qk_scale, diverged added (a diverged run keeps its partial history).
     """
-    X = make_input(N, n, d, input_seed) if X is None else X.detach().to(torch.float64)
+    X = _sweep_input(X, N, n, d, input_seed)
     Y = make_target(X, target) if Y is None else Y
     gd = GDConfig(lr=float(lr), iterations=int(iterations), reduction=reduction, record_every=int(record_every))
     frames = []
