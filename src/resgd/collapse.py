@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +40,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .conditioning import singular_values, spectrum
+from .conditioning import singular_values, spectrum, stack
 from .model import LOGIT_SCALES, ModelConfig, forward, init_params
+from .threads import torch_threads
 from .train import DivergenceError, GDConfig, train_gd
 from .validation import ConfigError, check_choice, check_inputs
 
@@ -114,24 +114,6 @@ def _sweep_input(X: torch.Tensor | None, N: int, n: int, d: int, input_seed: int
     return X
 
 
-@contextmanager
-def torch_threads(threads: int | None) -> Iterator[None]:
-    """Run the block with ``threads`` intra-op threads (``None``: leave torch's setting), then restore it.
-
-    Every matrix here is tiny (at most 256 × 16 or 8 × 16384): one thread is as fast as several
-    on an idle machine and 10–20× faster on a shared, oversubscribed one.
-    """
-    if threads is None:
-        yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(int(threads))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
 # --------------------------------------------------------------------------------------------
 # Linear algebra helpers
 # --------------------------------------------------------------------------------------------
@@ -157,10 +139,6 @@ def center_tokens(M: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Te
     w = mask.to(M.dtype)[..., None]
     mean = (M * w).sum(dim=1, keepdim=True) / w.sum(dim=1, keepdim=True)
     return (M - mean) * w
-
-
-def _stack(M: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    return M.reshape(-1, M.shape[-1]) if mask is None else M[mask]
 
 
 @dataclass(frozen=True)
@@ -204,10 +182,10 @@ def z_lower_bound(X: torch.Tensor, Attn: torch.Tensor, beta: float, mask: torch.
         raise ConfigError(f"z_lower_bound: beta must be >= 0, got {beta!r}")
     X64, A64 = X.detach().to(torch.float64), Attn.detach().to(torch.float64)
     beta = float(beta)
-    attn_max = float(singular_values(_stack(A64, mask))[0])
-    weyl = beta * column_sigma_min(_stack(X64, mask)) - attn_max
-    centered_attn_max = float(singular_values(_stack(center_tokens(A64, mask), mask))[0])
-    centered = beta * column_sigma_min(_stack(center_tokens(X64, mask), mask)) - centered_attn_max
+    attn_max = float(singular_values(stack(A64, mask))[0])
+    weyl = beta * column_sigma_min(stack(X64, mask)) - attn_max
+    centered_attn_max = float(singular_values(stack(center_tokens(A64, mask), mask))[0])
+    centered = beta * column_sigma_min(stack(center_tokens(X64, mask), mask)) - centered_attn_max
     return ZBound(weyl=weyl, centered=centered)
 
 
@@ -332,7 +310,7 @@ def input_spectra(X: torch.Tensor | None = None, *, N: int = INPUT_N, n: int = I
     for name, M in (("X", X), ("PX", center_tokens(X))):
         per = torch.linalg.svdvals(M).numpy()[:, -1] if M.shape[1] >= M.shape[2] else np.zeros(M.shape[0])
         rows.append({"matrix": name, "scope": "per_sample", "sigma_min": float(np.median(per))})
-        rows.append({"matrix": name, "scope": "stacked", "sigma_min": column_sigma_min(_stack(M, None))})
+        rows.append({"matrix": name, "scope": "stacked", "sigma_min": column_sigma_min(stack(M, None))})
     return pd.DataFrame(rows)
 
 

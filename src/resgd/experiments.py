@@ -33,7 +33,6 @@ import math
 import os
 import pickle
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -46,6 +45,7 @@ from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
 
 from .atomic import write_with
 from .model import ModelConfig, forward, init_params
+from .threads import torch_threads
 from .train import DivergenceError, GDConfig, loss_from_output, train_gd
 from .validation import ConfigError, check_choice
 
@@ -319,16 +319,6 @@ def run(config: RunConfig, cache_dir: str | os.PathLike | None = None, *, refres
     return frame
 
 
-@contextmanager
-def _single_thread() -> Iterator[None]:
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
 def _worker(key: str, config: RunConfig) -> tuple[str, pd.DataFrame]:
     """What a joblib worker runs: pure computation, no file access (so any backend can run it)."""
     torch.set_num_threads(1)
@@ -389,7 +379,7 @@ def _execute(jobs: list[tuple[str, RunConfig]], n_jobs: int, backend: str | None
     if not jobs:
         return
     if n_jobs == 1 or len(jobs) == 1:
-        with _single_thread():
+        with torch_threads(1):
             for key, config in jobs:
                 yield key, _compute(config).assign(key=key)
         return

@@ -35,6 +35,7 @@ import torch
 
 from .conditioning import singular_values, spectrum, stack
 from .model import ModelConfig, Params, forward, init_params, weight_shapes
+from .threads import torch_threads
 from .train import DivergenceError, GDConfig, loss_from_output, train_gd
 from .validation import ConfigError, check_choice
 
@@ -461,25 +462,13 @@ def base_config(p: dict, seed: int = 0, **changes) -> SweepConfig:
     return SweepConfig(seed=seed, **{**shared, **p["base"], **changes})
 
 
-class _single_thread:
-    """Run torch single-threaded inside the block: these matrices are tiny, and on a busy 2-core
-    machine a second thread makes each step many times slower."""
-
-    def __enter__(self):
-        self.threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-
-    def __exit__(self, *exc):
-        torch.set_num_threads(self.threads)
-
-
 def train_config(config: SweepConfig, iterations: int, *, lr_factor: float = 0.5, lr: float | None = None,
                  record_every: int = 10) -> tuple[pd.DataFrame, dict]:
     """Full GD on all weights for one configuration: ``(history, info)``; a diverged run keeps its partial history.
 
     ``info``: ``lr``, ``smoothness``, ``diverged`` and the parameters at the end (``params``).
     """
-    with _single_thread():
+    with torch_threads(1):
         cfg = config.model_config()
         X, Y = config.task()
         params = init_params(cfg, config.seed)
@@ -503,7 +492,7 @@ def _window(history: pd.DataFrame, window: tuple[float, float], rel_floor: float
 def run_config(config: SweepConfig, iterations: int, *, lr_factor: float = 0.5, alpha_factor: float = 0.25,
                window: tuple[float, float] = (0.5, 1.0), rel_floor: float = 1e-16) -> dict:
     """One row of :func:`rate_sweep` (runs single-threaded)."""
-    with _single_thread():
+    with torch_threads(1):
         cfg = config.model_config()
         X, Y = config.task()
         params = init_params(cfg, config.seed)
@@ -623,7 +612,7 @@ def sigma_trajectory(config: SweepConfig, iterations: int, *, lr_factor: float =
     ``sigma_min_Z``, ``sigma_max_Z``, their ratios to t = 0 (``sigma_min_rel``, ``sigma_max_rel``),
     ``loss_rel``, and the run's ``lr`` and theorem ``alpha``.
     """
-    with _single_thread():
+    with torch_threads(1):
         cfg = config.model_config()
         X, Y = config.task()
         params = init_params(cfg, config.seed)
