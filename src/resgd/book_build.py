@@ -28,7 +28,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -36,6 +35,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 import yaml
+
+from .atomic import write_text
 
 MODES = ("quick", "full")
 MODE_ENV = "RESGD_MODE"
@@ -269,8 +270,7 @@ def kill_tree(proc: subprocess.Popen) -> None:
 
 
 def write_report(path: Path, records: Sequence[Record], mode: str, total: float) -> None:
-    """Write the execution report atomically (temporary file in the same folder, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write the execution report atomically (:mod:`resgd.atomic`)."""
     report = {
         "mode": mode,
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -278,11 +278,7 @@ def write_report(path: Path, records: Sequence[Record], mode: str, total: float)
         "ok": all(r.ok for r in records),
         "notebooks": [asdict(r) for r in records],
     }
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf8") as fh:
-        json.dump(report, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(report, indent=2) + "\n")
 
 
 def read_report(path: Path) -> list[Record]:
