@@ -6,9 +6,11 @@ import json
 import time
 from pathlib import Path
 
+import jupytext
 import nbformat
 import psutil
 import pytest
+from jupytext.cli import jupytext as jupytext_cli
 
 from resgd import book_build as bb
 
@@ -20,16 +22,22 @@ jupytext:
   text_representation:
     extension: .md
     format_name: myst
+    format_version: 0.13
+    jupytext_version: {jupytext_version}
 kernelspec:
   display_name: Python 3
   language: python
   name: python3
 ---
-"""
+
+""".replace("{jupytext_version}", jupytext.__version__)  # as in notebooks/*.md, which the installed jupytext wrote
 
 
 def code(src: str, tags: str = "") -> str:
     return "```{code-cell} ipython3\n" + (f":tags: [{tags}]\n\n" if tags else "") + src + "\n```\n"
+
+
+PARAMETERS = "from resgd.book_build import notebook_quick\n\nquick = notebook_quick()\nseed = 0"  # as in notebooks/*.md
 
 
 def make_book(tmp_path: Path, notebooks: dict[str, str]) -> Path:
@@ -38,7 +46,7 @@ def make_book(tmp_path: Path, notebooks: dict[str, str]) -> Path:
     chapters = "".join(f"      - file: notebooks/{name}\n" for name in notebooks)
     (tmp_path / "_toc.yml").write_text(f"format: jb-book\nroot: intro\nparts:\n  - chapters:\n{chapters}")
     for name, src in notebooks.items():
-        body = f"# {name}\n\n" + code("quick = True\nseed = 0", "parameters") + "\n" + code(src)
+        body = f"# {name}\n\n" + code(PARAMETERS, "parameters") + "\n" + code(src)
         (tmp_path / "notebooks" / f"{name}.md").write_text(HEADER + body)
     return tmp_path
 
@@ -114,6 +122,17 @@ def test_resolve_mode_rejects_unknown():
         bb.main(["--mode", "fast"])
 
 
+@pytest.mark.parametrize("env, expected", [({}, True), ({"RESGD_MODE": ""}, True), ({"RESGD_MODE": "quick"}, True),
+                                            ({"RESGD_MODE": " Full "}, False)])
+def test_notebook_quick_reads_the_mode_and_defaults_to_quick(env, expected):
+    assert bb.notebook_quick(env) is expected
+
+
+def test_notebook_quick_names_the_variable_it_rejects():
+    with pytest.raises(ValueError, match=r"\$RESGD_MODE: expected one of \('quick', 'full'\), got 'fast'"):
+        bb.notebook_quick({"RESGD_MODE": "fast"})
+
+
 def test_notebook_env_forces_inline_backend_and_paths(tmp_path):
     env = bb.notebook_env(tmp_path, "quick", {"MPLBACKEND": "Agg", "RESGD_MODE": "full"})
     assert env["MPLBACKEND"] == bb.INLINE_BACKEND  # Agg would turn glued figures into text
@@ -162,7 +181,16 @@ def test_build_runs_in_toc_order_with_quick_parameter(tmp_path, capsys):
     seen = json.loads((root / "notebooks" / "seen.json").read_text())
     assert seen == {"quick": True, "mode": "quick", "figures": str(root / "figures"), "cwd": str(root / "notebooks")}
     executed = nbformat.read(root / "notebooks" / "01_ok.ipynb", as_version=4)
-    assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
+    source = jupytext.read(root / "notebooks" / "01_ok.md")
+    # the executed notebook is the .md's jupytext pair: the same cells with the same tags, and no
+    # run metadata that `jupytext --sync` would write back into the source
+    assert [(c.cell_type, c.source, c.metadata.get("tags")) for c in executed.cells] == \
+        [(c.cell_type, c.source, c.metadata.get("tags")) for c in source.cells]
+    assert not any("papermill" in c.metadata for c in executed.cells)
+    md = root / "notebooks" / "01_ok.md"
+    text = md.read_text()
+    assert jupytext_cli(["--sync", str(md)]) == 0
+    assert md.read_text() == text
     report = json.loads((root / "_build" / "execution_report.json").read_text())
     assert report["ok"] and report["notebooks"][0]["notebook"] == "notebooks/01_ok"
     assert "notebooks/01_ok" in capsys.readouterr().out  # per-notebook wall time printed

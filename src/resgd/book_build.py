@@ -7,9 +7,11 @@ For each notebook in ``_toc.yml`` order (entries under ``notebooks/``):
 1. ``notebooks/NN_name.md`` (MyST text notebook, the committed source) is converted by
    jupytext to an ``.ipynb`` under ``_build/notebook_inputs/`` (papermill cannot read text
    notebooks);
-2. papermill executes it with kernel ``python3``, cwd ``notebooks/``, the single parameter
-   ``quick`` (True in quick mode) and writes the executed notebook to ``notebooks/NN_name.ipynb``,
-   which is what Sphinx renders;
+2. papermill executes it with kernel ``python3``, cwd ``notebooks/`` and no injected
+   parameters: the notebooks' ``quick`` parameter reads ``RESGD_MODE`` (:func:`notebook_quick`),
+   so the executed notebook has the same cells as its source. Papermill's per-cell run metadata
+   is dropped, and the result is written to ``notebooks/NN_name.ipynb``, the ``.md``'s jupytext
+   pair, which is what Sphinx renders: ``jupytext --sync`` finds the pair in agreement;
 3. each notebook runs in its own process group with a wall-clock timeout.
 
 Per-notebook wall times are printed and ``_build/execution_report.json`` is written atomically.
@@ -36,7 +38,7 @@ from typing import Mapping, Sequence
 
 import yaml
 
-from .atomic import write_text
+from .atomic import write_text, write_with
 
 MODES = ("quick", "full")
 MODE_ENV = "RESGD_MODE"
@@ -72,6 +74,21 @@ def resolve_mode(flag: str | None = None, environ: Mapping[str, str] | None = No
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     return mode
+
+
+def notebook_quick(environ: Mapping[str, str] | None = None) -> bool:
+    """The notebooks' ``quick`` parameter: True unless ``$RESGD_MODE`` is ``"full"``.
+
+    The book build sets ``RESGD_MODE`` for every notebook; a reader's own session without it runs
+    the quick sizes. Reading the mode here instead of injecting it with papermill keeps each
+    executed notebook's cells identical to its ``.md`` source (papermill's ``-p quick False``
+    still overrides it).
+    """
+    environ = os.environ if environ is None else environ
+    value = environ.get(MODE_ENV, "").strip().lower() or "quick"
+    if value not in MODES:
+        raise ValueError(f"${MODE_ENV}: expected one of {MODES}, got {environ[MODE_ENV]!r}")
+    return value == "quick"
 
 
 def find_root(start: Path | None = None) -> Path:
@@ -178,11 +195,8 @@ def describe_failure(executed: Path) -> str:
         nb = nbformat.read(executed, as_version=4)
     except Exception as exc:  # no output notebook, or a truncated one
         return f"(no readable output notebook: {exc})"
-    # Number code cells as in the .md source: from 1, without papermill's injected cell.
-    cells = [
-        c for c in nb.cells
-        if c.cell_type == "code" and "injected-parameters" not in c.get("metadata", {}).get("tags", [])
-    ]
+    # Number code cells as in the .md source: from 1 (no cell is injected, see execute()).
+    cells = [c for c in nb.cells if c.cell_type == "code"]
     running = None
     for number, cell in enumerate(cells, start=1):
         where = f"code cell {number} `{_first_line(cell.source)}`"
@@ -225,13 +239,12 @@ def execute(
         return record(False, f"jupytext could not read {source.relative_to(root)}: {exc}")
     if not has_parameters_cell(staged):
         print(f"book_build: warning: {source.relative_to(root)} has no cell tagged `parameters`;"
-              " papermill puts `quick` in a cell at the top", file=sys.stderr)
+              " papermill needs one to set its parameters from the command line", file=sys.stderr)
     if executed.exists():
         executed.unlink()  # a stale output must never be rendered after a failure
     cmd = [
         sys.executable, "-m", "papermill", str(staged), str(executed),
         "--kernel", KERNEL, "--cwd", str(nb_dir),
-        "--parameters_yaml", json.dumps({"quick": mode == "quick"}),
         "--no-progress-bar", "--log-level", "WARNING",
     ]
     proc = subprocess.Popen(
@@ -247,7 +260,25 @@ def execute(
     if proc.returncode != 0:
         tail = "\n".join(output.strip().splitlines()[-5:])
         return record(False, f"{describe_failure(executed)}\n--- papermill output (last lines) ---\n{tail}")
+    drop_run_metadata(executed)
     return record(True)
+
+
+def drop_run_metadata(executed: Path) -> None:
+    """Remove papermill's per-cell run metadata (durations, status), which jupytext would sync into the ``.md``.
+
+    Also the empty tag lists papermill adds, so each cell's metadata is its source's. The
+    notebook-level ``papermill`` metadata (parameters, total duration) stays: jupytext keeps it
+    out of the ``.md`` header.
+    """
+    import nbformat
+
+    nb = nbformat.read(executed, as_version=4)
+    for cell in nb.cells:
+        cell.metadata.pop("papermill", None)
+        if cell.metadata.get("tags") == []:
+            del cell.metadata["tags"]
+    write_with(executed, lambda tmp: nbformat.write(nb, tmp))
 
 
 def kill_tree(proc: subprocess.Popen) -> None:
