@@ -18,9 +18,10 @@ def fake_targets(monkeypatch):
     """Two fake modules in sys.modules, one with a reproduce function and one without."""
     CALLS.clear()
     done = types.ModuleType("resgd_fake_done")
-    done.reproduce = lambda quick, directory: CALLS.append(("done", quick, directory))
+    done.reproduce = lambda quick, directory, scheduler=None: CALLS.append(("done", quick, directory, scheduler))
     data = types.ModuleType("resgd_fake_data")
-    data.reproduce = lambda dataset, quick, directory, n_jobs=2: CALLS.append((dataset, quick, directory, n_jobs))
+    data.reproduce = lambda dataset, quick, directory, n_jobs=2, scheduler=None: CALLS.append(
+        (dataset, quick, directory, n_jobs, scheduler))
     empty = types.ModuleType("resgd_fake_empty")
     for module in (done, data, empty):
         monkeypatch.setitem(sys.modules, module.__name__, module)
@@ -35,9 +36,10 @@ def fake_targets(monkeypatch):
 def test_reproduce_calls_the_named_parts(fake_targets, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RESGD_RESULTS_DIR", str(tmp_path / "before"))  # restored after the test
     code = cli.main(["reproduce", "--quick", "--only", "jena", "setup", "--figures-dir", str(tmp_path),
-                     "--jobs", "1", "--results-dir", str(tmp_path / "r")], targets=fake_targets)
+                     "--jobs", "1", "--results-dir", str(tmp_path / "r"), "--scheduler", "tcp://sched:8786"],
+                    targets=fake_targets)
     assert code == 0
-    assert CALLS == [("jena", True, str(tmp_path), 1), ("done", True, str(tmp_path))]
+    assert CALLS == [("jena", True, str(tmp_path), 1, "tcp://sched:8786"), ("done", True, str(tmp_path), "tcp://sched:8786")]
     assert "jena, setup done" in capsys.readouterr().out
     import os
 

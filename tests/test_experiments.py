@@ -18,6 +18,7 @@ import pytest  # noqa: E402
 
 import resgd  # noqa: E402
 from resgd import experiments as ex  # noqa: E402
+from resgd import runs  # noqa: E402
 from resgd.model import ModelConfig  # noqa: E402
 from resgd.train import GDConfig  # noqa: E402
 from resgd.validation import ConfigError  # noqa: E402
@@ -31,7 +32,7 @@ def toy_config(**changes) -> ex.RunConfig:
     return ex.RunConfig(**{**base, **changes})
 
 
-COMPUTE = ex._compute
+COMPUTE = runs._compute
 
 
 class Interrupted(Exception):
@@ -39,7 +40,7 @@ class Interrupted(Exception):
 
 
 class Counter:
-    """Wraps ex._compute and counts the runs actually computed."""
+    """Wraps runs._compute and counts the runs actually computed."""
 
     def __init__(self, fail_on_seed: int | None = None):
         self.calls: list[ex.RunConfig] = []
@@ -110,7 +111,7 @@ def test_run_config_rejects_a_mismatched_model():
 
 def test_cache_hit_does_not_recompute(tmp_path, monkeypatch):
     counter = Counter()
-    monkeypatch.setattr(ex, "_compute", counter)
+    monkeypatch.setattr(runs, "_compute", counter)
     config = toy_config()
     first = ex.run(config, tmp_path)
     assert len(counter.calls) == 1
@@ -135,36 +136,36 @@ def test_results_dir_from_environment(tmp_path, monkeypatch):
 
 
 def test_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
-    def broken_to_pickle(self, path, *args, **kwargs):
-        with open(path, "wb") as fh:
-            fh.write(b"partial")
+    def broken_write_bytes(self, data):
+        with open(self, "wb") as fh:
+            fh.write(data[:10])
         raise OSError("disk full (simulated)")
 
-    monkeypatch.setattr(pd.DataFrame, "to_pickle", broken_to_pickle)
+    monkeypatch.setattr(ex.Path, "write_bytes", broken_write_bytes)
     with pytest.raises(OSError, match="disk full"):
         ex.run(toy_config(), tmp_path)
-    assert list(tmp_path.iterdir()) == []
+    assert [p for p in tmp_path.rglob("*") if p.is_file() and p.parent.name != "locks"] == []
 
 
 def test_damaged_entry_is_recomputed(tmp_path, monkeypatch):
     config = toy_config()
     (tmp_path / f"{ex.config_key(config)}.pkl").write_bytes(b"not a pickle")
     counter = Counter()
-    monkeypatch.setattr(ex, "_compute", counter)
+    monkeypatch.setattr(runs, "_compute", counter)
     frame = ex.run(config, tmp_path)
     assert len(counter.calls) == 1 and len(frame) == config.gd.iterations + 1
 
 
 def test_sweep_resumes_after_an_interruption(tmp_path, monkeypatch):
     configs = [toy_config(seed=s) for s in range(4)]
-    monkeypatch.setattr(ex, "_compute", Counter(fail_on_seed=2))
+    monkeypatch.setattr(runs, "_compute", Counter(fail_on_seed=2))
     with pytest.raises(Interrupted):
         ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     done = {p.stem for p in tmp_path.glob("*.pkl")}
     assert 1 <= len(done) <= 3 and ex.config_key(configs[2]) not in done
     assert not list(tmp_path.glob("*.part"))
     counter = Counter()
-    monkeypatch.setattr(ex, "_compute", counter)
+    monkeypatch.setattr(runs, "_compute", counter)
     table = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     assert sorted(c.seed for c in counter.calls) == sorted(c.seed for c in configs if ex.config_key(c) not in done)
     assert sorted(table["seed"].unique()) == [0, 1, 2, 3]
@@ -176,12 +177,6 @@ def test_parallel_sweep_matches_sequential(tmp_path):
     sequential = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path / "b")
     pd.testing.assert_frame_equal(parallel, sequential)
     assert list(parallel.groupby("seed", sort=False).ngroup().unique()) == [0, 1, 2]  # the order given
-
-
-def test_sweep_runs_on_a_backend_without_streaming(tmp_path):
-    configs = [toy_config(seed=s) for s in range(2)]
-    table = ex.sweep(configs, n_jobs=2, cache_dir=tmp_path, backend="multiprocessing")
-    assert sorted(table["seed"].unique()) == [0, 1] and len(list(tmp_path.glob("*.pkl"))) == 2
 
 
 def test_divergence_is_recorded_not_dropped(tmp_path):

@@ -54,5 +54,10 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     return write_with(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
+def json_text(obj: object) -> str:
+    """The project's JSON layout: indented, sorted keys, one final newline."""
+    return json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
+
+
 def write_json(path: str | os.PathLike, obj: object) -> Path:
-    return write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    return write_text(path, json_text(obj))

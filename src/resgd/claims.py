@@ -1,6 +1,6 @@
 """The paper's empirical claims as explicit, checkable statements.
 
-Each check reads the per-run table of :func:`resgd.experiments.per_run_table` (columns
+Each check reads the per-run table of :func:`resgd.experiment_tables.per_run_table` (columns
 ``experiment``, ``beta``, ``n_layers``, ``seed``, ``loss_T``, ``diverged``; a diverged run has
 ``loss_T = +inf``) and returns a :class:`Verdict`. The three claims (paper's Figs. 1, 3a, 3b):
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .atomic import write_json
+from .atomic import json_text, write_json
+from .pipeline.cache import resolve_results_dir
+from .stats import spearman
 
 DEFAULT_THRESHOLD = -0.8
 CLAIMS = {
@@ -144,10 +146,8 @@ def check_beta_monotone(per_run: pd.DataFrame, *, threshold: float = DEFAULT_THR
     """Claim (b): Spearman(β, seed-averaged loss at T) ≤ ``threshold`` (single layer, β sweep runs).
 
     A diverged configuration (+∞) ranks as the worst: it is given the largest float so that
-    :func:`resgd.theory.spearman` (which drops non-finite pairs) keeps it.
+    :func:`resgd.stats.spearman` (which drops non-finite pairs) keeps it.
     """
-    from .theory import spearman
-
     _check_table(per_run)
     rows = _subset(per_run, "beta")
     rows = rows[rows["n_layers"] == 1]
@@ -217,14 +217,25 @@ def verdicts_table(verdicts: Iterable[Verdict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["claim", "dataset", "figure", "verdict", "numbers"])
 
 
+def verdicts_payload(verdicts: Sequence[Verdict], *, dataset: str, mode: str,
+                     meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One data set's verdicts as the JSON object of ``<dataset>_<mode>.json``."""
+    import resgd
+
+    return {"dataset": dataset, "mode": mode, "version": resgd.__version__, **_jsonable(meta or {}),
+            "verdicts": [v.to_dict() for v in verdicts]}
+
+
+def verdicts_writer(verdicts: Sequence[Verdict], **kwargs: Any) -> Callable[[Path], object]:
+    """A writer of :func:`verdicts_payload` for a given (temporary) path, for publishing with other outputs."""
+    text = json_text(verdicts_payload(verdicts, **kwargs))
+    return lambda path: Path(path).write_text(text, encoding="utf-8")
+
+
 def write_verdicts(verdicts: Sequence[Verdict], path: str | os.PathLike, *, dataset: str, mode: str,
                    meta: dict[str, Any] | None = None) -> Path:
     """Write one data set's verdicts to ``path`` as JSON, atomically."""
-    import resgd
-
-    payload = {"dataset": dataset, "mode": mode, "version": resgd.__version__, **_jsonable(meta or {}),
-               "verdicts": [v.to_dict() for v in verdicts]}
-    return write_json(path, payload)
+    return write_json(path, verdicts_payload(verdicts, dataset=dataset, mode=mode, meta=meta))
 
 
 def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick",
@@ -234,8 +245,6 @@ def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick
 
     A missing file is an error that names it and the notebook that writes it.
     """
-    from .experiments import resolve_results_dir
-
     folder = Path(directory) if directory is not None else resolve_results_dir() / "claims"
     rows = []
     for dataset in datasets:

@@ -3,13 +3,16 @@
 ::
 
     python -m resgd reproduce [--quick] [--only NAME ...] [--figures-dir DIR] [--results-dir DIR] [--jobs N]
+                              [--scheduler ADDRESS]
     python -m resgd info
 
 ``NAME`` is one of ``setup``, ``theorem1``, ``collapse``, ``jena``, ``sst2`` (default: all, in that
 order). ``jena``/``sst2`` call :func:`resgd.experiments.reproduce`; ``setup``/``theorem1`` call
 ``resgd.theory.reproduce_setup``/``reproduce_theorem1`` and ``collapse`` calls
-``resgd.collapse.reproduce``, each as ``function(quick, directory)`` (see :data:`TARGETS`),
-imported only when asked for. Sizes come from each module's presets (``--quick`` selects the quick ones), the
+``resgd.collapse.reproduce``, each as ``function(quick, directory, scheduler=...)`` (see
+:data:`TARGETS`), imported only when asked for; every one runs through
+:func:`resgd.pipeline.reproduce.reproduce_part`. ``--scheduler`` sends the sweeps to a scheduler
+(:mod:`resgd.pipeline.sweep`). Sizes come from each module's presets (``--quick`` selects the quick ones), the
 same ones the notebooks use.
 """
 
@@ -31,8 +34,8 @@ TARGETS: dict[str, tuple[str, str]] = {
     "jena": ("resgd.experiments", "reproduce"),
     "sst2": ("resgd.experiments", "reproduce"),
 }
-"""NAME → (module, function). The function is called as ``function(quick, directory)``; for the
-data sets as ``reproduce(dataset, quick, directory, n_jobs=...)``."""
+"""NAME → (module, function). The function is called as ``function(quick, directory, scheduler=...)``;
+for the data sets as ``reproduce(dataset, quick, directory, n_jobs=..., scheduler=...)``."""
 
 DATASET_TARGETS = ("jena", "sst2")
 
@@ -81,6 +84,9 @@ def build_parser(targets: Mapping[str, tuple[str, str]] = TARGETS) -> argparse.A
                      help="where tables, verdicts and the run cache go (default: $RESGD_RESULTS_DIR, else ./results)")
     rep.add_argument("--jobs", type=_positive_int, default=2, metavar="N",
                      help="parallel training runs for jena/sst2 (default: 2)")
+    rep.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                     help="run the sweeps on this scheduler (e.g. tcp://host:8786) instead of local processes "
+                          "(default: $RESGD_SCHEDULER, else local)")
     commands.add_parser("info", help="print versions and where the data come from (real or stand-in)")
     return parser
 
@@ -107,9 +113,9 @@ def reproduce_command(args: argparse.Namespace, targets: Mapping[str, tuple[str,
     for name in bar:
         bar.set_postfix_str(name)
         start = time.perf_counter()
-        function = functions[name]
+        function = partial(functions[name], scheduler=args.scheduler)
         if name in DATASET_TARGETS:
-            function = partial(function, name, n_jobs=args.jobs)
+            function = partial(functions[name], name, n_jobs=args.jobs, scheduler=args.scheduler)
         function(args.quick, args.figures_dir)
         tqdm.write(f"{name}: done in {time.perf_counter() - start:.1f} s")
     out(f"reproduce ({mode}): {', '.join(names)} done")
@@ -131,7 +137,7 @@ def info_command(out=print) -> int:
             out(f"{name} {importlib.import_module(name).__version__}")
         except ImportError:
             out(f"{name}: not installed")
-    for variable in ("RESGD_DATA_DIR", "RESGD_RESULTS_DIR", "RESGD_FIGURES_DIR", "RESGD_MODE"):
+    for variable in ("RESGD_DATA_DIR", "RESGD_RESULTS_DIR", "RESGD_FIGURES_DIR", "RESGD_MODE", "RESGD_SCHEDULER"):
         out(f"{variable} = {os.environ.get(variable, '(unset)')}")
     out(f"data (checked without downloading): {data_sources()}")
     return 0

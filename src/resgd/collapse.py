@@ -7,10 +7,12 @@ Everything behind ``notebooks/03_rank_collapse.md`` (and ``resgd reproduce``) li
   initialization scales, several β and several seeds (one tidy table);
 * :func:`attention_regimes` / :func:`attention_maps` — what the attention matrix ``A`` itself
   looks like (row entropy, largest weight, whether queries agree on a key; one sample's ``A``);
-* :func:`z_lower_bound` — a rigorous lower bound on σ_min(Z) in terms of β and the centred input;
+* :func:`z_lower_bound` — a rigorous lower bound on σ_min(Z) in terms of β and the centred input
+  (in :mod:`resgd.residual_bound`);
 * :func:`training_comparison` — full-batch GD with and without the residual at a small and at a
   collapsed d_QK, same initialization and step size;
-* :func:`preset` / :func:`reproduce` — the sizes (quick or full) and every figure without Jupyter.
+* :func:`preset` / :func:`reproduce` — the sizes (quick or full, from
+  :func:`resgd.pipeline.presets.collapse`) and every figure without Jupyter.
 
 Two notions of "the attention output" are reported (column ``scope``):
 
@@ -28,20 +30,27 @@ matrix has fewer than d rows); :class:`resgd.conditioning.Spectrum` agrees whene
 holds for every default here (n = 16 tokens, d = 8 features).
 """
 
+
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-from .conditioning import singular_values, spectrum, stack
+from .conditioning import spectrum, stack
 from .model import LOGIT_SCALES, ModelConfig, forward, init_params
+from .pipeline.presets import DQK_GRID, INPUT_D, INPUT_N, INPUT_SEED, INPUT_TOKENS, QK_SCALES
+from .pipeline.presets import collapse as preset
+from .pipeline.reproduce import Outputs, reproduce_part
+from .residual_bound import (  # noqa: F401 - part of this module's interface (tests, notebooks)
+    ZBound, center_tokens, column_sigma_min, per_sample_bounds, spectrum_summaries, z_lower_bound,
+)
+from .attention_stats import attention_statistics, predicted_logit_std, random_argmax_agreement  # noqa: F401
 from .threads import torch_threads
 from .train import DivergenceError, GDConfig, train_gd
 from .validation import ConfigError, check_choice, check_inputs
@@ -54,48 +63,6 @@ SWEEP_COLUMNS = (
     *METRICS, "bound_weyl", "bound_centered", "bound",
 )
 TARGETS = ("linear", "random")
-
-
-# --------------------------------------------------------------------------------------------
-# Sizes
-# --------------------------------------------------------------------------------------------
-
-DQK_GRID = tuple(2**k for k in range(15))  # 1 … 16384
-QK_SCALES = (1.0, 4.0)
-INPUT_N, INPUT_TOKENS, INPUT_D, INPUT_SEED = 16, 16, 8, 1234
-"""The sweep's defaults (companion's choices), shared by :func:`preset` and every function below."""
-
-
-def preset(quick: bool) -> dict:
-    """Every size of the notebook and of :func:`reproduce`; ``quick`` for CI, full for the book.
-
-    Both use the same d_QK grid 1 … 16384 and the same input; ``quick`` uses fewer seeds and
-    fewer GD iterations.
-    """
-    common_input = {"N": INPUT_N, "n": INPUT_TOKENS, "d": INPUT_D, "input_seed": INPUT_SEED}
-    sweep = {
-        "d_qks": DQK_GRID,
-        "logit_scales": LOGIT_SCALES,
-        "qk_scales": QK_SCALES,
-        "betas": (0.0, 0.5, 1.0),
-        "seeds": tuple(range(3 if quick else 10)),
-        **common_input,
-    }
-    maps = {"d_qks": (4, 16384), "logit_scales": LOGIT_SCALES, "qk_scales": QK_SCALES, "seed": 0, "sample": 0, **common_input}
-    training = {
-        "d_qks": (4, 16384),
-        "betas": (0.0, 1.0),
-        "seeds": tuple(range(2 if quick else 5)),
-        "logit_scale": "linear",
-        "qk_scale": 1.0,
-        "m": 32,
-        "lr": 0.01,
-        "iterations": 300 if quick else 1500,
-        "record_every": 25 if quick else 100,
-        "target": "linear",
-        **common_input,
-    }
-    return {"quick": bool(quick), "sweep": sweep, "maps": maps, "training": training}
 
 
 def make_input(N: int = INPUT_N, n: int = INPUT_TOKENS, d: int = INPUT_D, input_seed: int = INPUT_SEED, dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -112,109 +79,6 @@ def _sweep_input(X: torch.Tensor | None, N: int, n: int, d: int, input_seed: int
     X = make_input(N, n, d, input_seed) if X is None else X.detach().to(torch.float64)
     check_inputs(X)
     return X
-
-
-# --------------------------------------------------------------------------------------------
-# Linear algebra helpers
-# --------------------------------------------------------------------------------------------
-
-def column_sigma_min(M: torch.Tensor) -> float:
-    """``min_{‖u‖=1} ‖M u‖`` for a 2-D ``M``: its d-th singular value, 0 if it has fewer rows than columns."""
-    if M.ndim != 2:
-        raise ValueError(f"M: expected a 2-D matrix, got shape {tuple(M.shape)}")
-    if M.shape[0] < M.shape[1] or M.numel() == 0:
-        return 0.0
-    return float(singular_values(M)[-1])
-
-
-def center_tokens(M: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """``P M``: subtract from every token of a sample the mean over that sample's real tokens.
-
-    ``P = I − 1 1ᵀ / n_p`` per sample (block-diagonal over samples); padded tokens are set to 0.
-    """
-    if M.ndim != 3:
-        raise ValueError(f"M: expected shape (N, n, d), got {tuple(M.shape)}")
-    if mask is None:
-        return M - M.mean(dim=1, keepdim=True)
-    w = mask.to(M.dtype)[..., None]
-    mean = (M * w).sum(dim=1, keepdim=True) / w.sum(dim=1, keepdim=True)
-    return (M - mean) * w
-
-
-@dataclass(frozen=True)
-class ZBound:
-    """Lower bounds on σ_min(Z) for ``Z = βX + Attn`` (each may be negative, i.e. vacuous).
-
-    ``weyl``: β σ_min(X) − σ_max(Attn).  ``centered``: β σ_min(PX) − σ_max(P·Attn), with ``P``
-    the per-sample token centring of :func:`center_tokens`.  ``bound``: max(weyl, centered, 0).
-    """
-
-    weyl: float
-    centered: float
-
-    @property
-    def bound(self) -> float:
-        return max(self.weyl, self.centered, 0.0)
-
-    def as_dict(self) -> dict[str, float]:
-        return {"bound_weyl": self.weyl, "bound_centered": self.centered, "bound": self.bound}
-
-
-def z_lower_bound(X: torch.Tensor, Attn: torch.Tensor, beta: float, mask: torch.Tensor | None = None) -> ZBound:
-    """A rigorous lower bound on σ_min of the stacked ``Z = βX + Attn`` (of one sample if N = 1).
-
-    ``X``, ``Attn``: (N, n, d) (or (n, d) for one sample). For every unit ``u ∈ R^d``:
-
-    * Weyl: ``‖Zu‖ ≥ β‖Xu‖ − ‖Attn u‖ ≥ β σ_min(X) − σ_max(Attn)``;
-    * centred: ``P`` (per-sample ``I − 11ᵀ/n``) is an orthogonal projector, so
-      ``‖Zu‖ ≥ ‖PZu‖ ≥ β‖PXu‖ − ‖P Attn u‖ ≥ β σ_min(PX) − σ_max(P Attn)``.
-
-    When attention is uniform, ``Attn(X_p) = 1 v_pᵀ`` and ``P Attn = 0``: then
-    ``σ_min(Z) ≥ β σ_min(PX)`` whatever ``W_V`` is — the residual keeps Z full rank as long as the
-    centred input is (which needs more than d real tokens per sample for a single sample).
-    """
-    if X.ndim == 2:
-        X, Attn = X[None], Attn[None]
-        mask = None if mask is None else mask[None]
-    if X.shape != Attn.shape:
-        raise ConfigError(f"z_lower_bound: X and Attn must have the same shape, got {tuple(X.shape)} and {tuple(Attn.shape)}")
-    if not 0.0 <= float(beta):
-        raise ConfigError(f"z_lower_bound: beta must be >= 0, got {beta!r}")
-    X64, A64 = X.detach().to(torch.float64), Attn.detach().to(torch.float64)
-    beta = float(beta)
-    attn_max = float(singular_values(stack(A64, mask))[0])
-    weyl = beta * column_sigma_min(stack(X64, mask)) - attn_max
-    centered_attn_max = float(singular_values(stack(center_tokens(A64, mask), mask))[0])
-    centered = beta * column_sigma_min(stack(center_tokens(X64, mask), mask)) - centered_attn_max
-    return ZBound(weyl=weyl, centered=centered)
-
-
-def _per_sample_bounds(X: torch.Tensor, Attn: torch.Tensor, beta: float) -> dict[str, np.ndarray]:
-    """:func:`z_lower_bound` for every sample separately (vectorised; no mask)."""
-    N, n, d = X.shape
-    beta = float(beta)
-
-    def smin(M):  # column σ_min per sample
-        if n < d:
-            return np.zeros(N)
-        return torch.linalg.svdvals(M).numpy()[:, -1]
-
-    def smax(M):
-        return torch.linalg.svdvals(M).numpy()[:, 0]
-
-    weyl = beta * smin(X) - smax(Attn)
-    centered = beta * smin(center_tokens(X)) - smax(center_tokens(Attn))
-    return {"bound_weyl": weyl, "bound_centered": centered, "bound": np.maximum(np.maximum(weyl, centered), 0.0)}
-
-
-def _summaries(sigma: np.ndarray) -> dict[str, np.ndarray]:
-    """Spectrum summaries, vectorised over leading axes (same definitions as ``Spectrum``)."""
-    energy = (sigma**2).sum(axis=-1)
-    top = sigma[..., 0]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rank1 = np.where(energy > 0, np.sqrt((sigma[..., 1:] ** 2).sum(axis=-1) / np.where(energy > 0, energy, 1)), 0.0)
-        stable = np.where(top > 0, energy / np.where(top > 0, top, 1) ** 2, 0.0)
-    return {"sigma_min": sigma[..., -1], "sigma_max": top, "rank1_distance": rank1, "stable_rank": stable}
 
 
 # --------------------------------------------------------------------------------------------
@@ -284,14 +148,14 @@ def _sweep_rows(X, d, d_qks, logit_scales, qk_scales, betas, seeds) -> list[dict
                     trace = _attention_trace(X, d, d_qk, logit_scale, qk_scale, seed)
                     attn = trace.Attn.to(torch.float64)
                     key = {"d_qk": int(d_qk), "logit_scale": logit_scale, "qk_scale": float(qk_scale), "seed": int(seed)}
-                    attn_per = _summaries(torch.linalg.svdvals(attn).numpy())
+                    attn_per = spectrum_summaries(torch.linalg.svdvals(attn).numpy())
                     attn_stacked = spectrum(attn).summary()
                     for beta in betas:
                         beta = float(beta)
                         Z = beta * X + attn
-                        z_per = _summaries(torch.linalg.svdvals(Z).numpy())
+                        z_per = spectrum_summaries(torch.linalg.svdvals(Z).numpy())
                         z_stacked = spectrum(Z).summary()
-                        bound_per = _per_sample_bounds(X, attn, beta)
+                        bound_per = per_sample_bounds(X, attn, beta)
                         bound_stacked = z_lower_bound(X, attn, beta).as_dict()
                         nan_bounds = dict.fromkeys(("bound_weyl", "bound_centered", "bound"), math.nan)
                         base = {**key, "beta": beta}
@@ -331,47 +195,6 @@ def bound_table(sweep: pd.DataFrame, betas: Sequence[float] = (0.5, 1.0)) -> pd.
 # --------------------------------------------------------------------------------------------
 # The attention matrix itself
 # --------------------------------------------------------------------------------------------
-
-def attention_statistics(A: torch.Tensor, logits: torch.Tensor | None = None) -> dict[str, float]:
-    """Summaries of attention probabilities ``A`` (N, n, n), averaged over samples and queries.
-
-    * ``entropy``: mean row entropy / log n (1 = uniform, 0 = one-hot);
-    * ``max_prob``: mean largest weight of a row (1/n uniform, 1 one-hot);
-    * ``argmax_agreement``: fraction of queries whose argmax key is the most common argmax key of
-      their sample (1 = every query picks the same key; ≈ 1/n·… for spread-out choices). Only
-      meaningful when ``max_prob`` is large: for near-uniform rows the argmax is noise;
-    * ``rank1_distance_A``: median over samples of A's relative distance to rank 1;
-    * ``logit_std``: standard deviation of the logits (when given).
-    """
-    A = A.detach().to(torch.float64)
-    N, n, _ = A.shape
-    entropy = -(A * torch.log(A.clamp_min(1e-300))).sum(-1)
-    norm_entropy = float(entropy.mean() / math.log(n)) if n > 1 else 0.0
-    argmax = A.argmax(dim=-1)
-    counts = torch.nn.functional.one_hot(argmax, num_classes=A.shape[-1]).sum(dim=1)  # (N, keys): queries per key
-    agreement = float((counts.max(dim=-1).values.to(torch.float64) / n).mean())
-    rank1_A = float(np.median(_summaries(torch.linalg.svdvals(A).numpy())["rank1_distance"]))
-    out = {
-        "entropy": norm_entropy,
-        "max_prob": float(A.max(dim=-1).values.mean()),
-        "argmax_agreement": agreement,
-        "rank1_distance_A": rank1_A,
-    }
-    if logits is not None:
-        out["logit_std"] = float(logits.detach().to(torch.float64).std())
-    return out
-
-
-def predicted_logit_std(d_qk: int, logit_scale: str, qk_scale: float) -> float:
-    """``s² √d_QK / D``: the logits' standard deviation for tokens with ‖x‖² ≈ d (D = √d_QK or d_QK).
-
-    Conditioned on the tokens, Var ℓ_ij = d_QK (s²‖x_i‖²/d)(s²‖x_j‖²/d) / D² for W_Q, W_K with
-    i.i.d. N(0, s²/d) entries.
-    """
-    check_choice("logit_scale", logit_scale, LOGIT_SCALES)
-    divisor = math.sqrt(d_qk) if logit_scale == "sqrt" else float(d_qk)
-    return float(qk_scale) ** 2 * math.sqrt(d_qk) / divisor
-
 
 def _logits(trace_X: torch.Tensor, d: int, d_qk: int, logit_scale: str, qk_scale: float, seed: int) -> torch.Tensor:
     from .model import attention_logits
@@ -631,27 +454,17 @@ def make_figures(results: dict) -> dict:
     }
 
 
-def reproduce(quick: bool = True, directory: str | Path | None = None) -> dict[str, Path]:
-    """Regenerate every figure of ``03_rank_collapse`` without Jupyter; returns name → PNG path.
+def outputs(quick: bool = True) -> Outputs:
+    """Every figure of ``03_rank_collapse`` at the preset sizes."""
+    return Outputs(figures=make_figures(run_all(quick)))
 
-    Figures go to ``directory`` (else ``$RESGD_FIGURES_DIR``, else ``./figures``), PNG and PDF.
+
+def reproduce(quick: bool = True, directory: str | Path | None = None, *, scheduler: str | None = None) -> dict[str, Path]:
+    """Regenerate every figure of ``03_rank_collapse`` without Jupyter; returns name → PNG path
+    (and ``name.pdf`` → PDF path).
+
+    Figures go to ``directory`` (else ``$RESGD_FIGURES_DIR``, else ``./figures``), published
+    together (:func:`resgd.pipeline.reproduce.reproduce_part`). ``scheduler`` is accepted for the
+    command line's sake; this part runs no parallel sweep.
     """
-    import matplotlib.pyplot as plt
-
-    from .plots import save_figure, use_style
-
-    use_style()
-    results = run_all(quick)
-    paths: dict[str, Path] = {}
-    for name, fig in make_figures(results).items():
-        paths[name] = save_figure(fig, name, directory)["png"]
-        plt.close(fig)
-    return paths
-
-
-def random_argmax_agreement(n: int = INPUT_TOKENS, trials: int = 2000, seed: int = 0) -> float:
-    """Reference value of ``argmax_agreement`` when each of n queries picks one of n keys at random."""
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, n, size=(trials, n))
-    counts = np.stack([np.bincount(row, minlength=n).max() for row in picks])
-    return float(counts.mean() / n)
+    return reproduce_part(lambda: outputs(quick), figures_dir=directory)

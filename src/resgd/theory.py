@@ -1,7 +1,10 @@
 """Theorem 1 made checkable: rates, the bound, the exact special case and the sweep.
 
-Everything the theory notebooks (``01_setup``, ``02_theorem1``) compute lives here, so that
-:func:`reproduce` regenerates their figures without Jupyter.
+
+Everything the theory notebooks (``01_setup``, ``02_theorem1``) compute lives here or in
+:mod:`resgd.theorem` (the theorem's quantities and its exact special case), so that
+:func:`reproduce` regenerates their figures without Jupyter; sizes come from
+:func:`resgd.pipeline.presets.theory` (``preset`` here).
 
 What follows the paper and what is ours
 ---------------------------------------
@@ -27,376 +30,27 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 import torch
 
-from .conditioning import singular_values, spectrum, stack
-from .model import ModelConfig, Params, forward, init_params, weight_shapes
+from .conditioning import spectrum, stack
+from .model import ModelConfig, forward, init_params
+from .pipeline.presets import theory as preset
+from .pipeline.reproduce import Outputs, reproduce_part
+from .pipeline.sweep import Task, execute
+from .stats import empirical_rate, spearman
+from .theorem import (  # noqa: F401 - part of this module's interface (tests, notebooks)
+    TARGETS, X_KINDS, bound_check, hessian_norm, jacobian, make_task, ntk_eigenvalues, readout_gd, readout_summary,
+    row_sigma_min, shapes_table, smoothness_estimate, step_size, theorem_alpha,
+)
 from .threads import torch_threads
 from .train import DivergenceError, GDConfig, loss_from_output, train_gd
-from .validation import ConfigError, check_choice
-
-X_KINDS = ("orthogonal", "gaussian")
-TARGETS = ("gaussian", "teacher")
 
 # --------------------------------------------------------------------------------------------
-# Shared helpers (contract with the experiments notebooks): keep these signatures.
+# The exactly solvable special case.
 # --------------------------------------------------------------------------------------------
-
-
-def empirical_rate(history: pd.DataFrame, start: int | None = None, stop: int | None = None) -> float:
-    """Minus the least-squares slope of ``log Φ`` against the iteration, over ``start <= iteration < stop``.
-
-    Positive for a decaying loss (``Φ(t) ≈ C e^{-rate·t}``, so the per-step factor is ``exp(-rate)``);
-    NaN when fewer than two finite, positive losses fall in the window.
-    """
-    it = np.asarray(history["iteration"], dtype=float)
-    loss = np.asarray(history["loss"], dtype=float)
-    keep = np.ones_like(it, dtype=bool)
-    if start is not None:
-        keep &= it >= start
-    if stop is not None:
-        keep &= it < stop
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_loss = np.log(loss)
-    keep &= np.isfinite(log_loss) & np.isfinite(it)
-    x, y = it[keep], log_loss[keep]
-    if x.size < 2 or np.ptp(x) == 0:
-        return math.nan
-    xc = x - x.mean()
-    slope = float((xc * (y - y.mean())).sum() / (xc * xc).sum())
-    return -slope
-
-
-def _average_ranks(values: np.ndarray) -> np.ndarray:
-    order = np.argsort(values, kind="mergesort")
-    ranks = np.empty(values.size, dtype=float)
-    sorted_values = values[order]
-    i = 0
-    while i < values.size:
-        j = i
-        while j + 1 < values.size and sorted_values[j + 1] == sorted_values[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    return ranks
-
-
-def spearman(x, y) -> float:
-    """Spearman rank correlation (Pearson correlation of average ranks; ties share their mean rank).
-
-    Pairs with a non-finite member are dropped; NaN when fewer than 3 pairs remain or a side is constant.
-    """
-    x = np.asarray(x, dtype=float).ravel()
-    y = np.asarray(y, dtype=float).ravel()
-    if x.shape != y.shape:
-        raise ValueError(f"spearman: x and y differ in length ({x.size} vs {y.size})")
-    keep = np.isfinite(x) & np.isfinite(y)
-    x, y = x[keep], y[keep]
-    if x.size < 3:
-        return math.nan
-    rx, ry = _average_ranks(x), _average_ranks(y)
-    rx -= rx.mean()
-    ry -= ry.mean()
-    denom = math.sqrt(float((rx * rx).sum() * (ry * ry).sum()))
-    return float((rx * ry).sum() / denom) if denom > 0 else math.nan
-
-
-# --------------------------------------------------------------------------------------------
-# Sizes: one preset for the notebooks and the CLI.
-# --------------------------------------------------------------------------------------------
-
-
-def preset(quick: bool) -> dict:
-    """Sizes of every computation in ``01_setup`` and ``02_theorem1`` (quick: CI; full: the book).
-
-    Both sweep at least 50 configurations; full adds seeds, d_qk values, β values and iterations.
-    """
-    common = {
-        "N": 4, "n": 4, "d": 32, "m": 32,            # N·n = 16 ≤ d = 32: the realizable regime
-        "logit_scale": "linear",                      # uniform attention as d_qk grows (collapse)
-        "ffn_rel": 0.25, "out_scale": 0.1,            # small FFN and read-out at init (theorem's regime)
-        "target_scale": 0.1, "x_kind": "orthogonal", "targets": "gaussian",
-        "lr_factor": 0.5, "alpha_factor": 0.25, "window": (0.5, 1.0),
-        "base": {"beta": 0.3, "d_qk": 16, "init_scale": 1.0},
-        "special": {"N": 8, "n": 6, "d": 8, "d_qk": 8, "m": 16, "beta": 0.3, "iterations": 150},  # tall: N·n = 48 > d
-        "n_jobs": 2,
-    }
-    if quick:
-        return {**common, "betas": (0.0, 0.1, 0.3, 1.0), "d_qks": (1, 16, 256), "init_scales": (0.5, 1.0, 2.0),
-                "seeds": (0, 1), "iterations": 300, "setup_iterations": 150, "trajectory_iterations": 300,
-                "record_every": 5}
-    return {**common, "betas": (0.0, 0.1, 0.3, 0.6, 1.0), "d_qks": (1, 4, 16, 64, 256), "init_scales": (0.5, 1.0, 2.0),
-            "seeds": (0, 1, 2, 3), "iterations": 600, "setup_iterations": 300, "trajectory_iterations": 600,
-            "record_every": 5}
-
-
-# --------------------------------------------------------------------------------------------
-# Notation: the shapes table.
-# --------------------------------------------------------------------------------------------
-
-
-def shapes_table(cfg: ModelConfig, N: int, n: int) -> pd.DataFrame:
-    """Every symbol of the model with its shape, the name in the code and its meaning."""
-    s = weight_shapes(cfg)
-    out = (N, cfg.k) if cfg.pooling == "mean" else (N, n, cfg.k)
-    rows = [
-        ("X", "X", (N, n, cfg.d), "input tokens: N samples, n tokens, d features"),
-        ("W_Q", "W_Q.0", s["W_Q.0"], "query weights"),
-        ("W_K", "W_K.0", s["W_K.0"], "key weights"),
-        ("W_V", "W_V.0", s["W_V.0"], "value weights"),
-        ("A", "LayerTrace.A", (N, n, n), "attention probabilities softmax(X W_Q (X W_K)ᵀ / s)"),
-        ("Z", "LayerTrace.Z", (N, n, cfg.d), "attention output with residual: βX + A X W_V"),
-        ("W_1", "W_1.0", s["W_1.0"], "FFN first weight (ReLU after it)"),
-        ("W_2", "W_2.0", s["W_2.0"], "FFN second weight"),
-        ("H", "LayerTrace.H", (N, n, cfg.d), "block output: β_ffn Z + relu(Z W_1) W_2"),
-        ("W_U", "W_U", s["W_U"], "output layer"),
-        ("Ŷ", "Y_hat", out, "prediction H W_U (per token)" if cfg.pooling == "none" else "prediction mean(H) W_U"),
-    ]
-    return pd.DataFrame(
-        [{"symbol": sym, "in code": code, "shape": "(" + ", ".join(map(str, shape)) + ")", "meaning": meaning}
-         for sym, code, shape, meaning in rows]
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# The synthetic task.
-# --------------------------------------------------------------------------------------------
-
-
-def make_task(
-    N: int,
-    n: int,
-    d: int,
-    seed: int,
-    *,
-    x_kind: Literal["orthogonal", "gaussian"] = "orthogonal",
-    targets: Literal["gaussian", "teacher"] = "gaussian",
-    target_scale: float = 0.1,
-    teacher_cfg: ModelConfig | None = None,
-    k: int = 1,
-    dtype: torch.dtype = torch.float64,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs ``X (N, n, d)`` and per-token targets ``Y (N, n, k)``, both seeded.
-
-    ``x_kind="orthogonal"``: the N·n stacked tokens are orthonormal rows scaled by √d (every singular
-    value of the stacked X equals √d, the row norms match Gaussian tokens); needs N·n ≤ d.
-    ``"gaussian"``: i.i.d. N(0, 1) entries. ``targets="gaussian"``: N(0, target_scale²) entries;
-    ``"teacher"``: the output of ``teacher_cfg`` at seeded weights, rescaled to RMS ``target_scale``.
-    """
-    check_choice("x_kind", x_kind, X_KINDS)
-    check_choice("targets", targets, TARGETS)
-    if x_kind == "orthogonal" and N * n > d:
-        raise ConfigError(f"x_kind='orthogonal' needs N*n <= d (got N*n = {N * n} > d = {d}); use x_kind='gaussian'")
-    g = torch.Generator().manual_seed(10_000 + int(seed))
-    if x_kind == "orthogonal":
-        q, _ = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
-        X = math.sqrt(d) * q[: N * n].reshape(N, n, d)
-    else:
-        X = torch.randn(N, n, d, generator=g, dtype=torch.float64)
-    if targets == "gaussian":
-        Y = target_scale * torch.randn(N, n, k, generator=g, dtype=torch.float64)
-    else:
-        tcfg = teacher_cfg or ModelConfig(d=d, d_qk=d, m=d, k=k, beta=1.0)
-        with torch.no_grad():
-            Y = forward(init_params(tcfg, 20_000 + int(seed)), tcfg, X)
-        Y = target_scale * Y / Y.pow(2).mean().sqrt()
-    return X.to(dtype), Y.to(dtype)
-
-
-# --------------------------------------------------------------------------------------------
-# The quantities of the theorem at θ⁽⁰⁾.
-# --------------------------------------------------------------------------------------------
-
-
-def jacobian(params: Params, cfg: ModelConfig, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """``J = ∂ vec Ŷ / ∂θ`` (outputs × all weights, in :func:`weight_shapes` order)."""
-    names = list(params)
-
-    def outputs(*weights):
-        return forward(dict(zip(names, weights)), cfg, X, mask).reshape(-1)
-
-    blocks = torch.autograd.functional.jacobian(outputs, tuple(params[k].detach() for k in names))
-    return torch.cat([b.reshape(b.shape[0], -1) for b in blocks], dim=1)
-
-
-def ntk_eigenvalues(params: Params, cfg: ModelConfig, X: torch.Tensor, mask: torch.Tensor | None = None) -> np.ndarray:
-    """Eigenvalues (ascending) of the tangent kernel ``K = J Jᵀ``; ``∇Φ = Jᵀr`` so ``‖∇Φ‖² = rᵀKr``."""
-    J = jacobian(params, cfg, X, mask)
-    return torch.linalg.eigvalsh(J @ J.T).clamp_min(0).numpy()
-
-
-def hessian_norm(
-    params: Params, cfg: ModelConfig, X: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None = None,
-    *, iterations: int = 50, seed: int = 0,
-) -> float:
-    """``‖∇²Φ(θ)‖₂`` (largest |eigenvalue|) by power iteration on Hessian-vector products (sum reduction)."""
-    leaves = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
-    loss = loss_from_output(forward(leaves, cfg, X, mask), Y, mask, "sum")
-    grads = torch.autograd.grad(loss, list(leaves.values()), create_graph=True)
-    g = torch.Generator().manual_seed(seed)
-    v = [torch.randn(x.shape, generator=g, dtype=x.dtype) for x in grads]
-    value = 0.0
-    for _ in range(iterations):
-        norm = math.sqrt(sum(float(a.pow(2).sum()) for a in v))
-        if norm == 0:
-            return 0.0
-        v = [a / norm for a in v]
-        hv = torch.autograd.grad(grads, list(leaves.values()), grad_outputs=v, retain_graph=True)
-        value = math.sqrt(sum(float(a.pow(2).sum()) for a in hv))
-        v = [a.detach() for a in hv]
-    return value
-
-
-def smoothness_estimate(
-    params: Params, cfg: ModelConfig, X: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None = None
-) -> float:
-    """``L̂ = max(‖∇²Φ(θ)‖₂, λ_max(JJᵀ))``: the local smoothness at θ, the step-size rule's denominator."""
-    lam = ntk_eigenvalues(params, cfg, X, mask)
-    return max(hessian_norm(params, cfg, X, Y, mask), float(lam[-1]))
-
-
-def step_size(
-    params: Params, cfg: ModelConfig, X: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None = None,
-    *, lr_factor: float = 0.5,
-) -> float:
-    """The one step-size rule of the theory notebooks: ``μ = lr_factor / L̂(θ⁽⁰⁾)`` (companion's choice)."""
-    return lr_factor / smoothness_estimate(params, cfg, X, Y, mask)
-
-
-def row_sigma_min(M: torch.Tensor) -> float:
-    """``σ_{rows}(M)``: the smallest of the ``rows`` singular values of a wide-or-square matrix, 0 if tall.
-
-    ``‖Mᵀv‖ ≥ σ_rows(M)‖v‖`` for every v: the lower bound the PL inequality uses.
-    """
-    if M.shape[0] > M.shape[1]:
-        return 0.0
-    return float(singular_values(M)[-1])
-
-
-def theorem_alpha(
-    params: Params, cfg: ModelConfig, X: torch.Tensor, mask: torch.Tensor | None = None,
-    *, alpha_factor: float = 0.25,
-) -> float:
-    """The reconstruction's ``α = alpha_factor · β_ffn² · σ_min²(Z⁽⁰⁾)`` (σ_min = σ_{Nn} of the stacked Z; 0 if N·n > d)."""
-    with torch.no_grad():
-        Z = forward(params, cfg, X, mask, return_trace=True).layers[0].Z
-    return alpha_factor * cfg.residual_ffn**2 * row_sigma_min(stack(Z, mask)) ** 2
-
-
-# --------------------------------------------------------------------------------------------
-# The bound check.
-# --------------------------------------------------------------------------------------------
-
-
-def bound_check(history: pd.DataFrame, mu: float, alpha: float, *, rel_floor: float = 1e-16, rtol: float = 1e-12) -> dict:
-    """Did every step obey ``Φ(t+1) ≤ (1 − μα) Φ(t)``?
-
-    Steps where Φ(t) or Φ(t+1) is below ``rel_floor · Φ(0)`` (round-off) are not counted.
-    Returns ``n_steps``, ``bound`` (= 1 − μα), ``fraction_obeyed``, ``max_violation`` (largest
-    ``ratio − bound``; negative = every step had that margin), ``tightness_median`` and
-    ``tightness_min``: the actual decrease ``1 − ratio`` in units of the guaranteed ``μα``
-    (≥ 1 when obeyed, 1 = the bound is tight; NaN when μα = 0).
-    """
-    loss = np.asarray(history["loss"], dtype=float)
-    bound = 1.0 - mu * alpha
-    if loss.size < 2:
-        return {"n_steps": 0, "bound": bound, "fraction_obeyed": math.nan, "max_violation": math.nan,
-                "tightness_median": math.nan, "tightness_min": math.nan}
-    floor = rel_floor * loss[0]
-    now, nxt = loss[:-1], loss[1:]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = nxt / now
-    keep = (now > floor) & ((nxt > floor) | ~np.isfinite(nxt))  # a non-finite Φ(t+1) counts as a violation
-    ratio = np.where(np.isfinite(nxt), ratio, np.inf)[keep]
-    if ratio.size == 0:
-        return {"n_steps": 0, "bound": bound, "fraction_obeyed": math.nan, "max_violation": math.nan,
-                "tightness_median": math.nan, "tightness_min": math.nan}
-    obeyed = ratio <= bound + rtol * abs(bound)
-    guaranteed = mu * alpha
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tight = (1.0 - ratio) / guaranteed if guaranteed > 0 else np.full(ratio.shape, np.nan)
-    return {
-        "n_steps": int(ratio.size),
-        "bound": bound,
-        "fraction_obeyed": float(obeyed.mean()),
-        "max_violation": float(np.max(ratio - bound)),
-        "tightness_median": float(np.median(tight)) if guaranteed > 0 else math.nan,
-        "tightness_min": float(np.min(tight)) if guaranteed > 0 else math.nan,
-    }
-
-
-# --------------------------------------------------------------------------------------------
-# The exactly solvable special case: a linear read-out on fixed features.
-# --------------------------------------------------------------------------------------------
-
-
-def readout_gd(F: torch.Tensor, Y: torch.Tensor, lr: float | None = None, iterations: int = 100,
-               W0: torch.Tensor | None = None) -> pd.DataFrame:
-    """GD on ``Φ(W) = ½‖FW − Y‖²`` (F: M×d fixed features, Y: M×k), measured and predicted in closed form.
-
-    ``lr`` defaults to ``1/σ_max²(F)``. Columns: ``iteration``, ``loss``, ``excess`` (Φ − Φ*, computed
-    as ½‖Uᵀ(FW − Y)‖² with U the left singular vectors, so it stays accurate far below Φ*),
-    ``predicted`` (the closed form ½Σᵢ(1 − μσᵢ²)^{2t}‖uᵢᵀE₀‖²), ``asymptote`` (the slowest mode
-    alone, ½‖u_minᵀE₀‖²ρ^t with ρ = (1 − μσ_min²)², which the excess approaches), ``phi_star``.
-    ``frame.attrs``: ``lr``, ``rho``, ``rate_ratio`` (σ_min²/σ_max² over the nonzero σ), ``rank``.
-    """
-    F = F.to(torch.float64)
-    Y = Y.to(torch.float64).reshape(F.shape[0], -1)
-    U, S, _ = torch.linalg.svd(F, full_matrices=False)
-    rank = int((S > S[0] * F.shape[0] * torch.finfo(torch.float64).eps).sum())
-    U, S = U[:, :rank], S[:rank]
-    mu = float(1.0 / S[0] ** 2) if lr is None else float(lr)
-    W = torch.zeros(F.shape[1], Y.shape[1], dtype=torch.float64) if W0 is None else W0.to(torch.float64).clone()
-    E0 = F @ W - Y
-    coef = U.T @ E0                                     # components of the reachable error
-    phi_star = 0.5 * float((E0 - U @ coef).pow(2).sum())
-    factors = 1.0 - mu * S**2
-    rho = float((factors**2).max())  # the slowest mode: σ_min's when μ ≤ 1/σ_max²
-    rows = []
-    for t in range(iterations + 1):
-        E = F @ W - Y
-        rows.append({
-            "iteration": t,
-            "loss": 0.5 * float(E.pow(2).sum()),
-            "excess": 0.5 * float((U.T @ E).pow(2).sum()),
-            "predicted": 0.5 * float(((factors[:, None] ** t) * coef).pow(2).sum()),
-        })
-        W = W - mu * (F.T @ E)
-    frame = pd.DataFrame(rows)
-    slowest = int(torch.argmax(factors**2))
-    frame["asymptote"] = 0.5 * float(coef[slowest].pow(2).sum()) * rho ** frame["iteration"]
-    frame["phi_star"] = phi_star
-    frame.attrs.update({"lr": mu, "rho": rho, "rate_ratio": float((S[-1] / S[0]) ** 2), "rank": rank})
-    return frame
-
-
-def readout_summary(frame: pd.DataFrame, *, rel_floor: float = 1e-12) -> dict:
-    """Measured vs predicted per-step factor of Φ − Φ* for a :func:`readout_gd` run.
-
-    ``measured_factor``: excess(T)/excess(T−1) at the last step above ``rel_floor·excess(0)``;
-    ``fitted_factor``: exp(−slope) of log excess over the second half of that range;
-    ``predicted_factor``: (1 − σ_min²/σ_max²)² (with μ = 1/σ_max²; (1 − μσ_min²)² in general);
-    ``max_rel_error``: max relative gap between the measured curve and the closed form.
-    """
-    ex = frame["excess"].to_numpy()
-    ok = np.nonzero(ex > rel_floor * ex[0])[0]
-    last = int(ok[-1])
-    window = frame[["iteration"]].assign(loss=frame["excess"])
-    rel = np.abs(frame["excess"] - frame["predicted"]) / frame["predicted"].where(frame["predicted"] > 0)
-    return {
-        "predicted_factor": frame.attrs["rho"],
-        "measured_factor": float(ex[last] / ex[last - 1]),
-        "fitted_factor": math.exp(-empirical_rate(window, last // 2, last + 1)),
-        "rate_ratio": frame.attrs["rate_ratio"],
-        "lr": frame.attrs["lr"],
-        "phi_star": float(frame["phi_star"].iloc[0]),
-        "max_rel_error": float(np.nanmax(rel.iloc[: last + 1].to_numpy())),
-        "last_iteration": last,
-    }
 
 
 def special_case(p: dict, seed: int = 0) -> pd.DataFrame:
@@ -536,8 +190,15 @@ SWEEP_COLUMNS = (
 )
 
 
+def _sweep_row(arg: tuple) -> dict:
+    """A sweep task: :func:`run_config` of one configuration."""
+    config, iterations, kwargs = arg
+    return run_config(config, iterations, **kwargs)
+
+
 def rate_sweep(configs: Iterable[SweepConfig], *, iterations: int = 300, lr_factor: float = 0.5,
-               alpha_factor: float = 0.25, window: tuple[float, float] = (0.5, 1.0), n_jobs: int = 1) -> pd.DataFrame:
+               alpha_factor: float = 0.25, window: tuple[float, float] = (0.5, 1.0), n_jobs: int = 1,
+               scheduler: str | None = None) -> pd.DataFrame:
     """Full GD on all weights for every configuration; one row each (columns :data:`SWEEP_COLUMNS`).
 
     Per configuration: the predicted ``rate_ratio = σ_min²(Z⁽⁰⁾)/σ_max²(Z⁽⁰⁾)``, whether assumption
@@ -545,18 +206,15 @@ def rate_sweep(configs: Iterable[SweepConfig], *, iterations: int = 300, lr_fact
     eigenvalues ``ntk_min``/``ntk_max``, the step
     ``lr = lr_factor/L̂``, the theorem's ``alpha`` and ``bound_rate = −log(1 − lr·alpha)``, the
     ``empirical_rate`` over the window (fractions of the run before Φ reaches round-off), the
-    :func:`bound_check` columns and the spectrum of Z at the end. ``n_jobs > 1`` runs joblib
-    workers, each single-threaded; rows come back in ``configs`` order and do not depend on n_jobs.
+    :func:`bound_check` columns and the spectrum of Z at the end. Runs on the pipeline's sweep
+    engine (``n_jobs`` single-threaded workers, or ``scheduler``); rows come back in ``configs``
+    order and do not depend on n_jobs.
     """
     configs = list(configs)
     kwargs = {"lr_factor": lr_factor, "alpha_factor": alpha_factor, "window": tuple(window)}
-    if n_jobs == 1 or len(configs) < 2:
-        rows = [run_config(c, iterations, **kwargs) for c in configs]
-    else:
-        from joblib import Parallel, delayed
-
-        rows = Parallel(n_jobs=n_jobs)(delayed(run_config)(c, iterations, **kwargs) for c in configs)
-    return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+    tasks = [Task(str(i), _sweep_row, (c, iterations, kwargs)) for i, c in enumerate(configs)]
+    rows = dict(execute(tasks, n_jobs=n_jobs, scheduler=scheduler))
+    return pd.DataFrame([rows[task.key] for task in tasks], columns=SWEEP_COLUMNS)
 
 
 def sweep_summary(sweep: pd.DataFrame) -> dict:
@@ -707,11 +365,8 @@ def setup_runs(p: dict, seed: int = 0, betas: Sequence[float] = (1.0, 0.0)) -> p
 # --------------------------------------------------------------------------------------------
 
 
-SETUP_KEYS = ("setup",)
-THEOREM1_KEYS = ("special", "rate", "bound", "trajectories")
-
-
-def compute_all(quick: bool, seed: int = 0, parts: Sequence[str] = ("setup", "theorem1")) -> dict[str, pd.DataFrame]:
+def compute_all(quick: bool, seed: int = 0, parts: Sequence[str] = ("setup", "theorem1"), *,
+                scheduler: str | None = None) -> dict[str, pd.DataFrame]:
     """Every table behind the figures of ``01_setup`` (part ``"setup"``) and ``02_theorem1`` (``"theorem1"``)."""
     p = preset(quick)
     tables: dict[str, pd.DataFrame] = {}
@@ -720,7 +375,8 @@ def compute_all(quick: bool, seed: int = 0, parts: Sequence[str] = ("setup", "th
     if "theorem1" in parts:
         tables["special"] = special_case(p, seed)
         tables["sweep"] = rate_sweep(sweep_configs(p), iterations=p["iterations"], lr_factor=p["lr_factor"],
-                                     alpha_factor=p["alpha_factor"], window=p["window"], n_jobs=p["n_jobs"])
+                                     alpha_factor=p["alpha_factor"], window=p["window"], n_jobs=p["n_jobs"],
+                                     scheduler=scheduler)
         tables["trajectories"] = sigma_trajectories(p, seed)
     return tables
 
@@ -732,6 +388,7 @@ FIGURE_NAMES = {
     "bound": "02_theorem1_bound_check",
     "trajectories": "02_theorem1_sigma_trajectories",
 }
+SWEEP_CSV = "02_theorem1_sweep.csv"
 
 
 def make_figures(tables: dict[str, pd.DataFrame]) -> dict:
@@ -748,42 +405,36 @@ def make_figures(tables: dict[str, pd.DataFrame]) -> dict:
     return {key: make(tables[table]) for key, (table, make) in makers.items() if table in tables}
 
 
-def _reproduce(quick: bool, directory, seed: int, parts: Sequence[str]) -> dict[str, Path]:
-    import matplotlib.pyplot as plt
-
-    from .atomic import write_with
-    from .plots import figures_dir, save_figure, use_style
-
-    use_style()
-    tables = compute_all(quick, seed, parts)
-    paths: dict[str, Path] = {}
-    for key, fig in make_figures(tables).items():
-        name = FIGURE_NAMES[key]
-        saved = save_figure(fig, name, directory)
-        plt.close(fig)
-        paths[name] = saved["png"]
-        paths[name + ".pdf"] = saved["pdf"]
+def outputs(quick: bool, seed: int = 0, parts: Sequence[str] = ("setup", "theorem1"), *,
+            scheduler: str | None = None) -> Outputs:
+    """The figures of ``parts`` and, with ``theorem1``, the sweep table (CSV beside the figures)."""
+    tables = compute_all(quick, seed, parts, scheduler=scheduler)
+    figure_files = {}
     if "sweep" in tables:
-        csv = figures_dir(directory) / "02_theorem1_sweep.csv"
-        paths["02_theorem1_sweep.csv"] = write_with(csv, lambda tmp: tables["sweep"].to_csv(tmp, index=False))
-    return paths
+        figure_files[SWEEP_CSV] = (SWEEP_CSV, lambda tmp: tables["sweep"].to_csv(tmp, index=False))
+    figures = {FIGURE_NAMES[key]: fig for key, fig in make_figures(tables).items()}
+    return Outputs(figures=figures, figure_files=figure_files)
 
 
-def reproduce(quick: bool, directory: str | os.PathLike | None = None, seed: int = 0) -> dict[str, Path]:
+def reproduce(quick: bool, directory: str | os.PathLike | None = None, seed: int = 0, *,
+              parts: Sequence[str] = ("setup", "theorem1"), scheduler: str | None = None) -> dict[str, Path]:
     """Regenerate every figure of ``01_setup`` and ``02_theorem1`` (PNG + PDF) and the sweep table (CSV).
 
     Returns ``{file name: path}`` (PNG under the figure's name, PDF under ``name.pdf``); files go to
-    ``directory`` (else ``$RESGD_FIGURES_DIR`` else ``./figures``), written atomically. The same
-    functions as the notebooks, the same :func:`preset`.
+    ``directory`` (else ``$RESGD_FIGURES_DIR`` else ``./figures``), published together
+    (:func:`resgd.pipeline.reproduce.reproduce_part`). The same functions as the notebooks, the same
+    :func:`preset`.
     """
-    return _reproduce(quick, directory, seed, ("setup", "theorem1"))
+    return reproduce_part(lambda: outputs(quick, seed, parts, scheduler=scheduler), figures_dir=directory)
 
 
-def reproduce_setup(quick: bool, directory: str | os.PathLike | None = None, seed: int = 0) -> dict[str, Path]:
+def reproduce_setup(quick: bool, directory: str | os.PathLike | None = None, seed: int = 0, *,
+                    scheduler: str | None = None) -> dict[str, Path]:
     """Only the figure of ``01_setup`` (for ``python -m resgd reproduce --only setup``)."""
-    return _reproduce(quick, directory, seed, ("setup",))
+    return reproduce(quick, directory, seed, parts=("setup",), scheduler=scheduler)
 
 
-def reproduce_theorem1(quick: bool, directory: str | os.PathLike | None = None, seed: int = 0) -> dict[str, Path]:
+def reproduce_theorem1(quick: bool, directory: str | os.PathLike | None = None, seed: int = 0, *,
+                       scheduler: str | None = None) -> dict[str, Path]:
     """Only the figures (and sweep CSV) of ``02_theorem1``."""
-    return _reproduce(quick, directory, seed, ("theorem1",))
+    return reproduce(quick, directory, seed, parts=("theorem1",), scheduler=scheduler)

@@ -1,0 +1,97 @@
+"""Which data a training run uses: :class:`DatasetSpec`, loaded once per process and fingerprinted.
+
+``jena`` and ``sst2`` are the paper's data sets (:mod:`.jena`, :mod:`.sst2`); ``toy`` and
+``toy_cls`` are tiny synthetic sets for tests (:mod:`.toy`). :func:`data_fingerprint` enters
+every cache key, so results computed on one version of the data are never served for another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+
+from ..validation import ConfigError, check_choice
+
+DATASETS = ("jena", "sst2", "toy", "toy_cls")
+"""``jena`` and ``sst2`` are the paper's; ``toy``/``toy_cls`` are tiny synthetic sets for tests."""
+PAPER_DATASETS = ("jena", "sst2")
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+FEATURES = {"jena": 14, "sst2": 50, "toy": 6, "toy_cls": 6}
+POOLING = {"jena": "none", "sst2": "mean", "toy": "none", "toy_cls": "mean"}
+CLASSIFICATION = frozenset({"sst2", "toy_cls"})
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """Which data and how much: ``n_train`` samples of ``n_tokens`` tokens, ``n_test`` held out.
+
+    ``seed`` draws the samples (Jena windows, SST-2 sentences); ``n_test=None`` means every
+    held-out sample the loader has (for SST-2, the 872 dev sentences).
+    """
+
+    name: str
+    n_train: int
+    n_tokens: int
+    n_test: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_choice("DatasetSpec.name", self.name, DATASETS)
+        for attr in ("n_train", "n_tokens"):
+            value = getattr(self, attr)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"DatasetSpec.{attr}: expected an integer >= 1, got {value!r}")
+        if self.n_test is not None and (not isinstance(self.n_test, int) or self.n_test < 1):
+            raise ConfigError(f"DatasetSpec.n_test: expected None or an integer >= 1, got {self.n_test!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ConfigError(f"DatasetSpec.seed: expected an integer, got {self.seed!r}")
+
+    @property
+    def d(self) -> int:
+        return FEATURES[self.name]
+
+    @property
+    def pooling(self) -> str:
+        return POOLING[self.name]
+
+    @property
+    def is_classification(self) -> bool:
+        return self.name in CLASSIFICATION
+
+
+@lru_cache(maxsize=8)
+def load_dataset(spec: DatasetSpec, dtype: str = "float64"):
+    """The data of ``spec`` (a :class:`resgd.data.SupervisedData`), loaded once per process.
+
+    ``jena``/``sst2`` go through :func:`resgd.data.load_jena` / :func:`resgd.data.load_sst2`
+    (so ``$RESGD_DATA_DIR`` and the data cache apply); the Jena loader falls back to its
+    labelled synthetic stand-in when the real file is absent.
+    """
+    check_choice("dtype", dtype, DTYPES)
+    torch_dtype = DTYPES[dtype]
+    if spec.name == "jena":
+        from . import load_jena
+
+        return load_jena(n_tokens=spec.n_tokens, n_train=spec.n_train, n_test=spec.n_test, seed=spec.seed, dtype=torch_dtype)
+    if spec.name == "sst2":
+        from . import load_sst2
+
+        return load_sst2(n_train=spec.n_train, n_tokens=spec.n_tokens, seed=spec.seed, n_dev=spec.n_test, dtype=torch_dtype)
+    from .toy import toy_data
+
+    return toy_data(spec, torch_dtype)
+
+
+@lru_cache(maxsize=8)
+def data_fingerprint(spec: DatasetSpec, dtype: str = "float64") -> str:
+    """A hash of the loaded tensors and their source: part of every cache key, so results on the
+    stand-in are never served once the real data are there (or the other way round)."""
+    data = load_dataset(spec, dtype)
+    digest = hashlib.sha256(f"{data.name}|{data.source_label}|{data.is_standin}".encode())
+    for tensor in (data.X_train, data.Y_train, data.mask_train, data.X_test, data.Y_test, data.mask_test):
+        digest.update(b"|" if tensor is None else tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
+

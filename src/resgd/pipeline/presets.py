@@ -1,0 +1,133 @@
+"""Every size and setting of the book, quick and full, in one place.
+
+The notebooks and ``python -m resgd reproduce`` read these same functions (through each
+study's ``preset``/``settings``), so a figure made from the command line matches the book's.
+``quick`` is for CI and tests (minutes); full is what the book shows. Every value here that the
+paper does not fix is a companion's choice, listed in ``book/choices.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..data.spec import DATASETS
+from ..model import LOGIT_SCALES
+from ..validation import ConfigError, check_choice
+
+# --------------------------------------------------------------------------- Theorem 1 (01, 02)
+
+
+def theory(quick: bool) -> dict:
+    """Sizes of every computation in ``01_setup`` and ``02_theorem1`` (quick: CI; full: the book).
+
+    Both sweep at least 50 configurations; full adds seeds, d_qk values, β values and iterations.
+    """
+    common = {
+        "N": 4, "n": 4, "d": 32, "m": 32,            # N·n = 16 ≤ d = 32: the realizable regime
+        "logit_scale": "linear",                      # uniform attention as d_qk grows (collapse)
+        "ffn_rel": 0.25, "out_scale": 0.1,            # small FFN and read-out at init (theorem's regime)
+        "target_scale": 0.1, "x_kind": "orthogonal", "targets": "gaussian",
+        "lr_factor": 0.5, "alpha_factor": 0.25, "window": (0.5, 1.0),
+        "base": {"beta": 0.3, "d_qk": 16, "init_scale": 1.0},
+        "special": {"N": 8, "n": 6, "d": 8, "d_qk": 8, "m": 16, "beta": 0.3, "iterations": 150},  # tall: N·n = 48 > d
+        "n_jobs": 2,
+    }
+    if quick:
+        return {**common, "betas": (0.0, 0.1, 0.3, 1.0), "d_qks": (1, 16, 256), "init_scales": (0.5, 1.0, 2.0),
+                "seeds": (0, 1), "iterations": 300, "setup_iterations": 150, "trajectory_iterations": 300,
+                "record_every": 5}
+    return {**common, "betas": (0.0, 0.1, 0.3, 0.6, 1.0), "d_qks": (1, 4, 16, 64, 256), "init_scales": (0.5, 1.0, 2.0),
+            "seeds": (0, 1, 2, 3), "iterations": 600, "setup_iterations": 300, "trajectory_iterations": 600,
+            "record_every": 5}
+
+
+# --------------------------------------------------------------------------- rank collapse (03)
+
+DQK_GRID = tuple(2**k for k in range(15))  # 1 … 16384
+QK_SCALES = (1.0, 4.0)
+INPUT_N, INPUT_TOKENS, INPUT_D, INPUT_SEED = 16, 16, 8, 1234
+"""The collapse sweep's defaults (companion's choices), shared by :func:`collapse` and :mod:`resgd.collapse`."""
+
+
+def collapse(quick: bool) -> dict:
+    """Every size of ``03_rank_collapse``; both modes use the same d_QK grid 1 … 16384 and the same
+    input, ``quick`` uses fewer seeds and fewer GD iterations."""
+    common_input = {"N": INPUT_N, "n": INPUT_TOKENS, "d": INPUT_D, "input_seed": INPUT_SEED}
+    sweep = {
+        "d_qks": DQK_GRID,
+        "logit_scales": LOGIT_SCALES,
+        "qk_scales": QK_SCALES,
+        "betas": (0.0, 0.5, 1.0),
+        "seeds": tuple(range(3 if quick else 10)),
+        **common_input,
+    }
+    maps = {"d_qks": (4, 16384), "logit_scales": LOGIT_SCALES, "qk_scales": QK_SCALES, "seed": 0, "sample": 0, **common_input}
+    training = {
+        "d_qks": (4, 16384),
+        "betas": (0.0, 1.0),
+        "seeds": tuple(range(2 if quick else 5)),
+        "logit_scale": "linear",
+        "qk_scale": 1.0,
+        "m": 32,
+        "lr": 0.01,
+        "iterations": 300 if quick else 1500,
+        "record_every": 25 if quick else 100,
+        "target": "linear",
+        **common_input,
+    }
+    return {"quick": bool(quick), "sweep": sweep, "maps": maps, "training": training}
+
+
+# --------------------------------------------------------------------------- Jena / SST-2 (04, 05)
+
+
+_EXPERIMENT_BASE = dict(
+    betas=(0.0, 0.25, 0.5, 0.75, 1.0),
+    depths=(2, 6, 10),
+    lr_grid=(1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001, 3e-4, 1e-4, 3e-5),
+    probe_iterations=30,
+    safety=0.5,
+    reduction="mean",
+    record_every=10,
+    rate_window=0.25,
+    target_fraction=0.5,
+    spearman_threshold=-0.8,
+    qk_scale=1.0,
+    out_scale=1.0,
+    branch_scale="1/sqrt(L)",
+    activation="relu",
+    logit_scale="sqrt",
+    dtype="float64",
+)
+
+_EXPERIMENT_SIZES = {
+    ("jena", True): dict(N=64, n=24, n_test=256, iterations=300, seeds=(0, 1), widths={"d_qk": 16, "m": 64},
+                         target_fraction=0.1),
+    ("jena", False): dict(N=128, n=24, n_test=256, iterations=1000, seeds=(0, 1, 2), widths={"d_qk": 16, "m": 64},
+                          target_fraction=0.1),
+    ("sst2", True): dict(N=64, n=16, n_test=None, iterations=200, seeds=(0, 1), widths={"d_qk": 16, "m": 64},
+                         target_fraction=0.5),
+    ("sst2", False): dict(N=128, n=16, n_test=None, iterations=800, seeds=(0, 1, 2), widths={"d_qk": 16, "m": 64},
+                          target_fraction=0.5),
+    ("toy", True): dict(N=8, n=4, n_test=8, iterations=20, seeds=(0, 1), widths={"d_qk": 4, "m": 8},
+                        depths=(2, 3), lr_grid=(0.3, 0.1, 0.03), probe_iterations=5),
+    ("toy", False): dict(N=16, n=4, n_test=8, iterations=40, seeds=(0, 1), widths={"d_qk": 4, "m": 8},
+                         depths=(2, 3), lr_grid=(0.3, 0.1, 0.03), probe_iterations=5),
+}
+_EXPERIMENT_SIZES[("toy_cls", True)] = _EXPERIMENT_SIZES[("toy", True)]
+_EXPERIMENT_SIZES[("toy_cls", False)] = _EXPERIMENT_SIZES[("toy", False)]
+
+
+def experiments(dataset: str, quick: bool) -> dict[str, Any]:
+    """The sizes and settings of one data set's experiments in quick or full mode.
+
+    Keys: ``N`` (training samples), ``n`` (tokens), ``n_test``, ``iterations``, ``seeds``,
+    ``betas``, ``depths``, ``widths`` (``d_qk``, ``m``) and the rest of
+    :class:`resgd.experiments.Settings`.
+    """
+    check_choice("dataset", dataset, DATASETS)
+    if not isinstance(quick, bool):
+        raise ConfigError(f"quick: expected True or False, got {quick!r}")
+    values = {**_EXPERIMENT_BASE, **_EXPERIMENT_SIZES[(dataset, quick)]}
+    values["widths"] = dict(values["widths"])
+    return {"dataset": dataset, "quick": quick, **values}

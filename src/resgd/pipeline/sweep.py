@@ -1,0 +1,201 @@
+"""The one sweep engine: many independent computations, in parallel, with the results cache.
+
+:func:`execute` is the seam every backend plugs into: it takes :class:`Task` objects (a key, a
+picklable module-level function and its argument; ``fn(arg)`` computes, touches no file and
+returns the result) and yields ``(key, result)`` as each one completes, in any order. The calling
+process writes the cache (:func:`cached_sweep`), so a backend only ever computes.
+
+Backends: local processes (joblib's loky, one torch thread per worker; ``n_jobs == 1`` runs
+in-process) unless a scheduler address is given (``scheduler=`` or ``$RESGD_SCHEDULER``), which
+goes to :func:`resgd.pipeline.dask_backend.execute_dask`.
+
+Clean shutdown of local workers: SIGTERM stops a sweep as SIGINT does (the workers are shut
+down, no process is left behind), and a worker whose parent died (SIGKILL) exits within about a
+second instead of living on as an orphan.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+from ..threads import torch_threads
+from ..validation import ConfigError
+from .cache import ResultsCache
+
+SCHEDULER_ENV = "RESGD_SCHEDULER"
+ORPHAN_POLL_S = 0.5
+
+
+class Task(NamedTuple):
+    """One computation of a sweep: ``fn(arg)``, cached under ``key``."""
+
+    key: str
+    fn: Callable[[Any], Any]
+    arg: Any
+
+
+def check_n_jobs(n_jobs: object) -> int:
+    if not isinstance(n_jobs, int) or isinstance(n_jobs, bool) or n_jobs == 0 or n_jobs < -1:
+        raise ConfigError(f"n_jobs: expected an integer >= 1 (or -1 for all cores), got {n_jobs!r}")
+    return n_jobs
+
+
+def resolve_scheduler(scheduler: str | None = None) -> str | None:
+    """The scheduler address: the argument, else ``$RESGD_SCHEDULER``, else None (local processes)."""
+    return scheduler or os.environ.get(SCHEDULER_ENV) or None
+
+
+def execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) -> Iterator[tuple[str, Any]]:
+    """``(key, fn(arg))`` for every task, as each completes (any order)."""
+    tasks = list(tasks)
+    check_n_jobs(n_jobs)
+    address = resolve_scheduler(scheduler)
+    if address is not None:
+        try:
+            from .dask_backend import execute_dask
+        except ModuleNotFoundError as err:
+            if err.name != f"{__package__}.dask_backend":
+                raise
+            raise ConfigError(
+                f"scheduler {address!r} (from --scheduler or ${SCHEDULER_ENV}): this installation has no Dask "
+                f"backend (resgd.pipeline.dask_backend); unset {SCHEDULER_ENV} / drop --scheduler to run locally"
+            ) from None
+        yield from execute_dask(tasks, address)
+        return
+    if not tasks:
+        return
+    if n_jobs == 1 or len(tasks) == 1:
+        with torch_threads(1):
+            for task in tasks:
+                yield task.key, task.fn(task.arg)
+        return
+    yield from _execute_local(tasks, n_jobs)
+
+
+def _execute_local(tasks: list[Task], n_jobs: int) -> Iterator[tuple[str, Any]]:
+    from joblib import Parallel, delayed
+
+    jobs = [delayed(_in_worker)(task) for task in tasks]
+    with _sigterm_as_interrupt():
+        try:  # each result as soon as it is ready, so the caller caches it at once
+            results = Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
+        except ValueError as err:  # a joblib backend without result streaming: all at the end
+            if "does not support return_as" not in str(err):
+                raise
+            results = Parallel(n_jobs=n_jobs, return_as="list")(jobs)
+        yield from results
+
+
+def _in_worker(task: Task) -> tuple[str, Any]:
+    """What a worker process runs: one torch thread, a watch on the parent, then the task."""
+    import torch
+
+    _watch_parent()
+    torch.set_num_threads(1)
+    return task.key, task.fn(task.arg)
+
+
+_WATCHED: set[int] = set()
+
+
+def _watch_parent() -> None:
+    """In a worker: exit as soon as the parent process is gone (the worker is reparented)."""
+    pid = os.getpid()
+    if pid in _WATCHED:
+        return
+    _WATCHED.add(pid)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="resgd-orphan-watch", daemon=True).start()
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """While the block runs, SIGTERM raises KeyboardInterrupt (so joblib shuts its workers down
+    as on Ctrl-C); only in the main thread and only where SIGTERM has its default action."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum} (SIGTERM)")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def cached_sweep(
+    tasks: Iterable[Task],
+    cache: ResultsCache,
+    *,
+    n_jobs: int,
+    scheduler: str | None = None,
+    on_result: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Every task's result by key, from ``cache`` where there and computed (then cached) otherwise.
+
+    Resumes an interrupted sweep (finished entries are read back). A task whose entry another
+    process is computing right now (its lock is held) is not computed twice: this process first
+    computes the rest, then waits for that lock and reads the entry (computing it only if the
+    other process stopped without writing it). ``on_result(key)`` is called after each entry is
+    computed and written.
+    """
+    tasks = list({task.key: task for task in tasks}.values())
+    check_n_jobs(n_jobs)
+    results: dict[str, Any] = {}
+    held: dict[str, Any] = {}
+    busy: list[Task] = []
+    try:
+        todo = []
+        for task in tasks:
+            value = cache.read(task.key)
+            if value is not None:
+                results[task.key] = value
+                continue
+            handle = cache.try_lock(task.key)
+            if handle is None:
+                busy.append(task)
+                continue
+            held[task.key] = handle
+            value = cache.read(task.key)  # finished while we looked?
+            if value is None:
+                todo.append(task)
+            else:
+                results[task.key] = value
+                held.pop(task.key).close()
+        _compute(todo, cache, results, held, n_jobs, scheduler, on_result)
+        for task in busy:  # computed by another process: wait for it, then reuse its entry
+            held[task.key] = cache.try_lock(task.key, wait=True)
+            value = cache.read(task.key)
+            if value is None:
+                _compute([task], cache, results, held, n_jobs, scheduler, on_result)
+            else:
+                results[task.key] = value
+                held.pop(task.key).close()
+    finally:
+        for handle in held.values():
+            handle.close()
+    return results
+
+
+def _compute(todo, cache, results, held, n_jobs, scheduler, on_result) -> None:
+    for key, value in execute(todo, n_jobs=n_jobs, scheduler=scheduler):
+        cache.write(key, value)
+        results[key] = value
+        held.pop(key).close()
+        if on_result is not None:
+            on_result(key)

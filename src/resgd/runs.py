@@ -1,0 +1,202 @@
+"""One training run of the empirical section, complete and cached, and sweeps of many.
+
+* :class:`RunConfig` — one training run, complete (data set, :class:`~resgd.model.ModelConfig`,
+  :class:`~resgd.train.GDConfig`, seed, dtype); frozen and hashable.
+* :func:`run` — one run as a tidy table (the trainer's history plus configuration columns),
+  cached under a key that hashes the complete configuration, ``resgd.__version__`` and a
+  fingerprint of the loaded data (:func:`config_key`).
+* :func:`sweep` — many runs through the pipeline's sweep engine
+  (:func:`resgd.pipeline.sweep.cached_sweep`): only the runs missing from the cache are computed
+  (an interrupted sweep resumes), in parallel, on local processes or a scheduler.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pandas as pd
+import torch
+from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
+
+from .data.spec import DTYPES, DatasetSpec, data_fingerprint, load_dataset
+from .model import ModelConfig, forward, init_params
+from .pipeline.cache import ResultsCache, hash_key
+from .pipeline.sweep import Task, cached_sweep
+from .train import DivergenceError, GDConfig, loss_from_output, train_gd
+from .validation import ConfigError, check_choice
+
+FIGURE_KINDS = ("residual", "beta", "depth", "conditioning", "rate")
+
+CONFIG_COLUMNS = (
+    "experiment", "dataset", "is_standin", "source_label", "n_train", "n_tokens", "beta", "n_layers",
+    "d_qk", "m", "seed", "lr", "iterations", "reduction", "diverged", "diverged_at", "loss_zero",
+    "test_loss", "train_acc", "test_acc", "key",
+)
+"""Columns :func:`run` adds to the trainer's history (constant within one run)."""
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines one training run (frozen and hashable).
+
+    ``seed`` seeds the initial weights (the data sample is fixed by ``dataset.seed``).
+    """
+
+    dataset: DatasetSpec
+    model: ModelConfig
+    gd: GDConfig
+    seed: int = 0
+    dtype: str = "float64"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dataset, DatasetSpec):
+            raise ConfigError(f"RunConfig.dataset: expected a DatasetSpec, got {type(self.dataset).__name__}")
+        if not isinstance(self.model, ModelConfig):
+            raise ConfigError(f"RunConfig.model: expected a ModelConfig, got {type(self.model).__name__}")
+        if not isinstance(self.gd, GDConfig):
+            raise ConfigError(f"RunConfig.gd: expected a GDConfig, got {type(self.gd).__name__}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ConfigError(f"RunConfig.seed: expected an integer, got {self.seed!r}")
+        check_choice("RunConfig.dtype", self.dtype, DTYPES)
+        if self.model.d != self.dataset.d:
+            raise ConfigError(f"RunConfig: model.d = {self.model.d} but data set {self.dataset.name!r} has d = {self.dataset.d}")
+        if self.model.pooling != self.dataset.pooling:
+            raise ConfigError(
+                f"RunConfig: model.pooling = {self.model.pooling!r} but data set {self.dataset.name!r} "
+                f"needs pooling = {self.dataset.pooling!r}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dataset": asdict(self.dataset), "model": asdict(self.model), "gd": asdict(self.gd),
+                "seed": self.seed, "dtype": self.dtype}
+
+
+def config_key(config: RunConfig, *, version: str | None = None, fingerprint: str | None = None) -> str:
+    """The cache key: SHA-256 of the complete configuration, the library version and the data.
+
+    ``version`` defaults to ``resgd.__version__`` (read at call time); ``fingerprint`` to
+    :func:`data_fingerprint` of the configuration's data set.
+    """
+    import resgd
+
+    payload = {
+        "config": config.to_dict(),
+        "version": resgd.__version__ if version is None else version,
+        "data": data_fingerprint(config.dataset, config.dtype) if fingerprint is None else fingerprint,
+    }
+    return hash_key(payload)
+
+
+def _accuracy(Y_hat: torch.Tensor, Y: torch.Tensor) -> float:
+    """Fraction of samples whose output sign matches the ±1 label (output 0 counts as −1)."""
+    predicted = torch.where(Y_hat > 0, 1.0, -1.0).to(Y.dtype)
+    return float((predicted == Y).to(torch.float64).mean())
+
+
+def _compute(config: RunConfig) -> pd.DataFrame:
+    """Train once (no cache): the trainer's history plus configuration and end-of-run columns.
+
+    A run that diverges keeps its partial history and gets ``diverged=True`` and
+    ``diverged_at`` (the last iteration recorded); its end-of-run metrics are NaN.
+    """
+    data = load_dataset(config.dataset, config.dtype)
+    dtype = DTYPES[config.dtype]
+    cfg, gd = config.model, config.gd
+    params = init_params(cfg, config.seed, dtype=dtype)
+    try:
+        result = train_gd(params, cfg, data.X_train, data.Y_train, gd, mask=data.mask_train)
+        history, final, diverged = result.history, result.params, False
+    except DivergenceError as err:
+        history, final, diverged = err.history, None, True
+    with torch.no_grad():
+        zeros = torch.zeros_like(data.Y_train)
+        loss_zero = float(loss_from_output(zeros, data.Y_train, data.mask_train, gd.reduction))
+        test_loss = train_acc = test_acc = math.nan
+        if final is not None:
+            Y_hat_test = forward(final, cfg, data.X_test, data.mask_test)
+            test_loss = float(loss_from_output(Y_hat_test, data.Y_test, data.mask_test, gd.reduction))
+            if config.dataset.is_classification:
+                train_acc = _accuracy(forward(final, cfg, data.X_train, data.mask_train), data.Y_train)
+                test_acc = _accuracy(Y_hat_test, data.Y_test)
+    frame = history.copy()
+    columns = {
+        "experiment": "",
+        "dataset": config.dataset.name,
+        "is_standin": bool(data.is_standin),
+        "source_label": data.source_label,
+        "n_train": config.dataset.n_train,
+        "n_tokens": config.dataset.n_tokens,
+        "beta": float(cfg.beta),
+        "n_layers": cfg.n_layers,
+        "d_qk": cfg.d_qk,
+        "m": cfg.m,
+        "seed": config.seed,
+        "lr": float(gd.lr),
+        "iterations": gd.iterations,
+        "reduction": gd.reduction,
+        "diverged": diverged,
+        "diverged_at": float(history["iteration"].iloc[-1]) if diverged and len(history) else math.nan,
+        "loss_zero": loss_zero,
+        "test_loss": test_loss,
+        "train_acc": train_acc,
+        "test_acc": test_acc,
+    }
+    for name, value in columns.items():
+        frame[name] = value
+    return frame
+
+
+def run(config: RunConfig, cache_dir: str | os.PathLike | None = None, *, refresh: bool = False) -> pd.DataFrame:
+    """One run as a tidy table, from the cache when there (computed and cached otherwise)."""
+    cache = ResultsCache(cache_dir)
+    key = config_key(config)
+    frame = None if refresh else cache.read(key)
+    if frame is None:
+        frame = _compute(config)
+        cache.write(key, frame)
+    return frame.assign(key=key)
+
+
+def _cost(config: RunConfig) -> int:
+    return config.model.n_layers * config.gd.iterations * config.dataset.n_train
+
+
+def _run_task(config: RunConfig) -> pd.DataFrame:
+    """A sweep task: one run, computed (no file access, so any backend can run it)."""
+    return _compute(config)
+
+
+def sweep(
+    configs: Iterable[RunConfig],
+    n_jobs: int = 2,
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    scheduler: str | None = None,
+    progress: bool = False,
+    desc: str = "runs",
+) -> pd.DataFrame:
+    """Every run of ``configs`` as one tidy table (in the order given; a repeated config appears once).
+
+    Runs already in the cache are read, the others computed — so an interrupted sweep resumes
+    where it stopped, and a second process on the same cache waits for the runs the first is
+    computing instead of computing them again. With ``n_jobs > 1`` (or a ``scheduler``) the
+    missing runs go to workers, each with one torch thread; this process writes each result to
+    the cache atomically as soon as it arrives. The longest runs start first.
+    """
+    configs = list(configs)
+    keys = [config_key(c) for c in configs]
+    todo = dict(zip(keys, configs))
+    tasks = [Task(k, _run_task, todo[k]) for k in sorted(todo, key=lambda k: -_cost(todo[k]))]
+    cache = ResultsCache(cache_dir)
+    missing = sum(not cache.path(k).is_file() for k in todo)
+    bar = tqdm(total=missing, desc=desc, disable=not progress or not missing, leave=False)
+    try:
+        frames = cached_sweep(tasks, cache, n_jobs=n_jobs, scheduler=scheduler, on_result=lambda key: bar.update())
+    finally:
+        bar.close()
+    if not configs:
+        return pd.DataFrame()
+    return pd.concat([frames[k].assign(key=k) for k in dict.fromkeys(keys)], ignore_index=True)
