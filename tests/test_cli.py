@@ -96,3 +96,14 @@ def test_module_entry_point_help():
     proc = subprocess.run([sys.executable, "-m", "resgd", "reproduce", "--help"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0
     assert "--only NAME" in proc.stdout and "--quick" in proc.stdout
+
+
+def test_an_unwritable_output_folder_stops_the_run_before_any_part(fake_targets, tmp_path, monkeypatch):
+    from resgd.pipeline.reproduce import OutputError
+
+    monkeypatch.setenv("RESGD_RESULTS_DIR", str(tmp_path / "results"))
+    (tmp_path / "cache").write_text("a file where the run cache should be")
+    with pytest.raises(OutputError, match="cache is not writable"):
+        cli.main(["reproduce", "--only", "setup", "jena", "--figures-dir", str(tmp_path / "figures"),
+                  "--results-dir", str(tmp_path)], targets=fake_targets)
+    assert CALLS == []  # not even the part that writes only figures ran

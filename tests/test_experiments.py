@@ -19,6 +19,7 @@ import pytest  # noqa: E402
 import resgd  # noqa: E402
 from resgd import experiments as ex  # noqa: E402
 from resgd import runs  # noqa: E402
+from resgd.pipeline.cache import CacheEntryRejected  # noqa: E402
 from resgd.model import ModelConfig  # noqa: E402
 from resgd.train import GDConfig  # noqa: E402
 from resgd.validation import ConfigError  # noqa: E402
@@ -152,7 +153,8 @@ def test_damaged_entry_is_recomputed(tmp_path, monkeypatch):
     (tmp_path / f"{ex.config_key(config)}.pkl").write_bytes(b"not a pickle")
     counter = Counter()
     monkeypatch.setattr(runs, "_compute", counter)
-    frame = ex.run(config, tmp_path)
+    with pytest.warns(CacheEntryRejected, match="unreadable"):
+        frame = ex.run(config, tmp_path)
     assert len(counter.calls) == 1 and len(frame) == config.gd.iterations + 1
 
 

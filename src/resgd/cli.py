@@ -108,6 +108,7 @@ def reproduce_command(args: argparse.Namespace, targets: Mapping[str, tuple[str,
     if args.results_dir:
         os.environ["RESGD_RESULTS_DIR"] = str(args.results_dir)
     functions = {name: resolve(name, targets) for name in names}  # fail before any work starts
+    check_outputs(args.figures_dir, writes_results=any(name in DATASET_TARGETS for name in names))
     mode = "quick" if args.quick else "full"
     bar = tqdm(names, desc=f"reproduce ({mode})", unit="part")
     for name in bar:
@@ -120,6 +121,18 @@ def reproduce_command(args: argparse.Namespace, targets: Mapping[str, tuple[str,
         tqdm.write(f"{name}: done in {time.perf_counter() - start:.1f} s")
     out(f"reproduce ({mode}): {', '.join(names)} done")
     return 0
+
+
+def check_outputs(figures_dir: str | None, *, writes_results: bool) -> None:
+    """Every folder the run will write is writable, checked before the first part starts."""
+    from .pipeline.cache import resolve_cache_dir, resolve_results_dir
+    from .pipeline.reproduce import check_writable
+    from .plots.style import figures_dir as resolve_figures_dir
+
+    folders = [resolve_figures_dir(figures_dir)]
+    if writes_results:
+        folders += [resolve_results_dir(), resolve_cache_dir()]
+    check_writable(folders)
 
 
 def info_command(out=print) -> int:

@@ -24,9 +24,10 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
-from ..threads import torch_threads
-from ..validation import ConfigError
 from .cache import ResultsCache
+
+# Imported by every local worker before its first task: it imports no torch at module level, so a
+# worker watches its parent (:func:`_watch_parent`, its initializer) from its first second on.
 
 SCHEDULER_ENV = "RESGD_SCHEDULER"
 ORPHAN_POLL_S = 0.5
@@ -41,6 +42,8 @@ class Task(NamedTuple):
 
 
 def check_n_jobs(n_jobs: object) -> int:
+    from ..validation import ConfigError
+
     if not isinstance(n_jobs, int) or isinstance(n_jobs, bool) or n_jobs == 0 or n_jobs < -1:
         raise ConfigError(f"n_jobs: expected an integer >= 1 (or -1 for all cores), got {n_jobs!r}")
     return n_jobs
@@ -57,6 +60,8 @@ def execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) -> 
     check_n_jobs(n_jobs)
     address = resolve_scheduler(scheduler)
     if address is not None:
+        from ..validation import ConfigError
+
         try:
             from .dask_backend import execute_dask
         except ModuleNotFoundError as err:
@@ -71,6 +76,8 @@ def execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) -> 
     if not tasks:
         return
     if n_jobs == 1 or len(tasks) == 1:
+        from ..threads import torch_threads
+
         with torch_threads(1):
             for task in tasks:
                 yield task.key, task.fn(task.arg)
@@ -80,23 +87,18 @@ def execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) -> 
 
 def _execute_local(tasks: list[Task], n_jobs: int) -> Iterator[tuple[str, Any]]:
     from joblib import Parallel, delayed
+    from joblib.parallel import LokyBackend
 
     jobs = [delayed(_in_worker)(task) for task in tasks]
-    with _sigterm_as_interrupt():
-        try:  # each result as soon as it is ready, so the caller caches it at once
-            results = Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
-        except ValueError as err:  # a joblib backend without result streaming: all at the end
-            if "does not support return_as" not in str(err):
-                raise
-            results = Parallel(n_jobs=n_jobs, return_as="list")(jobs)
-        yield from results
+    backend = LokyBackend(initializer=_watch_parent)
+    with _sigterm_as_interrupt():  # each result as soon as it is ready, so the caller caches it at once
+        yield from Parallel(n_jobs=n_jobs, backend=backend, return_as="generator_unordered")(jobs)
 
 
 def _in_worker(task: Task) -> tuple[str, Any]:
-    """What a worker process runs: one torch thread, a watch on the parent, then the task."""
+    """What a worker process runs: one torch thread, then the task."""
     import torch
 
-    _watch_parent()
     torch.set_num_threads(1)
     return task.key, task.fn(task.arg)
 
