@@ -10,7 +10,9 @@ Files are looked up in ``$RESGD_DATA_DIR`` (or ``data_dir=``), then in the cache
 (``$RESGD_CACHE_DIR``, ``cache_dir=`` or the per-user cache), then downloaded unless
 ``allow_download=False`` or ``RESGD_OFFLINE=1``. Without the real Jena file a synthetic
 stand-in is used and flagged (``is_standin``, ``source_label``). See :mod:`.jena`, :mod:`.sst2`,
-:mod:`.glove` and :mod:`.locations` for every choice.
+:mod:`.glove` and :mod:`.locations` for every choice. :mod:`.spec` says which data a training
+run of the experiments uses (``DatasetSpec``, loaded once per process and fingerprinted for
+the cache keys); :mod:`.toy` holds the tiny synthetic data sets of the tests.
 """
 
 from .dataset import SupervisedData
