@@ -242,6 +242,27 @@ def locate_jena(
         return None, candidates, str(exc)
 
 
+def jena_source(
+    data_dir: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    allow_download: bool = True,
+    timeout: float = download.DEFAULT_TIMEOUT_S,
+) -> tuple[Path | None, str]:
+    """The real file :func:`load_jena` reads (downloading it when allowed), or None and why not:
+    then it runs on the synthetic stand-in. For saying so before the work starts."""
+    path, looked, reason = locate_jena(
+        resolve_data_dir(data_dir), resolve_cache_dir(cache_dir), allow_download=allow_download, check=True, timeout=timeout
+    )
+    return (path, "") if path is not None else (None, _not_found(looked, reason))
+
+
+def _not_found(looked: list[Path], reason: str) -> str:
+    return (
+        f"Jena climate file {JENA_FILE_NAME} not found (looked at: {', '.join(map(str, looked))}; "
+        f"{reason}). {how_to_provide(JENA_RELATIVE_PATH, JENA_URL)}"
+    )
+
+
 def hourly_arrays(
     path: Path,
     *,
@@ -356,11 +377,7 @@ def load_jena(
     is_standin = path is None
     if is_standin:
         if not allow_standin:
-            raise DataError(
-                f"Jena climate file {JENA_FILE_NAME} not found (looked at: {', '.join(map(str, looked))}; "
-                f"{reason}). {how_to_provide(JENA_RELATIVE_PATH, JENA_URL)} Or pass allow_standin=True "
-                f"to run on a synthetic stand-in."
-            )
+            raise DataError(f"{_not_found(looked, reason)} Or pass allow_standin=True to run on a synthetic stand-in.")
         path = ensure_standin(cache_root, days=standin_days, seed=standin_seed)
     times, raw_values, facts = hourly_arrays(
         path, cache_dir=cache_root, wind_fill=wind_fill, hourly=hourly, check=check_canonical and not is_standin

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import platformdirs
 
+from .errors import DataError
+
 DATA_DIR_ENV = "RESGD_DATA_DIR"
 CACHE_DIR_ENV = "RESGD_CACHE_DIR"
 OFFLINE_ENV = "RESGD_OFFLINE"
@@ -26,11 +28,25 @@ APP_NAME = "resgd"
 
 
 def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
-    """The local data directory: the argument, else ``$RESGD_DATA_DIR``, else None."""
+    """The local data directory: the argument, else ``$RESGD_DATA_DIR``, else None.
+
+    ``$RESGD_DATA_DIR`` naming no folder is an error (a typo would otherwise go unnoticed: Jena
+    would run on its synthetic stand-in). The argument may name a missing folder (nothing found there).
+    """
     if data_dir is not None:
         return Path(data_dir).expanduser()
     env = os.environ.get(DATA_DIR_ENV, "").strip()
-    return Path(env).expanduser() if env else None
+    if not env:
+        return None
+    path = Path(env).expanduser()
+    if not path.is_dir():
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise DataError(
+            f"{DATA_DIR_ENV}={env}: {path} {what}; set {DATA_DIR_ENV} to the folder holding jena/, sst2/ "
+            f"and glove/ (laid out like the project's shared data folder), or unset it to use the data "
+            f"cache and downloads"
+        )
+    return path
 
 
 def resolve_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
