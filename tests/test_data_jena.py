@@ -384,3 +384,31 @@ def test_unreadable_cache_entry_is_rebuilt(small_real):
     entry.write_bytes(entry.read_bytes()[:100])
     second = load_small(small_real, n_tokens=6, n_train=20, n_test=10)
     assert torch.equal(first.X_train, second.X_train)
+
+
+@pytest.mark.parametrize("damage", ["cut at a line end", "cut inside a line", "first rows lost", "header changed", "empty"])
+def test_a_damaged_standin_copy_is_written_again(tmp_path, damage):
+    """A cached stand-in cut short (e.g. a full disk while copying the cache) was used as it was."""
+    from resgd.data.standin import standin_problems
+
+    kwargs = dict(n_tokens=4, n_train=8, n_test=8, cache_dir=tmp_path / "cache", allow_download=False, standin_days=20)
+    first = load_jena(**kwargs)
+    path = Path(first.info["source_file"])
+    good = path.read_bytes()
+    assert first.info["n_rows_10min"] == 20 * 144 and standin_problems(path, 20) == []
+    lines = good.splitlines(keepends=True)
+    damaged = {
+        "cut at a line end": b"".join(lines[: len(lines) // 2]),
+        "cut inside a line": good[: len(good) // 2],
+        "first rows lost": lines[0] + b"".join(lines[100:]),
+        "header changed": good.replace(b'"p (mbar)"', b'"p"', 1),
+        "empty": b"",
+    }[damage]
+    path.write_bytes(damaged)
+    assert standin_problems(path, 20)
+    with pytest.warns(UserWarning, match="damaged copy of the synthetic stand-in, written again"):
+        again = load_jena(**kwargs)
+    assert path.read_bytes() == good  # the same file, byte for byte
+    assert again.info["n_rows_10min"] == 20 * 144
+    assert torch.equal(again.X_train, first.X_train) and torch.equal(again.Y_test, first.Y_test)
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # written atomically: no temporary left
