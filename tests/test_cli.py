@@ -279,3 +279,20 @@ def test_module_entry_point_config_error(debug, monkeypatch):
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
         assert proc.stderr.strip().splitlines()[-1] == \
             "error: $RESGD_GRAD_BACKEND: expected one of 'manual', 'autograd', got 'bogus'"
+
+
+def test_jena_advice_works_from_the_command_line(tmp_path, monkeypatch, capsys):
+    """A Jena-format file that is not the canonical one, in a (read-only, shared) data folder: the
+    advice was to delete it or to pass check_canonical=False, neither of which works from here."""
+    from resgd.data.standin import write_standin_csv
+
+    data = tmp_path / "data"
+    write_standin_csv(data / "jena" / "jena_climate_2009_2016.csv", days=2)
+    for name, value in {"RESGD_DATA_DIR": data, "RESGD_OFFLINE": 1, "RESGD_CACHE_DIR": tmp_path / "cache",
+                        "RESGD_RESULTS_DIR": tmp_path / "results"}.items():
+        monkeypatch.setenv(name, str(value))
+    assert cli.main(["reproduce", "--quick", "--only", "jena", "--figures-dir", str(tmp_path / "figures")]) == 1
+    line = _one_line_error(capsys)
+    assert "not the canonical Jena climate file: 288 data rows" in line
+    assert "which is only read: replace it with a good copy, or set RESGD_DATA_DIR to a folder holding a good jena/" in line
+    assert "pass check_canonical=False" not in line and "delete" not in line.lower()

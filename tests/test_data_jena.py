@@ -412,3 +412,43 @@ def test_a_damaged_standin_copy_is_written_again(tmp_path, damage):
     assert again.info["n_rows_10min"] == 20 * 144
     assert torch.equal(again.X_train, first.X_train) and torch.equal(again.Y_test, first.Y_test)
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # written atomically: no temporary left
+
+
+# --------------------------------------------------------------------------- advice that can be followed
+
+
+def _not_canonical_message(tmp_path, where: str, offline: bool, monkeypatch) -> str:
+    from resgd.data.standin import write_standin_csv
+
+    if offline:
+        monkeypatch.setenv("RESGD_OFFLINE", "1")
+    data_dir, cache = tmp_path / "data", tmp_path / "cache"
+    data_dir.mkdir()
+    write_standin_csv((data_dir if where == "data folder" else cache) / "jena" / JENA_FILE_NAME, days=2)
+    with pytest.raises(DataError, match="not the canonical Jena climate file: 288 data rows") as caught:
+        load_jena(data_dir=data_dir, cache_dir=cache)
+    message = str(caught.value)
+    # check_canonical=False cannot be passed from the command line: say where it can
+    assert "call resgd.data.load_jena(check_canonical=False) from Python; `python -m resgd` and the book use the canonical file only" in message
+    assert "pass check_canonical=False" not in message
+    return message
+
+
+@pytest.mark.parametrize("offline", [False, True])
+def test_a_bad_file_in_the_data_folder_is_not_to_be_deleted(tmp_path, monkeypatch, offline):
+    """The data folder may be a read-only shared copy: the advice is to replace it or point elsewhere."""
+    message = _not_canonical_message(tmp_path, "data folder", offline, monkeypatch)
+    assert "delete" not in message.lower()
+    assert f"is in the data folder (RESGD_DATA_DIR={tmp_path / 'data'}), which is only read: replace it with a good copy" in message
+    assert ("unset RESGD_DATA_DIR to download it into the data cache" in message) is not offline
+
+
+@pytest.mark.parametrize("offline", [False, True])
+def test_a_bad_file_in_the_cache_is_to_be_deleted(tmp_path, monkeypatch, offline):
+    message = _not_canonical_message(tmp_path, "cache", offline, monkeypatch)
+    cached = tmp_path / "cache" / "jena" / JENA_FILE_NAME
+    if offline:  # deleting alone would not bring it back
+        assert f"Delete {cached} (a copy in the data cache), then put a good copy at $RESGD_DATA_DIR/jena/{JENA_FILE_NAME}" in message
+        assert "RESGD_OFFLINE unset" in message
+    else:
+        assert f"Delete {cached} (a copy in the data cache) and run again: it is downloaded again." in message

@@ -80,3 +80,24 @@ def how_to_provide(relative: str, url: str) -> str:
         f"like the project's shared data folder), or allow the download of {url} "
         f"(allow_download=True, {OFFLINE_ENV} unset, network available)."
     )
+
+
+def bad_file_advice(path: Path, relative: str, data_dir: Path | None, allow_download: bool) -> str:
+    """What a user can do about a bad data file, from where it is and whether downloads are allowed.
+
+    The data folder is only read (it may be a read-only shared copy): replace the file there or
+    point ``$RESGD_DATA_DIR`` elsewhere. A copy in the cache can be deleted, and comes back by
+    itself only when downloads are allowed.
+    """
+    if data_dir is not None and Path(os.path.abspath(path)).is_relative_to(os.path.abspath(data_dir)):  # links not followed
+        advice = (
+            f"{path} is in the data folder ({DATA_DIR_ENV}={data_dir}), which is only read: replace it "
+            f"with a good copy, or set {DATA_DIR_ENV} to a folder holding a good {relative}"
+        )
+        return advice + (f", or unset {DATA_DIR_ENV} to download it into the data cache." if downloads_allowed(allow_download) else ".")
+    if downloads_allowed(allow_download):
+        return f"Delete {path} (a copy in the data cache) and run again: it is downloaded again."
+    return (
+        f"Delete {path} (a copy in the data cache), then put a good copy at ${DATA_DIR_ENV}/{relative}, "
+        f"or run again with network access and {OFFLINE_ENV} unset (allow_download=True) to download it again."
+    )
