@@ -99,12 +99,12 @@ def test_only_our_stale_temporaries_are_removed(tmp_path):
     import os
     import time
 
-    from resgd.atomic import HOST, clean_stale_temporaries
+    from resgd.atomic import HOST, _process_start, clean_stale_temporaries
 
     long_ago = time.time() - 3 * 24 * 3600
     names = {
         f".a.png.{HOST}-{os.getpid()}.abcd1234.part": False,  # this live process, written now
-        f".b.png.{HOST}-1.abcd1234.part": True,  # pid 1 started long after this file was written (pid reused)
+        f".b.png.{HOST}-1.abcd1234.part": True,  # pid 1 started after this file was written: the pid was reused
         ".c.png.otherhost-77.abcd1234.part": True,  # another host's: unchecked, stale after a day
         ".d.png.otherhost-77.abcd5678.part": False,  # ... but kept while younger
         ".e.png.qqqq1234.part": True,  # an earlier version's naming, old
@@ -115,9 +115,14 @@ def test_only_our_stale_temporaries_are_removed(tmp_path):
     }
     for name in names:
         (tmp_path / name).write_text("")
-    for name in (".b.png.", ".c.png.", ".e.png.", "notes", ".g.png", "h.png"):
+    for name in (".c.png.", ".e.png.", "notes", ".g.png", "h.png"):
         for path in tmp_path.glob(f"{name}*"):
             os.utime(path, (long_ago, long_ago))
+    pid1_started = _process_start(1)
+    if pid1_started is None:
+        pytest.skip("no /proc: process start times unknown")
+    before_pid1 = pid1_started - 100.0
+    os.utime(next(tmp_path.glob(".b.png.*")), (before_pid1, before_pid1))
     removed = {p.name for p in clean_stale_temporaries(tmp_path)}
     assert removed == {name for name, stale in names.items() if stale}
     assert {p.name for p in tmp_path.iterdir()} == {name for name, stale in names.items() if not stale}
