@@ -249,3 +249,30 @@ def test_warns_about_a_notebook_without_parameters_cell(tmp_path, capsys):
     md.write_text(md.read_text().replace(":tags: [parameters]\n", ""))
     assert bb.build(root, "quick", log=lambda *a: None)[0].ok  # papermill injects at the top
     assert "no cell tagged `parameters`" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- partial outputs stay out of the book's sources
+
+
+def test_a_running_notebook_has_no_output_in_notebooks(tmp_path):
+    """``make html`` renders notebooks/*.ipynb: papermill's output, written cell by cell, must not be there."""
+    src = "import json, pathlib\npathlib.Path('during.json').write_text(json.dumps(sorted(p.name for p in pathlib.Path('.').glob('*.ipynb'))))"
+    root = make_book(tmp_path, {"01_a": src})
+    assert bb.build(root, "quick", log=lambda *a: None)[0].ok
+    assert json.loads((root / "notebooks" / "during.json").read_text()) == []  # nothing while it ran
+    assert (root / "notebooks" / "01_a.ipynb").is_file()  # published when it finished
+    assert not list((root / "_build").rglob("01_a.ipynb.*.part"))
+
+
+@pytest.mark.parametrize("how", ["fails", "times out"])
+def test_a_failed_notebook_leaves_no_ipynb_in_notebooks(tmp_path, how):
+    src = "raise ValueError('deliberate failure')" if how == "fails" else "import time\ntime.sleep(120)"
+    root = make_book(tmp_path, {"01_bad": src})
+    (root / "notebooks" / "01_bad.ipynb").write_text("{}")  # an output of an earlier run
+    record = bb.build(root, "quick", timeout=8, log=lambda *a: None)[0]
+    assert not record.ok
+    assert sorted(p.name for p in (root / "notebooks").iterdir()) == ["01_bad.md"]
+    partial = root / bb.PARTIAL_DIR / "01_bad.ipynb"  # kept for a look, outside the book's sources
+    assert partial.is_file() and str(partial.relative_to(root)) in record.error
+    if how == "fails":
+        assert "code cell 2 `raise ValueError('deliberate failure')`" in record.error

@@ -14,9 +14,11 @@ CALLS: list[tuple] = []
 
 
 @pytest.fixture
-def fake_targets(monkeypatch):
+def fake_targets(monkeypatch, tmp_path):
     """Two fake modules in sys.modules, one with a reproduce function and one without."""
     CALLS.clear()
+    monkeypatch.setenv("RESGD_OFFLINE", "1")  # `reproduce --only jena` first looks for the Jena file
+    monkeypatch.setenv("RESGD_CACHE_DIR", str(tmp_path / "data_cache"))
     done = types.ModuleType("resgd_fake_done")
     done.reproduce = lambda quick, directory, scheduler=None: CALLS.append(("done", quick, directory, scheduler))
     data = types.ModuleType("resgd_fake_data")
@@ -103,7 +105,209 @@ def test_an_unwritable_output_folder_stops_the_run_before_any_part(fake_targets,
 
     monkeypatch.setenv("RESGD_RESULTS_DIR", str(tmp_path / "results"))
     (tmp_path / "cache").write_text("a file where the run cache should be")
+    argv = ["reproduce", "--only", "setup", "jena", "--figures-dir", str(tmp_path / "figures"),
+            "--results-dir", str(tmp_path)]
     with pytest.raises(OutputError, match="cache is not writable"):
-        cli.main(["reproduce", "--only", "setup", "jena", "--figures-dir", str(tmp_path / "figures"),
-                  "--results-dir", str(tmp_path)], targets=fake_targets)
+        cli.main([*argv, "--debug"], targets=fake_targets)
+    assert cli.main(argv, targets=fake_targets) == 1  # without --debug: one line, no traceback
     assert CALLS == []  # not even the part that writes only figures ran
+
+
+# ---------------------------------------------------------------- errors of the user or the machine: one line, no traceback
+
+WRITES = types.ModuleType("resgd_fake_writes")
+
+
+def _writes_like_a_part(quick, directory, scheduler=None):
+    """What every real part does: a table through resgd.atomic into the results folder, a figure
+    through resgd.plots.save_figure into the figures folder."""
+    import os
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from resgd.atomic import write_json
+    from resgd.plots import save_figure
+
+    write_json(Path(os.environ["RESGD_RESULTS_DIR"]) / "part" / "verdicts.json", {"claim": "reproduced"})
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3])
+    ax.set_title("a figure")
+    try:
+        save_figure(fig, "part_figure", directory)
+    finally:
+        plt.close(fig)
+
+
+WRITES.reproduce = _writes_like_a_part
+
+
+@pytest.fixture
+def writing_part(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, WRITES.__name__, WRITES)
+    monkeypatch.setenv("RESGD_RESULTS_DIR", str(tmp_path / "unused"))  # restored after the test
+    targets = {"setup": (WRITES.__name__, "reproduce")}
+    argv = ["reproduce", "--only", "setup", "--figures-dir", str(tmp_path / "figures"), "--results-dir", str(tmp_path / "results")]
+    return targets, argv
+
+
+def _one_line_error(capsys) -> str:
+    """The one ``error:`` line on stderr (after the progress bar's lines, if any); no traceback."""
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0], err
+    return errors[0]
+
+
+def test_the_writing_part_works(writing_part, tmp_path):
+    targets, argv = writing_part
+    assert cli.main(argv, targets=targets) == 0
+    assert (tmp_path / "results" / "part" / "verdicts.json").is_file()
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["part_figure.pdf", "part_figure.png"]
+
+
+def test_results_path_that_is_a_file(writing_part, tmp_path, capsys):
+    targets, argv = writing_part
+    (tmp_path / "results").write_text("not a folder")
+    assert cli.main(argv, targets=targets) == 1
+    line = _one_line_error(capsys)
+    assert str(tmp_path / "results" / "part") in line and "Not a directory" in line and "--results-dir" in line
+
+
+@pytest.mark.parametrize("folder", ["results", "figures"])
+def test_read_only_output_folder(writing_part, tmp_path, capsys, monkeypatch, folder):
+    """A folder the process may not write in (injected: the tests may run as root, who may write anywhere)."""
+    import errno
+    import tempfile
+
+    import resgd.atomic
+
+    real_mkstemp = tempfile.mkstemp
+
+    def mkstemp(prefix="", suffix="", dir=None):
+        if str(dir).startswith(str(tmp_path / folder)):
+            raise PermissionError(errno.EACCES, "Permission denied", f"{dir}/{prefix}xxxxxxxx{suffix}")
+        return real_mkstemp(prefix=prefix, suffix=suffix, dir=dir)
+
+    monkeypatch.setattr(resgd.atomic.tempfile, "mkstemp", mkstemp)
+    targets, argv = writing_part
+    assert cli.main(argv, targets=targets) == 1
+    line = _one_line_error(capsys)
+    assert "Permission denied" in line and str(tmp_path / folder) in line and "not writable" in line
+
+
+def test_full_disk_while_writing_a_table(writing_part, tmp_path, capsys, monkeypatch):
+    import errno
+    from pathlib import Path
+
+    real_write_text = Path.write_text
+
+    def write_text(self, *args, **kwargs):
+        if self.name.endswith(".part"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    targets, argv = writing_part
+    assert cli.main(argv, targets=targets) == 1
+    line = _one_line_error(capsys)
+    assert "verdicts.json: No space left on device; the disk is full" in line
+    assert not any((tmp_path / "results" / "part").iterdir())  # no temporary left behind
+
+
+def test_full_disk_while_writing_a_pdf_figure_is_not_a_zlib_error(writing_part, tmp_path, capsys, monkeypatch):
+    """A full disk inside a PDF stream: matplotlib's own clean-up raises zlib.error, which hid the cause."""
+    from test_plots_save import FullDisk
+
+    from matplotlib.figure import Figure
+
+    real_savefig = Figure.savefig
+
+    def savefig(self, fname, **kwargs):
+        return real_savefig(self, FullDisk(600) if kwargs.get("format") == "pdf" else fname, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    targets, argv = writing_part
+    assert cli.main(argv, targets=targets) == 1
+    line = _one_line_error(capsys)
+    assert "part_figure.pdf: No space left on device; the disk is full" in line and "zlib" not in line
+
+
+def test_bad_data_is_one_line_with_exit_1(writing_part, capsys, monkeypatch):
+    from resgd.data import DataError
+
+    def bad_data(quick, directory, scheduler=None):
+        raise DataError("/data/sst2/train.tsv.gz: cannot read the file; it is truncated or corrupt")
+
+    monkeypatch.setattr(WRITES, "reproduce", bad_data)
+    targets, argv = writing_part
+    assert cli.main(argv, targets=targets) == 1
+    assert _one_line_error(capsys) == "error: /data/sst2/train.tsv.gz: cannot read the file; it is truncated or corrupt"
+
+
+def test_a_bug_keeps_its_traceback(writing_part, monkeypatch):
+    def bug(quick, directory, scheduler=None):
+        raise KeyError("not an error of the user")
+
+    monkeypatch.setattr(WRITES, "reproduce", bug)
+    targets, argv = writing_part
+    with pytest.raises(KeyError):
+        cli.main(argv, targets=targets)
+
+
+def test_missing_data_dir_is_reported(fake_targets, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RESGD_DATA_DIR", str(tmp_path / "no_such_folder"))
+    assert cli.main(["reproduce", "--only", "jena"], targets=fake_targets) == 1
+    line = _one_line_error(capsys)
+    assert f"RESGD_DATA_DIR={tmp_path / 'no_such_folder'}" in line and "does not exist" in line
+    assert CALLS == []  # before any work
+
+
+def test_jena_on_the_standin_is_said_on_the_console(fake_targets, tmp_path, monkeypatch, capsys):
+    data = tmp_path / "data"
+    (data / "jena").mkdir(parents=True)
+    monkeypatch.setenv("RESGD_DATA_DIR", str(data))
+    assert cli.main(["reproduce", "--only", "jena"], targets=fake_targets) == 0
+    err = capsys.readouterr().err
+    assert "note: jena runs on the SYNTHETIC stand-in" in err and "RESGD_OFFLINE" in err
+    (data / "jena" / "jena_climate_2009_2016.csv").write_text("the real file is here")
+    assert cli.main(["reproduce", "--only", "jena"], targets=fake_targets) == 0
+    assert "SYNTHETIC" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("debug", [[], ["--debug"]])
+def test_module_entry_point_config_error(debug, monkeypatch):
+    """``python -m resgd`` on a real part with a bad setting: exit 2, the message alone; --debug adds the traceback."""
+    import os
+
+    env = {**os.environ, "RESGD_GRAD_BACKEND": "bogus", "RESGD_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "resgd", *debug, "reproduce", "--quick", "--only", "setup"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    if debug:
+        assert proc.returncode == 1 and "Traceback" in proc.stderr and "ConfigError" in proc.stderr
+    else:
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert proc.stderr.strip().splitlines()[-1] == \
+            "error: $RESGD_GRAD_BACKEND: expected one of 'manual', 'autograd', got 'bogus'"
+
+
+def test_jena_advice_works_from_the_command_line(tmp_path, monkeypatch, capsys):
+    """A Jena-format file that is not the canonical one, in a (read-only, shared) data folder: the
+    advice was to delete it or to pass check_canonical=False, neither of which works from here."""
+    from resgd.data.standin import write_standin_csv
+
+    data = tmp_path / "data"
+    write_standin_csv(data / "jena" / "jena_climate_2009_2016.csv", days=2)
+    for name, value in {"RESGD_DATA_DIR": data, "RESGD_OFFLINE": 1, "RESGD_CACHE_DIR": tmp_path / "cache",
+                        "RESGD_RESULTS_DIR": tmp_path / "results"}.items():
+        monkeypatch.setenv(name, str(value))
+    assert cli.main(["reproduce", "--quick", "--only", "jena", "--figures-dir", str(tmp_path / "figures")]) == 1
+    line = _one_line_error(capsys)
+    assert "not the canonical Jena climate file: 288 data rows" in line
+    assert "which is only read: replace it with a good copy, or set RESGD_DATA_DIR to a folder holding a good jena/" in line
+    assert "pass check_canonical=False" not in line and "delete" not in line.lower()

@@ -384,3 +384,71 @@ def test_unreadable_cache_entry_is_rebuilt(small_real):
     entry.write_bytes(entry.read_bytes()[:100])
     second = load_small(small_real, n_tokens=6, n_train=20, n_test=10)
     assert torch.equal(first.X_train, second.X_train)
+
+
+@pytest.mark.parametrize("damage", ["cut at a line end", "cut inside a line", "first rows lost", "header changed", "empty"])
+def test_a_damaged_standin_copy_is_written_again(tmp_path, damage):
+    """A cached stand-in cut short (e.g. a full disk while copying the cache) was used as it was."""
+    from resgd.data.standin import standin_problems
+
+    kwargs = dict(n_tokens=4, n_train=8, n_test=8, cache_dir=tmp_path / "cache", allow_download=False, standin_days=20)
+    first = load_jena(**kwargs)
+    path = Path(first.info["source_file"])
+    good = path.read_bytes()
+    assert first.info["n_rows_10min"] == 20 * 144 and standin_problems(path, 20) == []
+    lines = good.splitlines(keepends=True)
+    damaged = {
+        "cut at a line end": b"".join(lines[: len(lines) // 2]),
+        "cut inside a line": good[: len(good) // 2],
+        "first rows lost": lines[0] + b"".join(lines[100:]),
+        "header changed": good.replace(b'"p (mbar)"', b'"p"', 1),
+        "empty": b"",
+    }[damage]
+    path.write_bytes(damaged)
+    assert standin_problems(path, 20)
+    with pytest.warns(UserWarning, match="damaged copy of the synthetic stand-in, written again"):
+        again = load_jena(**kwargs)
+    assert path.read_bytes() == good  # the same file, byte for byte
+    assert again.info["n_rows_10min"] == 20 * 144
+    assert torch.equal(again.X_train, first.X_train) and torch.equal(again.Y_test, first.Y_test)
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # written atomically: no temporary left
+
+
+# --------------------------------------------------------------------------- advice that can be followed
+
+
+def _not_canonical_message(tmp_path, where: str, offline: bool, monkeypatch) -> str:
+    from resgd.data.standin import write_standin_csv
+
+    if offline:
+        monkeypatch.setenv("RESGD_OFFLINE", "1")
+    data_dir, cache = tmp_path / "data", tmp_path / "cache"
+    data_dir.mkdir()
+    write_standin_csv((data_dir if where == "data folder" else cache) / "jena" / JENA_FILE_NAME, days=2)
+    with pytest.raises(DataError, match="not the canonical Jena climate file: 288 data rows") as caught:
+        load_jena(data_dir=data_dir, cache_dir=cache)
+    message = str(caught.value)
+    # check_canonical=False cannot be passed from the command line: say where it can
+    assert "call resgd.data.load_jena(check_canonical=False) from Python; `python -m resgd` and the book use the canonical file only" in message
+    assert "pass check_canonical=False" not in message
+    return message
+
+
+@pytest.mark.parametrize("offline", [False, True])
+def test_a_bad_file_in_the_data_folder_is_not_to_be_deleted(tmp_path, monkeypatch, offline):
+    """The data folder may be a read-only shared copy: the advice is to replace it or point elsewhere."""
+    message = _not_canonical_message(tmp_path, "data folder", offline, monkeypatch)
+    assert "delete" not in message.lower()
+    assert f"is in the data folder (RESGD_DATA_DIR={tmp_path / 'data'}), which is only read: replace it with a good copy" in message
+    assert ("unset RESGD_DATA_DIR to download it into the data cache" in message) is not offline
+
+
+@pytest.mark.parametrize("offline", [False, True])
+def test_a_bad_file_in_the_cache_is_to_be_deleted(tmp_path, monkeypatch, offline):
+    message = _not_canonical_message(tmp_path, "cache", offline, monkeypatch)
+    cached = tmp_path / "cache" / "jena" / JENA_FILE_NAME
+    if offline:  # deleting alone would not bring it back
+        assert f"Delete {cached} (a copy in the data cache), then put a good copy at $RESGD_DATA_DIR/jena/{JENA_FILE_NAME}" in message
+        assert "RESGD_OFFLINE unset" in message
+    else:
+        assert f"Delete {cached} (a copy in the data cache) and run again: it is downloaded again." in message

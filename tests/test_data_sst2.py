@@ -144,7 +144,7 @@ def test_non_utf8_text_names_the_line(tmp_path):
 def test_truncated_gzip_is_detected(tmp_path):
     path = tmp_path / "train.tsv.gz"
     path.write_bytes(gzip.compress(tsv(TRAIN_ROWS * 50).encode())[:-40])
-    with pytest.raises(DataError, match=r"train\.tsv\.gz: cannot read the file .*truncated or corrupt\. Delete .*train\.tsv\.gz"):
+    with pytest.raises(DataError, match=r"train\.tsv\.gz: cannot read the file .*truncated or corrupt\. Replace .*train\.tsv\.gz with a good copy"):
         parse_sst2_tsv(path)
 
 
@@ -153,7 +153,7 @@ def test_wrong_checksum_names_file_and_expected_hash(fixture_dir, tmp_path):
         load_fixture(fixture_dir, tmp_path, verify_checksums=True)
     message = str(caught.value)
     assert str(fixture_dir / "sst2" / "train.tsv") in message and SHA256["train"] in message
-    assert "Delete" in message
+    assert "is in the data folder" in message and "only read: replace it with a good copy" in message  # not: delete it
     assert not [p for p in files_below(tmp_path / "cache") if p.suffix in {".npz", ".part"}]
 
 
@@ -192,7 +192,7 @@ def test_missing_glove_names_file_url_and_variable(fixture_dir, tmp_path):
 def test_corrupt_glove_file_is_reported(fixture_dir, tmp_path):
     path = fixture_dir / "glove" / GLOVE_SUBSET_NAME
     path.write_bytes(path.read_bytes()[:200])
-    with pytest.raises(DataError, match=r"glove6B50d_sst2vocab\.npz: cannot read the \.npz file .*Delete"):
+    with pytest.raises(DataError, match=r"glove6B50d_sst2vocab\.npz: cannot read the \.npz file .*is in the data folder .*only read: replace it"):
         load_fixture(fixture_dir, tmp_path)
 
 
@@ -243,7 +243,8 @@ def test_corrupt_cached_file_says_what_to_delete(tmp_path):
     glove = tmp_path / "glove-data" / "glove"
     glove.mkdir(parents=True)
     np.savez(glove / GLOVE_SUBSET_NAME, words=np.array(WORDS), vectors=np.ones((len(WORDS), 50), np.float32))
-    with pytest.raises(DataError, match=r"Delete .*cache/sst2/train\.tsv and run again"):
+    with pytest.raises(DataError, match=r"Delete .*cache/sst2/train\.tsv \(a copy in the data cache\), then put a good copy at "
+                                         r"\$RESGD_DATA_DIR/sst2/train\.tsv, or run again with network access and RESGD_OFFLINE unset"):
         load_sst2(data_dir=glove.parent, cache_dir=cache, allow_download=False)
 
 
@@ -307,3 +308,20 @@ def test_second_call_reads_the_cache(fixture_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(sst2_module, "parse_sst2_tsv", lambda *a, **k: pytest.fail("parsed again"))
     second = load_fixture(fixture_dir, tmp_path, n_train=4)
     assert torch.equal(first.X_train, second.X_train) and torch.equal(first.mask_dev, second.mask_dev)
+
+
+@pytest.mark.parametrize("offline", [False, True])
+def test_corrupt_file_in_the_data_folder_gets_advice_that_works_there(fixture_dir, tmp_path, monkeypatch, offline):
+    """Deleting a file in a read-only data folder to download it again is impossible (and offline useless)."""
+    if offline:
+        monkeypatch.setenv("RESGD_OFFLINE", "1")
+    path = fixture_dir / "sst2" / "train.tsv.gz"
+    (fixture_dir / "sst2" / "train.tsv").unlink()
+    path.write_bytes(gzip.compress(tsv(TRAIN_ROWS).encode())[:-20])
+    with pytest.raises(DataError, match="truncated or corrupt") as caught:
+        load_fixture(fixture_dir, tmp_path, allow_download=True)
+    message = str(caught.value)
+    assert "delete" not in message.lower()
+    assert f"{path} is in the data folder (RESGD_DATA_DIR={fixture_dir}), which is only read: replace it with a good copy, " \
+           f"or set RESGD_DATA_DIR to a folder holding a good sst2/train.tsv" in message
+    assert ("unset RESGD_DATA_DIR to download it into the data cache" in message) is not offline

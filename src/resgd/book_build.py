@@ -9,9 +9,11 @@ For each notebook in ``_toc.yml`` order (entries under ``notebooks/``):
    notebooks);
 2. papermill executes it with kernel ``python3``, cwd ``notebooks/`` and no injected
    parameters: the notebooks' ``quick`` parameter reads ``RESGD_MODE`` (:func:`notebook_quick`),
-   so the executed notebook has the same cells as its source. Papermill's per-cell run metadata
-   is dropped, and the result is written to ``notebooks/NN_name.ipynb``, the ``.md``'s jupytext
-   pair, which is what Sphinx renders: ``jupytext --sync`` finds the pair in agreement;
+   so the executed notebook has the same cells as its source. Papermill writes its output, cell
+   by cell, under ``_build/notebook_outputs/``; only a notebook that ran to the end is published
+   (atomically, without papermill's per-cell run metadata) as ``notebooks/NN_name.ipynb``, the
+   ``.md``'s jupytext pair, which is what Sphinx renders: ``jupytext --sync`` finds the pair in
+   agreement, and a failed or timed-out run leaves nothing there for ``make html`` to render;
 3. each notebook runs in its own process group with a wall-clock timeout.
 
 Per-notebook wall times are printed and ``_build/execution_report.json`` is written atomically.
@@ -48,6 +50,8 @@ KERNEL = "python3"
 # Wall-clock limit per notebook, by mode (override with --timeout).
 DEFAULT_TIMEOUT_S = {"quick": 900, "full": 4 * 3600}
 REPORT = Path("_build") / "execution_report.json"
+PARTIAL_DIR = Path("_build") / "notebook_outputs"
+"""Where papermill writes while a notebook runs; a failed run's output stays here for a look."""
 # Figures glued by myst-nb must be rich (image/png) outputs: a non-inline backend set in the
 # caller's environment (e.g. MPLBACKEND=Agg on CI) would turn every glued figure into text.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
@@ -226,6 +230,7 @@ def execute(
     source = nb_dir / f"{name}.md"
     executed = nb_dir / f"{name}.ipynb"
     staged = root / "_build" / "notebook_inputs" / f"{name}.ipynb"
+    output = root / PARTIAL_DIR / f"{name}.ipynb"
     start = time.perf_counter()
 
     def record(ok: bool, error: str | None = None) -> Record:
@@ -242,8 +247,10 @@ def execute(
               " papermill needs one to set its parameters from the command line", file=sys.stderr)
     if executed.exists():
         executed.unlink()  # a stale output must never be rendered after a failure
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.unlink(missing_ok=True)
     cmd = [
-        sys.executable, "-m", "papermill", str(staged), str(executed),
+        sys.executable, "-m", "papermill", str(staged), str(output),
         "--kernel", KERNEL, "--cwd", str(nb_dir),
         "--no-progress-bar", "--log-level", "WARNING",
     ]
@@ -252,33 +259,36 @@ def execute(
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
-        output, _ = proc.communicate(timeout=timeout)
+        log, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_tree(proc)
         proc.communicate()
-        return record(False, f"timed out after {timeout:g} s; {describe_failure(executed)}")
+        return record(False, f"timed out after {timeout:g} s; {describe_failure(output)} (partial output: {output.relative_to(root)})")
     if proc.returncode != 0:
-        tail = "\n".join(output.strip().splitlines()[-5:])
-        return record(False, f"{describe_failure(executed)}\n--- papermill output (last lines) ---\n{tail}")
-    drop_run_metadata(executed)
+        tail = "\n".join(log.strip().splitlines()[-5:])
+        return record(False, f"{describe_failure(output)} (output: {output.relative_to(root)})\n"
+                             f"--- papermill output (last lines) ---\n{tail}")
+    publish(output, executed)
     return record(True)
 
 
-def drop_run_metadata(executed: Path) -> None:
-    """Remove papermill's per-cell run metadata (durations, status), which jupytext would sync into the ``.md``.
+def publish(output: Path, executed: Path) -> None:
+    """Write papermill's complete ``output`` to ``executed`` atomically, without its per-cell run metadata.
 
-    Also the empty tag lists papermill adds, so each cell's metadata is its source's. The
-    notebook-level ``papermill`` metadata (parameters, total duration) stays: jupytext keeps it
-    out of the ``.md`` header.
+    The metadata (durations, status) would be synced into the ``.md`` by jupytext; so would the
+    empty tag lists papermill adds, so each cell's metadata is its source's. The notebook-level
+    ``papermill`` metadata (parameters, total duration) stays: jupytext keeps it out of the
+    ``.md`` header.
     """
     import nbformat
 
-    nb = nbformat.read(executed, as_version=4)
+    nb = nbformat.read(output, as_version=4)
     for cell in nb.cells:
         cell.metadata.pop("papermill", None)
         if cell.metadata.get("tags") == []:
             del cell.metadata["tags"]
     write_with(executed, lambda tmp: nbformat.write(nb, tmp))
+    output.unlink()
 
 
 def kill_tree(proc: subprocess.Popen) -> None:

@@ -6,6 +6,10 @@
                               [--scheduler ADDRESS]
     python -m resgd info
 
+Errors of the user or the machine (bad or missing data, a setting that cannot be used, a folder
+that cannot be written, a full disk) print one line and exit with 1 (data, files) or 2 (usage);
+``--debug`` shows the traceback (see :mod:`resgd.user_errors`).
+
 ``NAME`` is one of ``setup``, ``theorem1``, ``collapse``, ``jena``, ``sst2`` (default: all, in that
 order). ``jena``/``sst2`` call :func:`resgd.experiments.reproduce`; ``setup``/``theorem1`` call
 ``resgd.theory.reproduce_setup``/``reproduce_theorem1`` and ``collapse`` calls
@@ -72,9 +76,12 @@ def build_parser(targets: Mapping[str, tuple[str, str]] = TARGETS) -> argparse.A
         prog="python -m resgd",
         description="Reproduce the companion's figures and tables (arXiv 2506.05249) without Jupyter.",
     )
+    debug = {"action": "store_true", "help": "show the Python traceback of an error, not only its message"}
+    parser.add_argument("--debug", **debug)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     rep = commands.add_parser("reproduce", help="regenerate figures, tables and claim verdicts")
+    rep.add_argument("--debug", **debug, default=argparse.SUPPRESS)  # before or after the command
     rep.add_argument("--quick", action="store_true", help="quick sizes (minutes) instead of the full ones")
     rep.add_argument("--only", nargs="+", metavar="NAME", choices=list(targets),
                      help=f"only these parts (choose from: {', '.join(targets)}); default: all")
@@ -87,7 +94,8 @@ def build_parser(targets: Mapping[str, tuple[str, str]] = TARGETS) -> argparse.A
     rep.add_argument("--scheduler", metavar="ADDRESS", default=None,
                      help="run the sweeps on this scheduler (e.g. tcp://host:8786) instead of local processes "
                           "(default: $RESGD_SCHEDULER, else local)")
-    commands.add_parser("info", help="print versions and where the data come from (real or stand-in)")
+    info = commands.add_parser("info", help="print versions and where the data come from (real or stand-in)")
+    info.add_argument("--debug", **debug, default=argparse.SUPPRESS)
     return parser
 
 
@@ -109,6 +117,8 @@ def reproduce_command(args: argparse.Namespace, targets: Mapping[str, tuple[str,
         os.environ["RESGD_RESULTS_DIR"] = str(args.results_dir)
     functions = {name: resolve(name, targets) for name in names}  # fail before any work starts
     check_outputs(args.figures_dir, writes_results=any(name in DATASET_TARGETS for name in names))
+    if "jena" in names:
+        _note_jena_source()
     mode = "quick" if args.quick else "full"
     bar = tqdm(names, desc=f"reproduce ({mode})", unit="part")
     for name in bar:
@@ -133,6 +143,15 @@ def check_outputs(figures_dir: str | None, *, writes_results: bool) -> None:
     if writes_results:
         folders += [resolve_results_dir(), resolve_cache_dir()]
     check_writable(folders)
+
+
+def _note_jena_source() -> None:
+    """Say on the console, before the work starts, when Jena will run on the synthetic stand-in."""
+    from .data.jena import jena_source
+
+    path, reason = jena_source()
+    if path is None:
+        print(f"note: jena runs on the SYNTHETIC stand-in, not on measurements: {reason}", file=sys.stderr)
 
 
 def info_command(out=print) -> int:
@@ -182,6 +201,15 @@ def main(argv: Sequence[str] | None = None, *, targets: Mapping[str, tuple[str, 
     except CLIError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    except Exception as err:
+        from .user_errors import describe  # imports the data package: only when needed
+
+        described = None if args.debug else describe(err)
+        if described is None:
+            raise  # a bug (or --debug): the traceback is what helps
+        status, message = described
+        print(f"\nerror: {message}", file=sys.stderr)  # after a progress bar's line
+        return status
 
 
 if __name__ == "__main__":  # pragma: no cover

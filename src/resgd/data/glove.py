@@ -29,7 +29,7 @@ import numpy as np
 
 from . import download
 from .errors import DataError, DownloadError
-from .locations import downloads_allowed, how_to_provide
+from .locations import bad_file_advice, downloads_allowed, how_to_provide
 from .npzcache import save_entry
 
 GLOVE_DIM = 50
@@ -52,9 +52,12 @@ class GloveTable:
         return {word: row for row, word in enumerate(self.words.tolist())}
 
 
-def read_glove_npz(path: Path) -> GloveTable:
-    """A word-vector table saved as ``.npz`` with ``words`` (str) and ``vectors`` ``(V, 50)``."""
-    fix = f"Delete {path} (or replace it with a good copy) and run again."
+def read_glove_npz(path: Path, fix: str | None = None) -> GloveTable:
+    """A word-vector table saved as ``.npz`` with ``words`` (str) and ``vectors`` ``(V, 50)``.
+
+    ``fix``: the advice appended to errors (default: replace the file; :func:`load_glove` gives
+    advice for where the file is)."""
+    fix = fix or f"Replace {path} with a good copy."
     try:
         with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as stored:
             missing = {"words", "vectors"} - set(stored.files)
@@ -133,7 +136,7 @@ def load_glove(
     candidates = ([data_root / GLOVE_RELATIVE_PATH] if data_root is not None else []) + [cache_root / GLOVE_RELATIVE_PATH]
     for path in candidates:
         if path.is_file():
-            return read_glove_npz(path)
+            return read_glove_npz(path, bad_file_advice(path, GLOVE_RELATIVE_PATH, data_root, allow_download))
     reasons = []
     try:
         table = _from_package(needed())

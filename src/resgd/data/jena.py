@@ -59,7 +59,15 @@ from .jena_schema import (
     WIND_COLUMNS,
     WIND_ERROR_VALUE,
 )
-from .locations import downloads_allowed, first_existing, how_to_provide, resolve_cache_dir, resolve_data_dir
+from .locations import (
+    DATA_DIR_ENV,
+    bad_file_advice,
+    downloads_allowed,
+    first_existing,
+    how_to_provide,
+    resolve_cache_dir,
+    resolve_data_dir,
+)
 from .npzcache import cache_writable, entry_path, file_fingerprint, load_entry, save_entry
 from .standin import DEFAULT_STANDIN_DAYS, ensure_standin
 
@@ -150,8 +158,17 @@ def parse_jena_csv(path: str | os.PathLike) -> pd.DataFrame:
     return pd.DataFrame(values, index=index, columns=list(FEATURE_NAMES))
 
 
-def check_canonical(frame: pd.DataFrame, path: Path) -> None:
-    """Row count and date range of the canonical 2009–2016 file (no checksum is published)."""
+OTHER_FILE_ADVICE = (
+    "To use another Jena-format file on purpose, call resgd.data.load_jena(check_canonical=False) from "
+    "Python; `python -m resgd` and the book use the canonical file only."
+)
+
+
+def check_canonical(frame: pd.DataFrame, path: Path, advice: str = "") -> None:
+    """Row count and date range of the canonical 2009–2016 file (no checksum is published).
+
+    ``advice``: what to do about this copy (see :func:`.locations.bad_file_advice`).
+    """
     problems = []
     if len(frame) != CANONICAL_ROWS:
         problems.append(f"{len(frame):,} data rows, expected {CANONICAL_ROWS:,}")
@@ -163,9 +180,8 @@ def check_canonical(frame: pd.DataFrame, path: Path) -> None:
         )
     if problems:
         raise DataError(
-            f"{path}: not the canonical Jena climate file: {'; '.join(problems)}. If it is a "
-            f"truncated download, delete {path} and run again; to use another Jena-format file on "
-            f"purpose, pass check_canonical=False."
+            f"{path}: not the canonical Jena climate file: {'; '.join(problems)}. "
+            + (f"{advice} " if advice else "") + OTHER_FILE_ADVICE
         )
 
 
@@ -222,7 +238,11 @@ def _download_jena(cache_dir: Path, *, check: bool, timeout: float) -> Path:
             tmp.write_bytes(content)
             frame = parse_jena_csv(tmp)
             if check:
-                check_canonical(frame, Path(f"{target} (downloaded from {JENA_URL})"))
+                check_canonical(
+                    frame, Path(f"{target} (downloaded from {JENA_URL})"),
+                    f"Nothing was written: run again to retry the download, or put the canonical file at "
+                    f"${DATA_DIR_ENV}/{JENA_RELATIVE_PATH}.",
+                )
     return target
 
 
@@ -242,6 +262,27 @@ def locate_jena(
         return None, candidates, str(exc)
 
 
+def jena_source(
+    data_dir: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    allow_download: bool = True,
+    timeout: float = download.DEFAULT_TIMEOUT_S,
+) -> tuple[Path | None, str]:
+    """The real file :func:`load_jena` reads (downloading it when allowed), or None and why not:
+    then it runs on the synthetic stand-in. For saying so before the work starts."""
+    path, looked, reason = locate_jena(
+        resolve_data_dir(data_dir), resolve_cache_dir(cache_dir), allow_download=allow_download, check=True, timeout=timeout
+    )
+    return (path, "") if path is not None else (None, _not_found(looked, reason))
+
+
+def _not_found(looked: list[Path], reason: str) -> str:
+    return (
+        f"Jena climate file {JENA_FILE_NAME} not found (looked at: {', '.join(map(str, looked))}; "
+        f"{reason}). {how_to_provide(JENA_RELATIVE_PATH, JENA_URL)}"
+    )
+
+
 def hourly_arrays(
     path: Path,
     *,
@@ -249,8 +290,11 @@ def hourly_arrays(
     wind_fill: WindFill = 0.0,
     hourly: Hourly = "last",
     check: bool = False,
+    advice: str = "",
 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """Hourly times (``datetime64[s]``), values ``(T, 14)`` and facts; cached in ``cache_dir``."""
+    """Hourly times (``datetime64[s]``), values ``(T, 14)`` and facts; cached in ``cache_dir``.
+
+    ``advice``: what to do when ``check`` finds that ``path`` is not the canonical file."""
     key = {
         "source": file_fingerprint(path),
         "wind_fill": wind_fill,
@@ -266,7 +310,7 @@ def hourly_arrays(
         return stored["times"].astype("datetime64[s]"), stored["values"], facts
     frame = parse_jena_csv(path)
     if check:
-        check_canonical(frame, path)
+        check_canonical(frame, path, advice)
     cleaned, n_replaced = clean_wind(frame, wind_fill)
     hours, n_filled = to_hourly(cleaned, hourly)
     times = hours.index.to_numpy().astype("datetime64[s]")
@@ -356,14 +400,11 @@ def load_jena(
     is_standin = path is None
     if is_standin:
         if not allow_standin:
-            raise DataError(
-                f"Jena climate file {JENA_FILE_NAME} not found (looked at: {', '.join(map(str, looked))}; "
-                f"{reason}). {how_to_provide(JENA_RELATIVE_PATH, JENA_URL)} Or pass allow_standin=True "
-                f"to run on a synthetic stand-in."
-            )
+            raise DataError(f"{_not_found(looked, reason)} Or pass allow_standin=True to run on a synthetic stand-in.")
         path = ensure_standin(cache_root, days=standin_days, seed=standin_seed)
     times, raw_values, facts = hourly_arrays(
-        path, cache_dir=cache_root, wind_fill=wind_fill, hourly=hourly, check=check_canonical and not is_standin
+        path, cache_dir=cache_root, wind_fill=wind_fill, hourly=hourly, check=check_canonical and not is_standin,
+        advice=bad_file_advice(path, JENA_RELATIVE_PATH, data_root, allow_download),
     )
 
     train_end, test_start = split_ranges(len(times), n_tokens, train_fraction, gap_hours)

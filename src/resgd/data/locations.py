@@ -19,6 +19,8 @@ from pathlib import Path
 
 import platformdirs
 
+from .errors import DataError
+
 DATA_DIR_ENV = "RESGD_DATA_DIR"
 CACHE_DIR_ENV = "RESGD_CACHE_DIR"
 OFFLINE_ENV = "RESGD_OFFLINE"
@@ -26,11 +28,25 @@ APP_NAME = "resgd"
 
 
 def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
-    """The local data directory: the argument, else ``$RESGD_DATA_DIR``, else None."""
+    """The local data directory: the argument, else ``$RESGD_DATA_DIR``, else None.
+
+    ``$RESGD_DATA_DIR`` naming no folder is an error (a typo would otherwise go unnoticed: Jena
+    would run on its synthetic stand-in). The argument may name a missing folder (nothing found there).
+    """
     if data_dir is not None:
         return Path(data_dir).expanduser()
     env = os.environ.get(DATA_DIR_ENV, "").strip()
-    return Path(env).expanduser() if env else None
+    if not env:
+        return None
+    path = Path(env).expanduser()
+    if not path.is_dir():
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise DataError(
+            f"{DATA_DIR_ENV}={env}: {path} {what}; set {DATA_DIR_ENV} to the folder holding jena/, sst2/ "
+            f"and glove/ (laid out like the project's shared data folder), or unset it to use the data "
+            f"cache and downloads"
+        )
+    return path
 
 
 def resolve_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
@@ -63,4 +79,25 @@ def how_to_provide(relative: str, url: str) -> str:
         f"Put the file at ${DATA_DIR_ENV}/{relative} (set {DATA_DIR_ENV} to a folder laid out "
         f"like the project's shared data folder), or allow the download of {url} "
         f"(allow_download=True, {OFFLINE_ENV} unset, network available)."
+    )
+
+
+def bad_file_advice(path: Path, relative: str, data_dir: Path | None, allow_download: bool) -> str:
+    """What a user can do about a bad data file, from where it is and whether downloads are allowed.
+
+    The data folder is only read (it may be a read-only shared copy): replace the file there or
+    point ``$RESGD_DATA_DIR`` elsewhere. A copy in the cache can be deleted, and comes back by
+    itself only when downloads are allowed.
+    """
+    if data_dir is not None and Path(os.path.abspath(path)).is_relative_to(os.path.abspath(data_dir)):  # links not followed
+        advice = (
+            f"{path} is in the data folder ({DATA_DIR_ENV}={data_dir}), which is only read: replace it "
+            f"with a good copy, or set {DATA_DIR_ENV} to a folder holding a good {relative}"
+        )
+        return advice + (f", or unset {DATA_DIR_ENV} to download it into the data cache." if downloads_allowed(allow_download) else ".")
+    if downloads_allowed(allow_download):
+        return f"Delete {path} (a copy in the data cache) and run again: it is downloaded again."
+    return (
+        f"Delete {path} (a copy in the data cache), then put a good copy at ${DATA_DIR_ENV}/{relative}, "
+        f"or run again with network access and {OFFLINE_ENV} unset (allow_download=True) to download it again."
     )

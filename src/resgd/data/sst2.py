@@ -31,7 +31,7 @@ from . import download
 from .dataset import SupervisedData
 from .errors import DataError, DownloadError
 from .glove import GLOVE_DIM, GloveTable, load_glove
-from .locations import downloads_allowed, how_to_provide, resolve_cache_dir, resolve_data_dir
+from .locations import bad_file_advice, downloads_allowed, how_to_provide, resolve_cache_dir, resolve_data_dir
 from .npzcache import cache_writable, entry_path, file_fingerprint, load_entry, save_entry
 
 SST2_URL = "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip"
@@ -97,10 +97,11 @@ def parse_sst2_tsv(
 ) -> tuple[list[str], np.ndarray]:
     """Read a GLUE SST-2 ``.tsv`` or ``.tsv.gz``; check the content's sha256 when given.
 
-    ``fix`` is the advice appended to errors about a corrupt file (default: delete it).
+    ``fix`` is the advice appended to errors about a corrupt file (default: replace it; the loader
+    gives advice for where the file is, see :func:`.locations.bad_file_advice`).
     """
     path = Path(path)
-    fix = fix or f"Delete {path} and run again to download it, or copy a good one there."
+    fix = fix or f"Replace {path} with a good copy."
     data = download.read_maybe_gzip(path, what_to_do=fix)
     if expected_sha256 is not None:
         download.check_sha256(data, expected_sha256, path=path, what_to_do=fix)
@@ -206,17 +207,19 @@ def balanced_rows(labels: np.ndarray, n: int, rng: np.random.Generator) -> np.nd
     return rng.permutation(np.concatenate(picked))
 
 
-def _vocabulary(paths: dict[str, Path], verify: bool) -> set[str]:
+def _vocabulary(paths: dict[str, Path], verify: bool, fixes: dict[str, str]) -> set[str]:
     """Every token of the train and dev files (to reduce a full GloVe table)."""
     words: set[str] = set()
     for split, path in paths.items():
-        sentences, _ = parse_sst2_tsv(path, expected_sha256=SHA256[split] if verify else None)
+        sentences, _ = parse_sst2_tsv(path, expected_sha256=SHA256[split] if verify else None, fix=fixes[split])
         for sentence in sentences:
             words.update(tokenize(sentence))
     return words
 
 
-def _parsed(paths: dict[str, Path], glove: GloveTable, cache_root: Path, verify: bool) -> dict[str, np.ndarray]:
+def _parsed(
+    paths: dict[str, Path], glove: GloveTable, cache_root: Path, verify: bool, fixes: dict[str, str]
+) -> dict[str, np.ndarray]:
     """Token ids, offsets and labels of train and dev; cached by file fingerprints."""
     key = {
         "files": {split: file_fingerprint(path) for split, path in paths.items()},
@@ -233,7 +236,7 @@ def _parsed(paths: dict[str, Path], glove: GloveTable, cache_root: Path, verify:
     arrays: dict[str, np.ndarray] = {}
     index = glove.index()
     for split, path in paths.items():
-        sentences, labels = parse_sst2_tsv(path, expected_sha256=SHA256[split] if verify else None)
+        sentences, labels = parse_sst2_tsv(path, expected_sha256=SHA256[split] if verify else None, fix=fixes[split])
         ids, offsets = _token_ids(sentences, index)
         arrays.update({f"{split}_ids": ids, f"{split}_offsets": offsets, f"{split}_labels": labels})
     if cache_writable(entry.parent):
@@ -269,9 +272,10 @@ def load_sst2(
     data_root = resolve_data_dir(data_dir)
     cache_root = resolve_cache_dir(cache_dir)
     paths = locate_sst2(data_root, cache_root, allow_download=allow_download, timeout=timeout)
-    needed = lambda: _vocabulary(paths, verify_checksums)  # noqa: E731
+    fixes = {split: bad_file_advice(path, f"sst2/{split}.tsv", data_root, allow_download) for split, path in paths.items()}
+    needed = lambda: _vocabulary(paths, verify_checksums, fixes)  # noqa: E731
     glove = load_glove(needed, data_root=data_root, cache_root=cache_root, allow_download=allow_download, timeout=timeout)
-    parsed = _parsed(paths, glove, cache_root, verify_checksums)
+    parsed = _parsed(paths, glove, cache_root, verify_checksums, fixes)
     vectors = glove.vectors.astype(np.float64)
     unknown_vector = np.zeros(GLOVE_DIM) if unknown == "zeros" else vectors.mean(axis=0)
 

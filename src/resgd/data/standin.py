@@ -13,6 +13,8 @@ seeded generator: the same ``seed`` and ``days`` give the same file, byte for by
 
 from __future__ import annotations
 
+import warnings
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -101,9 +103,43 @@ def write_standin_csv(path: Path, days: int = DEFAULT_STANDIN_DAYS, seed: int = 
     return path
 
 
+def standin_problems(path: Path, days: int) -> list[str]:
+    """What makes ``path`` not the stand-in of ``days`` days, checked like the real file: header,
+    row count, first and last dates (and a complete last line). Reads bytes only: no parsing."""
+    data = path.read_bytes()
+    header, _, body = data.partition(b"\n")
+    problems = []
+    if header.decode("utf-8", errors="replace") != CANONICAL_HEADER:
+        problems.append(f"line 1 (header) is not {CANONICAL_HEADER}")
+    if body and not body.endswith(b"\n"):
+        problems.append("the last line is cut short")
+    lines = body.splitlines()
+    expected_rows = days * 144
+    if len(lines) != expected_rows:
+        problems.append(f"{len(lines):,} data rows, expected {expected_rows:,}")
+    expected = (CANONICAL_FIRST, CANONICAL_FIRST + (expected_rows - 1) * STEP)
+    got = tuple(_date(line) for line in (lines[:1] + lines[-1:])) if lines else ()
+    if got != expected:
+        shown = " to ".join(f"{d:%d.%m.%Y %H:%M:%S}" if d is not None else "(no date)" for d in got) or "no dates"
+        problems.append(f"dates {shown}, expected {expected[0]:%d.%m.%Y %H:%M:%S} to {expected[1]:%d.%m.%Y %H:%M:%S}")
+    return problems
+
+
+def _date(line: bytes) -> pd.Timestamp | None:
+    try:
+        return pd.Timestamp(datetime.strptime(line.split(b",", 1)[0].decode("ascii"), DATE_FORMAT))
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
 def ensure_standin(cache_dir: Path, days: int = DEFAULT_STANDIN_DAYS, seed: int = 0) -> Path:
-    """The stand-in CSV in ``<cache_dir>/jena/standin/``, written on first use."""
+    """The stand-in CSV in ``<cache_dir>/jena/standin/``, written on first use and written again
+    (atomically) when the cached copy is not the complete file (:func:`standin_problems`)."""
     path = cache_dir / "jena" / "standin" / standin_file_name(days, seed)
-    if not path.is_file():
-        write_standin_csv(path, days=days, seed=seed)
+    if path.is_file():
+        problems = standin_problems(path, days)
+        if not problems:
+            return path
+        warnings.warn(f"{path}: {'; '.join(problems)}; a damaged copy of the synthetic stand-in, written again", stacklevel=2)
+    write_standin_csv(path, days=days, seed=seed)
     return path

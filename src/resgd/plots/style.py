@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from ..atomic import write_with
+from ..user_errors import FULL_DISK, os_error_in_chain
 
 FIGURES_ENV = "RESGD_FIGURES_DIR"
 PALETTE = "colorblind"
@@ -25,10 +26,26 @@ def figures_dir(directory: str | os.PathLike | None = None) -> Path:
     return Path(directory or os.environ.get(FIGURES_ENV) or "figures")
 
 
+FIXED_METADATA = {"png": {}, "pdf": {"CreationDate": None}}
+"""Metadata that would change between identical runs is left out (the PDF's creation date; the PNG
+has none), so a rebuild gives the same bytes and can be compared byte for byte."""
+
+
 def save_figure(fig: plt.Figure, name: str, directory: str | os.PathLike | None = None) -> dict[str, Path]:
-    """Write ``name.png`` and ``name.pdf``; returns their paths by extension."""
+    """Write ``name.png`` and ``name.pdf`` (byte-identical for an identical figure); returns their paths by extension."""
     out = figures_dir(directory)
-    return {ext: write_with(out / f"{name}.{ext}", lambda tmp, ext=ext: fig.savefig(tmp, format=ext, bbox_inches="tight")) for ext in ("png", "pdf")}
+    return {ext: write_with(out / f"{name}.{ext}", lambda tmp, ext=ext: _savefig(fig, tmp, ext)) for ext in FIXED_METADATA}
+
+
+def _savefig(fig: plt.Figure, path: Path, ext: str) -> None:
+    try:
+        fig.savefig(path, format=ext, bbox_inches="tight", metadata=FIXED_METADATA[ext])
+    except Exception as exc:
+        # A full disk inside a PDF stream surfaces as zlib.error from matplotlib's clean-up: say what happened.
+        full = os_error_in_chain(exc, FULL_DISK)
+        if full is None or full is exc:
+            raise
+        raise OSError(full.errno, full.strerror) from exc
 
 
 def label_standin(fig: plt.Figure, label: str | None) -> None:

@@ -1,0 +1,75 @@
+"""Which errors are the user's or the machine's (bad data, a bad setting, a full or read-only disk),
+and the one line that says so.
+
+The command line prints that line instead of a traceback (which stays for bugs, and for everything
+with ``--debug``): a traceback tells a user that the program is broken when the fix is theirs.
+"""
+
+from __future__ import annotations
+
+import errno
+
+from .data.errors import DataError
+from .pipeline.reproduce import OutputError
+from .validation import ConfigError
+
+EXIT_DATA_IO = 1
+"""Exit status for bad or missing data and for files that cannot be written."""
+EXIT_USAGE = 2
+"""Exit status for a setting the program cannot use (as argparse's usage errors)."""
+
+_WHERE = "--results-dir, --figures-dir, or $RESGD_CACHE_DIR for the data cache"
+_HINTS = {
+    errno.ENOSPC: f"the disk is full: free some space or write elsewhere ({_WHERE}), then run again",
+    errno.EDQUOT: f"the disk quota is used up: free some space or write elsewhere ({_WHERE}), then run again",
+    errno.EACCES: f"this place is not writable: make it writable or write elsewhere ({_WHERE})",
+    errno.EPERM: f"this place is not writable: make it writable or write elsewhere ({_WHERE})",
+    errno.EROFS: f"the file system is read-only: write elsewhere ({_WHERE})",
+    errno.ENOTDIR: f"a file stands where a folder is needed: move the file or choose another folder ({_WHERE})",
+    errno.EEXIST: f"a file stands where a folder is needed: move the file or choose another folder ({_WHERE})",
+    errno.EISDIR: "a folder stands where a file is needed: move the folder away",
+}
+
+
+FULL_DISK = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def os_error_in_chain(exc: BaseException, errnos: frozenset[int] | None = None) -> OSError | None:
+    """``exc`` if it is an :class:`OSError`, else the first one (with an errno in ``errnos``, if
+    given) that it was raised from or during.
+
+    Libraries can hide the real cause: after a full disk, matplotlib's clean-up of a PDF raises
+    ``zlib.error: inconsistent stream state``, with the ``OSError(ENOSPC)`` only as its context.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, OSError) and (current is exc or errnos is None or current.errno in errnos):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def describe_os_error(exc: OSError) -> str:
+    """``<file>: <what happened>; <what to do>`` for an error of the file system."""
+    where = exc.filename if exc.filename is not None else "writing a file"
+    what = exc.strerror or str(exc)
+    hint = _HINTS.get(exc.errno or 0)
+    return f"{where}: {what}" + (f"; {hint}" if hint else "")
+
+
+def describe(exc: BaseException) -> tuple[int, str] | None:
+    """``(exit status, one-line message)`` for an error of the user or the machine; None for a bug."""
+    if isinstance(exc, DataError):
+        return EXIT_DATA_IO, str(exc)
+    if isinstance(exc, ConfigError):
+        return EXIT_USAGE, str(exc)
+    if isinstance(exc, OutputError):  # checked before any work; its message already says what to do
+        return EXIT_DATA_IO, str(exc)
+    # An OSError, or a full disk behind another error (a full disk breaks clean-up code too); other
+    # errors raised while handling an OSError may be bugs and keep their traceback.
+    os_error = os_error_in_chain(exc, FULL_DISK)
+    if os_error is not None and os_error.errno is not None:
+        return EXIT_DATA_IO, describe_os_error(os_error)
+    return None

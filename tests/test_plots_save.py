@@ -1,0 +1,81 @@
+"""``resgd.plots.save_figure``: byte-identical files for identical figures; a full disk named as such."""
+
+from __future__ import annotations
+
+import errno
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from resgd.plots import save_figure  # noqa: E402
+
+
+@pytest.fixture
+def figure():
+    fig, ax = plt.subplots()
+    ax.plot([0, 1, 2], [1.0, 0.5, 0.2], label="loss")
+    ax.set_title("Φ(t) and text, so fonts are embedded")
+    ax.legend()
+    yield fig
+    plt.close(fig)
+
+
+def test_identical_figures_give_identical_bytes_at_different_times(figure, tmp_path, monkeypatch):
+    # matplotlib dates a PDF from SOURCE_DATE_EPOCH when set: two "runs" a long time apart
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "0")
+    first = {ext: path.read_bytes() for ext, path in save_figure(figure, "f", tmp_path / "a").items()}
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1900000000")
+    second = {ext: path.read_bytes() for ext, path in save_figure(figure, "f", tmp_path / "b").items()}
+    assert set(first) == {"png", "pdf"}
+    for ext in first:
+        assert first[ext] == second[ext], f"{ext} differs between identical saves"
+    assert b"/CreationDate" not in first["pdf"] and b"/ModDate" not in first["pdf"]
+    assert b"tIME" not in first["png"]  # no PNG time chunk either
+
+
+class FullDisk(io.RawIOBase):
+    """A seekable file that takes ``limit`` bytes, then fails as a full disk does (ENOSPC)."""
+
+    def __init__(self, limit: int):
+        self.written, self.limit = 0, limit
+
+    def writable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        return self.written
+
+    def write(self, data):
+        if self.written + len(data) > self.limit:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.written += len(data)
+        return len(data)
+
+
+def test_a_full_disk_is_reported_as_enospc_not_as_zlib_error(figure, tmp_path, monkeypatch):
+    """With the disk full inside a compressed PDF stream, matplotlib's clean-up flushes the stream
+    again and raises ``zlib.error: inconsistent stream state``; the real cause must come out."""
+    real_savefig = type(figure).savefig
+
+    def savefig_on_full_disk(self, fname, **kwargs):
+        if kwargs.get("format") == "pdf":  # the real PDF backend writing to a disk that fills up
+            fname = FullDisk(600)
+        return real_savefig(self, fname, **kwargs)
+
+    import zlib
+
+    monkeypatch.setattr(type(figure), "savefig", savefig_on_full_disk)
+    with pytest.raises(zlib.error):  # what matplotlib itself raises: the fault is real
+        figure.savefig(tmp_path / "x.pdf", format="pdf")
+    with pytest.raises(OSError) as info:
+        save_figure(figure, "f", tmp_path)
+    assert info.value.errno == errno.ENOSPC
+    assert str(tmp_path / "f.") in str(info.value)  # names the file being written
+    assert [p.name for p in tmp_path.iterdir()] == ["f.png"]  # no half-written PDF or temporary left behind
