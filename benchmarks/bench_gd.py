@@ -38,14 +38,17 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import contextlib
 import datetime as dt
 import json
 import math
 import multiprocessing as mp
 import os
 import platform
+import re
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -208,6 +211,33 @@ def time_impls(impls: dict, budget_s: float, min_reps: int, max_reps: int, warmu
     return samples
 
 
+_PROFILER_CHATTER = re.compile(rb"^USDT:.*\] profiler_(start|stop)\s*$")
+
+
+@contextlib.contextmanager
+def _without_profiler_chatter():
+    """Drop the ``USDT: … profiler_start/stop`` lines Kineto writes to fd 2 on every profiler session.
+
+    They come from C++ (no environment variable or log level silences them), so file descriptor
+    2 is captured for the duration and every other line is written back to stderr unchanged.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            kept = [line for line in captured.read().splitlines(keepends=True) if not _PROFILER_CHATTER.match(line)]
+            if kept:
+                sys.stderr.buffer.write(b"".join(kept))
+                sys.stderr.flush()
+
+
 MATMUL_OPS = frozenset({"aten::mm", "aten::bmm", "aten::addmm", "aten::addmm_", "aten::baddbmm", "aten::baddbmm_"})
 
 
@@ -225,7 +255,7 @@ def matmul_breakdown(step, seconds: float = 0.3, max_steps: int = 20) -> dict:
     start = time.perf_counter()
     step()
     steps = max(1, min(max_steps, int(seconds / max(time.perf_counter() - start, 1e-9))))
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with _without_profiler_chatter(), profile(activities=[ProfilerActivity.CPU]) as prof:
         t0 = time.perf_counter()
         for _ in range(steps):
             step()

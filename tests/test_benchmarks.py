@@ -72,3 +72,18 @@ def test_matmul_breakdown_counts_only_matrix_products():
 def test_case_order_puts_float64_first():
     cases = [(1, "float32", "jena", 1, 64), (1, "float64", "sst2", 1, 64), (1, "float64", "jena", 10, 64)]
     assert sorted(cases, key=report.case_order) == [cases[2], cases[1], cases[0]]
+
+
+def test_profiler_chatter_is_dropped_and_other_stderr_kept(capfd):
+    # Kineto writes "USDT: … profiler_start/stop" to fd 2 from C++ on every profiler session; the
+    # benchmark drops exactly those lines and passes any other line through unchanged
+    import os
+
+    with bench_gd._without_profiler_chatter():
+        os.write(2, b"USDT:2026-01-01 00:00:00 1:1 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
+        os.write(2, b"a real warning\n")
+        os.write(2, b"USDT:2026-01-01 00:00:00 1:1 SyncActivityProfilerHandler.cpp:59] profiler_stop\n")
+    bench_gd.matmul_breakdown(lambda: torch.mm(torch.ones(4, 4), torch.ones(4, 4)), seconds=0.001)
+    err = capfd.readouterr().err
+    assert "a real warning" in err
+    assert "profiler_start" not in err and "profiler_stop" not in err
