@@ -112,7 +112,8 @@ def main(argv: list[str]) -> int:
     rows = pd.DataFrame(data["rows"])
     print(f"Measured {meta['started_utc']} – {meta['finished_utc']} on {meta['machine']['cpu']} "
           f"({meta['machine']['logical_cpus']} logical CPUs), torch {meta['machine']['torch']}, "
-          f"load average at start/end {meta['loadavg_start'][0]:.2f}/{meta['loadavg_end'][0]:.2f}.\n")
+          f"load average at start/end {meta['loadavg_start'][0]:.2f}/{meta['loadavg_end'][0]:.2f}; "
+          f"{meta.get('clock', 'wall')} time.\n")
     print("Matmul limit: " + ", ".join(f"{x['dtype']} {x['threads']} thread(s): {x['median_gflops']:.0f} GFLOP/s" for x in data["limits"]) + "\n")
     if "jax" in set(rows["impl"]):
         print(peers_table(rows) + "\n")

@@ -27,7 +27,7 @@ def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     threads = torch.get_num_threads()
     try:
-        code = bench_gd.main(["--quick", "--sizes", "jena", "--dtypes", "float64", "--N", "4", "--layers", "1",
+        code = bench_gd.main(["--quick", "--clock", "cpu", "--sizes", "jena", "--dtypes", "float64", "--N", "4", "--layers", "1",
                               "--impls", "ours,nn", "--no-sweep", "--budget", "0.02", "--out", str(out)])
     finally:
         torch.set_num_threads(threads)
