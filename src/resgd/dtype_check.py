@@ -70,12 +70,15 @@ def compare(reference: str | Path, other: str | Path, rtol: float = RTOL, atol: 
     finite["excess"] = (finite["loss_other"] - finite["loss_ref"]).abs() - (rtol * finite["loss_ref"].abs() + atol * start)
     finite["rel"] = (finite["loss_other"] - finite["loss_ref"]).abs() / finite["loss_ref"].abs().clip(lower=1e-300)
     out_of_tolerance = finite[finite["excess"] > 0].drop_duplicates(RUN_KEYS)
+    worst = finite.groupby(RUN_KEYS)["rel"].max()
+    worst = worst[worst.index.isin(out_of_tolerance.set_index(RUN_KEYS).index)].sort_values(ascending=False)
     return {
         "claims": len(both), "verdict_diffs": verdict_diffs[["dataset", "mode", "name", "passed_ref", "passed_other"]],
         "lr_diffs": lr_diffs[["dataset", "mode", "lr_ref", "lr_other"]].drop_duplicates(),
         "runs": int(divergence.shape[0]), "unpaired_runs": int(unpaired.shape[0]),
         "diverged_differently": int(diverged_differently.shape[0]),
         "curves_out_of_tolerance": int(out_of_tolerance.shape[0]),
+        "out_of_tolerance": worst.rename("max_rel_loss_diff").reset_index(),
         "max_rel_loss_diff": float(finite["rel"].max()) if len(finite) else float("nan"),
         "rtol": rtol, "atol": atol,
     }
@@ -101,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{report['diverged_differently']}; loss curves out of tolerance (rtol {report['rtol']:g}, atol "
           f"{report['atol']:g}·Φ(0)): {report['curves_out_of_tolerance']}; max relative loss difference "
           f"{report['max_rel_loss_diff']:.2e}")
+    if report["curves_out_of_tolerance"]:
+        columns = ["dataset", "beta", "n_layers", "seed", "lr", "iterations", "max_rel_loss_diff"]
+        print(report["out_of_tolerance"][columns].to_string(index=False))
     print("verdict-neutral" if neutral(report) else "NOT verdict-neutral")
     return 0 if neutral(report) else 1
 
