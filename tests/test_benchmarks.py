@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -27,7 +28,7 @@ def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     threads = torch.get_num_threads()
     try:
-        code = bench_gd.main(["--quick", "--clock", "cpu", "--sizes", "jena", "--dtypes", "float64", "--N", "4", "--layers", "1",
+        code = bench_gd.main(["--quick", "--sizes", "jena", "--dtypes", "float64", "--N", "4", "--layers", "1",
                               "--impls", "ours,nn", "--no-sweep", "--budget", "0.02", "--out", str(out)])
     finally:
         torch.set_num_threads(threads)
@@ -87,3 +88,27 @@ def test_profiler_chatter_is_dropped_and_other_stderr_kept(capfd):
     err = capfd.readouterr().err
     assert "a real warning" in err
     assert "profiler_start" not in err and "profiler_stop" not in err
+
+
+def test_cpu_clock_runs_report_without_the_wall_time_floor(tiny_run, tmp_path, capsys):
+    # the profiler's floor is wall time: next to steps timed in CPU time on a busy machine it would mislead
+    data = json.loads((tiny_run / "bench_gd.json").read_text())
+    assert data["meta"]["clock"] == "wall"
+    data["meta"]["clock"] = "cpu"
+    (tmp_path / "cpu.json").write_text(json.dumps(data))
+    assert report.main([str(tmp_path / "cpu.json")]) == 0
+    text = capsys.readouterr().out
+    assert "cpu time" in text and "in matmul kernels (ms)" not in text
+    assert bench_gd.CLOCKS["cpu"] is time.process_time
+
+
+def test_jax_peer_is_skipped_with_a_message_when_jax_is_missing(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(bench_gd.jax_peer, "import_jax", lambda: None)
+    threads = torch.get_num_threads()
+    try:
+        code = bench_gd.main(["--quick", "--sizes", "jena", "--dtypes", "float64", "--N", "2", "--layers", "1",
+                              "--impls", "ours,nn,jax", "--no-sweep", "--budget", "0.01", "--out", str(tmp_path)])
+    finally:
+        torch.set_num_threads(threads)
+    assert code == 0 and "the JAX peer is skipped" in capsys.readouterr().out
+    assert set(pd.read_csv(tmp_path / "bench_gd.csv")["impl"]) == {"ours", "nn"}
