@@ -23,16 +23,20 @@ import bench_gd  # noqa: E402
 import report  # noqa: E402
 
 
+def run_tiny(out, N: int, impls: str) -> int:
+    """bench_gd on one tiny Jena case (float64, L = 1, no sweep), restoring torch's thread count."""
+    threads = torch.get_num_threads()
+    try:
+        return bench_gd.main(["--quick", "--sizes", "jena", "--dtypes", "float64", "--N", str(N), "--layers", "1",
+                              "--impls", impls, "--no-sweep", "--budget", "0.02", "--out", str(out)])
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    threads = torch.get_num_threads()
-    try:
-        code = bench_gd.main(["--quick", "--sizes", "jena", "--dtypes", "float64", "--N", "4", "--layers", "1",
-                              "--impls", "ours,nn", "--no-sweep", "--budget", "0.02", "--out", str(out)])
-    finally:
-        torch.set_num_threads(threads)
-    assert code == 0
+    assert run_tiny(out, 4, "ours,nn") == 0
     return out
 
 
@@ -104,11 +108,6 @@ def test_cpu_clock_runs_report_without_the_wall_time_floor(tiny_run, tmp_path, c
 
 def test_jax_peer_is_skipped_with_a_message_when_jax_is_missing(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(bench_gd.jax_peer, "import_jax", lambda: None)
-    threads = torch.get_num_threads()
-    try:
-        code = bench_gd.main(["--quick", "--sizes", "jena", "--dtypes", "float64", "--N", "2", "--layers", "1",
-                              "--impls", "ours,nn,jax", "--no-sweep", "--budget", "0.01", "--out", str(tmp_path)])
-    finally:
-        torch.set_num_threads(threads)
-    assert code == 0 and "the JAX peer is skipped" in capsys.readouterr().out
+    assert run_tiny(tmp_path, 2, "ours,nn,jax") == 0
+    assert "the JAX peer is skipped" in capsys.readouterr().out
     assert set(pd.read_csv(tmp_path / "bench_gd.csv")["impl"]) == {"ours", "nn"}
