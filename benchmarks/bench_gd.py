@@ -19,6 +19,10 @@ that a change in machine load hits every implementation alike):
                       full batch (``zero_grad``/``backward``/``step``); same model, same FLOPs;
 * ``mha``           — the same with ``nn.MultiheadAttention`` (one head; adds an output
                       projection W_O, so its FLOP count is larger, see ``mha_step_flops``);
+* ``jax``           — the JAX peer (``jax_peer.py``, optional extra ``[jax]``; skipped when jax is
+                      absent): the same model and loss, ``jax.jit`` of ``value_and_grad`` plus the
+                      update in one compiled step, one XLA thread, float64 enabled; its compile
+                      time is measured apart (``compile_s``) and not in the step time;
 * ``limit``         — the machine's dense matmul rate: a square ``torch.matmul`` (2048², or
                       1024² in ``--quick``) in the same dtype and with the same thread count.
 
@@ -38,14 +42,17 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import contextlib
 import datetime as dt
 import json
 import math
 import multiprocessing as mp
 import os
 import platform
+import re
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -55,6 +62,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import jax_peer  # noqa: E402
 from baselines import MHAModel, NNModel, load_params, make_sgd_step, nn_gradients, nn_loss  # noqa: E402
 
 from resgd import fastgrad  # noqa: E402
@@ -69,8 +77,10 @@ SIZES = {
     "jena": dict(d=14, n=24, pooling="none", masked=False),
     "sst2": dict(d=50, n=16, pooling="mean", masked=True),
 }
-IMPLS = ("ours", "ours_autograd", "ours_train_gd", "nn", "mha")
+IMPLS = ("ours", "ours_autograd", "ours_train_gd", "nn", "mha", "jax")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+_clock = CLOCKS["wall"]  # what a timed block is measured with (--clock); budgets always use wall time
 
 
 # --------------------------------------------------------------------------------------------
@@ -112,8 +122,8 @@ def tiny_step(cfg, X, Y, mask, params) -> float:
     return 1e-6 * fastgrad.grad_norm(params) / max(fastgrad.grad_norm(grads), 1e-300)
 
 
-def build_impls(cfg, X, Y, mask, params, lr, names):
-    """name -> (zero-argument step function, FLOPs per step)."""
+def build_impls(cfg, X, Y, mask, params, lr, names, compile_s: dict | None = None):
+    """name -> (zero-argument step function, FLOPs per step); ``compile_s`` gets the JAX compile time."""
     N, n, _ = X.shape
     flops = fastgrad.step_flops(cfg, N, n)["total"]
     impls = {}
@@ -145,11 +155,16 @@ def build_impls(cfg, X, Y, mask, params, lr, names):
         torch.manual_seed(0)
         model = MHAModel(cfg).to(X.dtype)
         impls["mha"] = (make_sgd_step(model, X, Y, mask, lr), mha_step_flops(cfg, N, n))
+    if "jax" in names:
+        step, seconds = jax_peer.make_jax_step(cfg, X, Y, mask, params, lr)
+        impls["jax"] = (step, flops)
+        if compile_s is not None:
+            compile_s["jax"] = seconds
     return impls
 
 
-def check_equivalence(size: str, dtype: torch.dtype) -> dict:
-    """Our loss and gradients against the torch.nn baseline's on a small case (the same function)."""
+def check_equivalence(size: str, dtype: torch.dtype, with_jax: bool = False) -> dict:
+    """Our loss and gradients against the torch.nn baseline's (and the JAX peer's) on a small case (the same function)."""
     cfg, X, Y, mask, params = make_case(size, 32, 2, dtype, seed=1)
     loss, grads, _ = loss_and_grad(params, cfg, X, Y, mask)
     model = load_params(NNModel(cfg).to(dtype), params)
@@ -161,7 +176,14 @@ def check_equivalence(size: str, dtype: torch.dtype) -> dict:
     loss_rel = abs(float(loss) - float(nn_value.detach())) / abs(float(nn_value.detach()))
     if not (rel < tol and loss_rel < tol):
         raise AssertionError(f"{size} {dtype}: ours and the nn baseline disagree (grad rel {rel:.2e}, loss rel {loss_rel:.2e})")
-    return {"size": size, "dtype": str(dtype).removeprefix("torch."), "max_rel_grad_diff": rel, "rel_loss_diff": loss_rel}
+    result = {"size": size, "dtype": str(dtype).removeprefix("torch."), "max_rel_grad_diff": rel, "rel_loss_diff": loss_rel}
+    if with_jax:
+        value, jax_grads = jax_peer.value_and_grad(cfg, X, Y, mask, params)
+        jax_rel, jax_loss_rel = jax_peer.max_rel_diff(jax_grads, grads), abs(value - float(loss)) / abs(float(loss))
+        if not (jax_rel < tol and jax_loss_rel < tol):
+            raise AssertionError(f"{size} {dtype}: ours and the JAX peer disagree (grad rel {jax_rel:.2e}, loss rel {jax_loss_rel:.2e})")
+        result.update(jax_max_rel_grad_diff=jax_rel, jax_rel_loss_diff=jax_loss_rel)
+    return result
 
 
 # --------------------------------------------------------------------------------------------
@@ -200,12 +222,39 @@ def time_impls(impls: dict, budget_s: float, min_reps: int, max_reps: int, warmu
     while reps < max_reps and (reps < min_reps or time.perf_counter() - started < budget_s):
         for name, spec in impls.items():
             fn = spec[0]
-            t0 = time.perf_counter()
+            t0 = _clock()
             for _ in range(inner[name]):
                 fn()
-            samples[name].append((time.perf_counter() - t0) / (inner[name] * per_call_steps[name]))
+            samples[name].append((_clock() - t0) / (inner[name] * per_call_steps[name]))
         reps += 1
     return samples
+
+
+_PROFILER_CHATTER = re.compile(rb"^USDT:.*\] profiler_(start|stop)\s*$")
+
+
+@contextlib.contextmanager
+def _without_profiler_chatter():
+    """Drop the ``USDT: … profiler_start/stop`` lines Kineto writes to fd 2 on every profiler session.
+
+    They come from C++ (no environment variable or log level silences them), so file descriptor
+    2 is captured for the duration and every other line is written back to stderr unchanged.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            kept = [line for line in captured.read().splitlines(keepends=True) if not _PROFILER_CHATTER.match(line)]
+            if kept:
+                sys.stderr.buffer.write(b"".join(kept))
+                sys.stderr.flush()
 
 
 MATMUL_OPS = frozenset({"aten::mm", "aten::bmm", "aten::addmm", "aten::addmm_", "aten::baddbmm", "aten::baddbmm_"})
@@ -225,7 +274,7 @@ def matmul_breakdown(step, seconds: float = 0.3, max_steps: int = 20) -> dict:
     start = time.perf_counter()
     step()
     steps = max(1, min(max_steps, int(seconds / max(time.perf_counter() - start, 1e-9))))
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with _without_profiler_chatter(), profile(activities=[ProfilerActivity.CPU]) as prof:
         t0 = time.perf_counter()
         for _ in range(steps):
             step()
@@ -241,9 +290,9 @@ def matmul_rate(dtype: torch.dtype, size: int, reps: int = 7) -> dict:
     torch.matmul(a, b)
     times = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = _clock()
         torch.matmul(a, b)
-        times.append(time.perf_counter() - t0)
+        times.append(_clock() - t0)
     flops = 2 * size**3
     return {"size": size, "median_gflops": flops / statistics.median(times) / 1e9, "best_gflops": flops / min(times) / 1e9}
 
@@ -447,17 +496,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--N", default=None, help="comma-separated N (default 64,256,1024,4096,8192; quick 64,1024)")
     parser.add_argument("--impls", default=",".join(IMPLS))
     parser.add_argument("--budget", type=float, default=None, help="seconds of timing per case (default 3; quick 0.5)")
+    parser.add_argument("--clock", choices=tuple(CLOCKS), default="wall",
+                        help="wall time, or CPU time of the process (for a machine shared with other work; the "
+                             "profiler's matmul floor stays wall time)")
     parser.add_argument("--no-sweep", action="store_true")
     parser.add_argument("--no-compile", action="store_true")
     args = parser.parse_args(argv)
 
     quick = args.quick
+    global _clock
+    _clock = CLOCKS[args.clock]
     Ns = [int(v) for v in (args.N or ("64,1024" if quick else "64,256,1024,4096,8192")).split(",")]
     Ls = [int(v) for v in (args.layers or ("1" if quick else "1,10")).split(",")]
     thread_counts = [int(v) for v in args.threads.split(",")]
     dtypes = [DTYPES[v] for v in args.dtypes.split(",")]
     sizes = args.sizes.split(",")
     impl_names = args.impls.split(",")
+    if "jax" in impl_names and jax_peer.import_jax() is None:
+        print("jax is not installed (pip install -c requirements.lock -e '.[jax]'): the JAX peer is skipped", flush=True)
+        impl_names.remove("jax")
     budget = args.budget if args.budget is not None else (0.5 if quick else 3.0)
     min_reps, max_reps = (3, 15) if quick else (5, 41)
     out = Path(args.out)
@@ -465,12 +522,12 @@ def main(argv: list[str] | None = None) -> int:
     started = dt.datetime.now(dt.timezone.utc)
     meta = {"started_utc": started.isoformat(timespec="seconds"), "quick": quick, "machine": machine_info(),
             "loadavg_start": os.getloadavg(), "budget_s_per_case": budget, "min_reps": min_reps, "max_reps": max_reps,
-            "chunk_bytes": fastgrad.CHUNK_BYTES, "impls": impl_names}
+            "chunk_bytes": fastgrad.CHUNK_BYTES, "impls": impl_names, "clock": args.clock}
     print(f"machine: {meta['machine']['cpu']}, {meta['machine']['logical_cpus']} CPUs, torch {torch.__version__}; load {meta['loadavg_start']}", flush=True)
 
     torch.set_num_threads(1)
-    meta["equivalence"] = [check_equivalence(size, dtype) for size in sizes for dtype in dtypes]
-    print("equivalence with the nn baseline: ok", flush=True)
+    meta["equivalence"] = [check_equivalence(size, dtype, "jax" in impl_names) for size in sizes for dtype in dtypes]
+    print("equivalence with the nn baseline" + (" and the JAX peer" if "jax" in impl_names else "") + ": ok", flush=True)
 
     rows, limits = [], []
     for threads in thread_counts:
@@ -485,9 +542,10 @@ def main(argv: list[str] | None = None) -> int:
                     for N in Ns:
                         cfg, X, Y, mask, params = make_case(size, N, L, dtype)
                         lr = tiny_step(cfg, X, Y, mask, params)
-                        impls = build_impls(cfg, X, Y, mask, params, lr, impl_names)
+                        compile_s = {}
+                        impls = build_impls(cfg, X, Y, mask, params, lr, impl_names, compile_s)
                         load0 = os.getloadavg()[0]
-                        samples = time_impls(impls, budget, min_reps, max_reps, essential=("ours", "nn"), slow_s=0.5)
+                        samples = time_impls(impls, budget, min_reps, max_reps, essential=("ours", "nn", "jax"), slow_s=0.5)
                         breakdown = matmul_breakdown(impls["ours"][0]) if "ours" in samples else {}
                         load1 = os.getloadavg()[0]
                         line = []
@@ -500,6 +558,8 @@ def main(argv: list[str] | None = None) -> int:
                                          "steps_per_s": 1.0 / median, "flops": flops, "gflops": gflops,
                                          "limit_gflops": limit["median_gflops"], "frac_of_limit": gflops / limit["median_gflops"],
                                          "loadavg": 0.5 * (load0 + load1)})
+                            if name in compile_s:
+                                rows[-1]["compile_s"] = compile_s[name]
                             if name == "ours" and breakdown:
                                 rows[-1].update(breakdown, matmul_share=breakdown["matmul_ms"] / breakdown["profiled_step_ms"],
                                                 matmul_gflops=flops / breakdown["matmul_ms"] / 1e6)
@@ -511,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
                         del impls
     table = pd.DataFrame(rows)
     if "ours" in impl_names:
-        for other in ("nn", "mha", "ours_autograd"):
+        for other in ("nn", "mha", "ours_autograd", "jax"):
             if other in impl_names:
                 key = ["threads", "dtype", "size", "L", "N"]
                 ref = table[table["impl"] == other].set_index(key)["step_ms"]

@@ -42,6 +42,41 @@ def main_table(rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def peers_table(rows: pd.DataFrame, floor: bool = True) -> str:
+    """Ours, the torch.nn baseline and the JAX peer side by side, with the matmul limit and our kernels' rate.
+
+    "step / kernels" is the whole step's rate as a fraction of the rate of its own matrix-product
+    kernels (= the kernels' share of the profiled step): 100 % would mean nothing but matmuls.
+    ``floor=False`` leaves out the two profiler columns (wall time: meaningless when the steps were
+    timed in CPU time on a busy machine).
+    """
+    key = ["threads", "dtype", "size", "L", "N"]
+    step = rows.pivot_table(index=key, columns="impl", values="step_ms")
+    ours = rows[rows["impl"] == "ours"].set_index(key)
+    jax = rows[rows["impl"] == "jax"].set_index(key)
+    lines = ["| threads | dtype | size | L | N | ours ms | nn ms | JAX ms | nn / ours | JAX / ours | JAX compile (s) "
+             "| ours / limit | JAX / limit |" + (" kernels / limit | step / kernels |" if floor else ""),
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if floor else "")]
+
+    def cell(value, fmt):
+        return "–" if pd.isna(value) else format(value, fmt)
+
+    for index in sorted(step.index, key=case_order):
+        threads, dtype, size, L, N = index
+        o = ours.loc[index]
+        nn = step.loc[index].get("nn", float("nan"))
+        jx = step.loc[index].get("jax", float("nan"))
+        j = jax.loc[index] if index in jax.index else {}
+        kernels = o.get("matmul_gflops", float("nan")) / o["limit_gflops"]
+        lines.append(f"| {threads} | {dtype} | {size} | {L} | {N} | {o['step_ms']:.3g} | {cell(nn, '.3g')} | {cell(jx, '.3g')} "
+                     f"| **{cell(nn / o['step_ms'], '.2f')}×** | **{cell(jx / o['step_ms'], '.2f')}×** "
+                     f"| {cell(j.get('compile_s', float('nan')), '.2f')} | {100 * o['frac_of_limit']:.0f} % "
+                     f"| {cell(100 * j.get('frac_of_limit', float('nan')), '.0f')} % |"
+                     + (f" {cell(100 * kernels, '.0f')} % | {cell(100 * o.get('matmul_share', float('nan')), '.0f')} % |"
+                        if floor else ""))
+    return "\n".join(lines)
+
+
 def matmul_floor_table(rows: pd.DataFrame) -> str:
     """Where our step's time goes: its matrix-product kernels against everything else, and the 3× target."""
     key = ["threads", "dtype", "size", "L", "N"]
@@ -80,10 +115,13 @@ def main(argv: list[str]) -> int:
     rows = pd.DataFrame(data["rows"])
     print(f"Measured {meta['started_utc']} – {meta['finished_utc']} on {meta['machine']['cpu']} "
           f"({meta['machine']['logical_cpus']} logical CPUs), torch {meta['machine']['torch']}, "
-          f"load average at start/end {meta['loadavg_start'][0]:.2f}/{meta['loadavg_end'][0]:.2f}.\n")
+          f"load average at start/end {meta['loadavg_start'][0]:.2f}/{meta['loadavg_end'][0]:.2f}; "
+          f"{meta.get('clock', 'wall')} time.\n")
     print("Matmul limit: " + ", ".join(f"{x['dtype']} {x['threads']} thread(s): {x['median_gflops']:.0f} GFLOP/s" for x in data["limits"]) + "\n")
+    if "jax" in set(rows["impl"]):
+        print(peers_table(rows, floor=meta.get("clock", "wall") == "wall") + "\n")
     print(main_table(rows) + "\n")
-    floor = matmul_floor_table(rows)
+    floor = matmul_floor_table(rows) if meta.get("clock", "wall") == "wall" else ""
     if floor:
         print(floor + "\n")
     if "ours_train_gd" in set(rows["impl"]):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -22,16 +23,20 @@ import bench_gd  # noqa: E402
 import report  # noqa: E402
 
 
+def run_tiny(out, N: int, impls: str) -> int:
+    """bench_gd on one tiny Jena case (float64, L = 1, no sweep), restoring torch's thread count."""
+    threads = torch.get_num_threads()
+    try:
+        return bench_gd.main(["--quick", "--sizes", "jena", "--dtypes", "float64", "--N", str(N), "--layers", "1",
+                              "--impls", impls, "--no-sweep", "--budget", "0.02", "--out", str(out)])
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    threads = torch.get_num_threads()
-    try:
-        code = bench_gd.main(["--quick", "--sizes", "jena", "--dtypes", "float64", "--N", "4", "--layers", "1",
-                              "--impls", "ours,nn", "--no-sweep", "--budget", "0.02", "--out", str(out)])
-    finally:
-        torch.set_num_threads(threads)
-    assert code == 0
+    assert run_tiny(out, 4, "ours,nn") == 0
     return out
 
 
@@ -72,3 +77,37 @@ def test_matmul_breakdown_counts_only_matrix_products():
 def test_case_order_puts_float64_first():
     cases = [(1, "float32", "jena", 1, 64), (1, "float64", "sst2", 1, 64), (1, "float64", "jena", 10, 64)]
     assert sorted(cases, key=report.case_order) == [cases[2], cases[1], cases[0]]
+
+
+def test_profiler_chatter_is_dropped_and_other_stderr_kept(capfd):
+    # Kineto writes "USDT: … profiler_start/stop" to fd 2 from C++ on every profiler session; the
+    # benchmark drops exactly those lines and passes any other line through unchanged
+    import os
+
+    with bench_gd._without_profiler_chatter():
+        os.write(2, b"USDT:2026-01-01 00:00:00 1:1 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
+        os.write(2, b"a real warning\n")
+        os.write(2, b"USDT:2026-01-01 00:00:00 1:1 SyncActivityProfilerHandler.cpp:59] profiler_stop\n")
+    bench_gd.matmul_breakdown(lambda: torch.mm(torch.ones(4, 4), torch.ones(4, 4)), seconds=0.001)
+    err = capfd.readouterr().err
+    assert "a real warning" in err
+    assert "profiler_start" not in err and "profiler_stop" not in err
+
+
+def test_cpu_clock_runs_report_without_the_wall_time_floor(tiny_run, tmp_path, capsys):
+    # the profiler's floor is wall time: next to steps timed in CPU time on a busy machine it would mislead
+    data = json.loads((tiny_run / "bench_gd.json").read_text())
+    assert data["meta"]["clock"] == "wall"
+    data["meta"]["clock"] = "cpu"
+    (tmp_path / "cpu.json").write_text(json.dumps(data))
+    assert report.main([str(tmp_path / "cpu.json")]) == 0
+    text = capsys.readouterr().out
+    assert "cpu time" in text and "in matmul kernels (ms)" not in text
+    assert bench_gd.CLOCKS["cpu"] is time.process_time
+
+
+def test_jax_peer_is_skipped_with_a_message_when_jax_is_missing(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(bench_gd.jax_peer, "import_jax", lambda: None)
+    assert run_tiny(tmp_path, 2, "ours,nn,jax") == 0
+    assert "the JAX peer is skipped" in capsys.readouterr().out
+    assert set(pd.read_csv(tmp_path / "bench_gd.csv")["impl"]) == {"ours", "nn"}

@@ -215,7 +215,7 @@ def test_attention_probabilities_match_softmax_in_and_beyond_the_unshifted_range
     keymask = mask.to(dtype).view(c, n, 1)
     keybias = torch.zeros_like(keymask).masked_fill_(keymask == 0, -math.inf)
     out = torch.empty(c, n, n, dtype=dtype)
-    shifted = fastgrad._attention_probs_(out, K, QL, keymask, keybias, expect_large)
+    shifted = fastgrad.softmax.attention_probs_(out, K, QL, keymask, keybias, expect_large)
     assert shifted == (big > 1.0)
     A = out.transpose(1, 2)  # (c, queries, keys)
     logits = (QL.double() @ K.double().transpose(1, 2)).masked_fill(~mask[:, None, :], -math.inf)
@@ -236,7 +236,7 @@ def test_softmax_path_memory_follows_the_regime_from_call_to_call():
         _, grads, _ = fastgrad.loss_and_grad_manual(p, cfg, X, Y, mask)
         _, ref, _ = loss_and_grad(p, cfg, X, Y, mask, backend="autograd")
         assert_grads_close(grads, ref, 1e-8)
-        assert fastgrad._WORKSPACE.shifted[0] is shifted
+        assert fastgrad.workspace.WORKSPACE.shifted[0] is shifted
 
 
 def test_attention_rows_are_distributions_over_real_keys():

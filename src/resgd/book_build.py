@@ -41,6 +41,7 @@ from typing import Mapping, Sequence
 import yaml
 
 from .atomic import write_text, write_with
+from .mkl_path import child_env
 
 MODES = ("quick", "full")
 MODE_ENV = "RESGD_MODE"
@@ -169,7 +170,7 @@ def notebook_env(root: Path, mode: str, base: Mapping[str, str] | None = None) -
     if env.get("PATH", "").split(os.pathsep)[0] != bindir:
         env["PATH"] = os.pathsep.join(p for p in (bindir, env.get("PATH", "")) if p)
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # quiets debugpy in the kernel
-    return env
+    return child_env(env)  # opt-in $RESGD_MKL_INTEL_PATH: the kernels (and their workers) preload the stub
 
 
 def md_to_ipynb(md: Path, ipynb: Path) -> None:

@@ -169,8 +169,12 @@ def info_command(out=print) -> int:
             out(f"{name} {importlib.import_module(name).__version__}")
         except ImportError:
             out(f"{name}: not installed")
-    for variable in ("RESGD_DATA_DIR", "RESGD_RESULTS_DIR", "RESGD_FIGURES_DIR", "RESGD_MODE", "RESGD_SCHEDULER"):
+    for variable in ("RESGD_DATA_DIR", "RESGD_RESULTS_DIR", "RESGD_FIGURES_DIR", "RESGD_MODE", "RESGD_SCHEDULER",
+                     "RESGD_MKL_INTEL_PATH"):
         out(f"{variable} = {os.environ.get(variable, '(unset)')}")
+    from .mkl_path import active
+
+    out(f"MKL vendor-check stub (RESGD_MKL_INTEL_PATH): {'active' if active() else 'not active'}")
     out(f"data (checked without downloading): {data_sources()}")
     return 0
 

@@ -1,0 +1,93 @@
+"""How a step is laid out: which backend, which association of the logits, how many samples per chunk, how many FLOPs.
+
+These are decisions taken once per call from the shapes, before any arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+
+from ..model import ModelConfig
+from ..validation import check_choice
+
+BACKENDS = ("manual", "autograd")
+BACKEND_ENV = "RESGD_GRAD_BACKEND"
+
+CHUNK_BYTES = 5 * 2**19
+"""Target size (bytes) of the largest per-chunk intermediate (the FFN activations, tokens × m) of a
+one-layer model; an L-layer model keeps L layers' intermediates alive per chunk and uses
+``CHUNK_BYTES / sqrt(L)``.
+
+Tuned on the machine of ``benchmarks/README.md`` (2 MiB L2 per core): for L = 1 the optimum was
+1.5-5 MiB, for L = 10 0.5-1 MiB, for the Jena and SST-2 sizes in float32 and float64 (within 3 % of
+the best in every case measured). Samples are never split across chunks."""
+
+
+def default_backend() -> str:
+    """``$RESGD_GRAD_BACKEND`` if set (``"manual"`` or ``"autograd"``), else ``"manual"``.
+
+    The environment variable lets a whole book build run on the autograd path for a
+    cross-check without changing any code.
+    """
+    backend = os.environ.get(BACKEND_ENV, "manual")
+    check_choice(f"${BACKEND_ENV}", backend, BACKENDS)
+    return backend
+
+
+def fold_logits(cfg: ModelConfig) -> bool:
+    """Whether the logits go through ``M = W_Q W_Kᵀ / s`` (d×d), the cheaper association when ``d ≤ 2 d_qk``.
+
+    Unfolded, ``X W_Q`` and ``X W_K`` cost ``2·(2 T d d_qk)`` FLOPs; folded, ``X M`` costs ``2 T d²``.
+    """
+    return cfg.d <= 2 * cfg.d_qk
+
+
+def chunk_samples(cfg: ModelConfig, n: int, dtype: torch.dtype, chunk_bytes: int | None = None) -> int:
+    """Samples per chunk: the largest per-chunk intermediate (tokens × max(m, n, d)) near the budget.
+
+    The budget is ``chunk_bytes`` if given, else ``CHUNK_BYTES / sqrt(n_layers)``.
+    """
+    budget = CHUNK_BYTES / math.sqrt(cfg.n_layers) if chunk_bytes is None else chunk_bytes
+    itemsize = dtype.itemsize
+    return max(1, int(budget // (n * max(cfg.m, n, cfg.d) * itemsize)))
+
+
+def step_flops(cfg: ModelConfig, N: int, n: int) -> dict[str, int]:
+    """Matmul FLOPs of one forward+backward pass (the work any implementation must do).
+
+    Counted: every matrix product (2 FLOPs per multiply-add), with the cheaper association of the
+    logits (:func:`fold_logits`); not counted: elementwise work (softmax, activation, residual
+    adds), O(d² d_qk) weight-only products, and the gradient for the input X of the first layer
+    (nobody needs it). With ``T = N n`` tokens and ``q = d_qk``, per layer::
+
+        forward   proj = 2T·d·d (fold) or 2T·2d·q          (X M,  or X W_Q and X W_K)
+                  + 2T·d·d                                   V = X W_V
+                  + 2N·n²·(d if fold else q) + 2N·n²·d       S, then A V
+                  + 2T·d·m·2                                 P = Z W_1, G W_2
+        backward  2 × forward (one product for the weight gradient, one for the input gradient),
+                  less the input-gradient products of layer 0: proj + 2T·d·d + 2N·n²·(d or q)
+                  (the keys-side term dSᵀ(XM) exists only when folded)
+        output    2T·d·k forward (per token) or 2N·d·k (mean pooling), ×3 with backward
+    """
+    d, q, m, k, L = cfg.d, cfg.d_qk, cfg.m, cfg.k, cfg.n_layers
+    T = N * n
+    fold = fold_logits(cfg)
+    proj = 2 * T * d * d if fold else 2 * T * 2 * d * q
+    width = d if fold else q
+    value = 2 * T * d * d
+    attention = 2 * N * n * n * width + 2 * N * n * n * d
+    ffn = 2 * 2 * T * d * m
+    forward_layer = proj + value + attention + ffn
+    # input-gradient products of the attention: dQ·W_Qᵀ (+ dK·W_Kᵀ) or dL·Mᵀ, dV·W_Vᵀ, and the
+    # keys-side dSᵀ(XM) (folded; unfolded it is inside dK·W_Kᵀ)
+    input_grad_l0 = proj + value + (2 * N * n * n * d if fold else 0)
+    rows = N if cfg.pooling == "mean" else T
+    output = 2 * rows * d * k
+    forward = L * forward_layer + output
+    backward = 2 * L * forward_layer - input_grad_l0 + 2 * output
+    return {"forward": forward, "backward": backward, "total": forward + backward}
+
+

@@ -1,0 +1,62 @@
+"""resgd.dtype_check: pairs the runs of two results folders, and catches a changed verdict or curve."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from resgd import dtype_check, experiments
+from resgd.pipeline.cache import ResultsCache
+
+
+@pytest.fixture(scope="module")
+def toy_runs(tmp_path_factory):
+    """The toy experiments in float64 and float32, each into its own results folder."""
+    base = tmp_path_factory.mktemp("dtype")
+    folders = {}
+    for dtype in ("float64", "float32"):
+        results = base / dtype
+        mp = pytest.MonkeyPatch()
+        mp.setenv("RESGD_RESULTS_DIR", str(results))
+        try:
+            experiments.reproduce("toy", True, base / f"figures_{dtype}", n_jobs=1, progress=False, dtype=dtype)
+        finally:
+            mp.undo()
+        folders[dtype] = results
+    return folders
+
+
+def test_same_folder_is_neutral(toy_runs):
+    report = dtype_check.compare(toy_runs["float64"], toy_runs["float64"])
+    assert dtype_check.neutral(report) and report["runs"] > 0 and report["max_rel_loss_diff"] == 0
+
+
+def test_float32_toy_runs_pair_with_float64_and_stay_close(toy_runs):
+    report = dtype_check.compare(toy_runs["float64"], toy_runs["float32"])
+    assert report["unpaired_runs"] == 0 and report["runs"] > 0
+    assert 0 < report["max_rel_loss_diff"] < 1e-3  # float32 rounding, not equality
+
+
+def test_a_changed_verdict_and_a_changed_curve_are_caught(toy_runs, tmp_path):
+    changed = tmp_path / "changed"
+    shutil.copytree(toy_runs["float64"], changed)
+    claims = next((changed / "claims").glob("*.json"))
+    data = json.loads(claims.read_text())
+    data["verdicts"][0]["passed"] = str(data["verdicts"][0]["passed"]) != "True"
+    claims.write_text(json.dumps(data))
+    report = dtype_check.compare(toy_runs["float64"], changed)
+    assert len(report["verdict_diffs"]) == 1 and not dtype_check.neutral(report)
+
+    changed_curve = tmp_path / "curve"
+    shutil.copytree(toy_runs["float64"], changed_curve)
+    cache = ResultsCache(changed_curve / "cache")
+    for path in cache.directory.glob("*.pkl"):
+        frame = cache.read(path.stem)
+        if "loss" in frame.columns and not frame["diverged"].any():
+            frame.loc[frame.index[-1], "loss"] *= 1.01
+            cache.write(path.stem, frame)  # a valid entry with another curve, as another run would write
+            break
+    report = dtype_check.compare(toy_runs["float64"], changed_curve)
+    assert report["curves_out_of_tolerance"] == 1 and not dtype_check.neutral(report)
