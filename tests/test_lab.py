@@ -205,3 +205,50 @@ def test_01_setup_executes_in_the_project_kernel(server):
     finally:
         kernel.ws.close()
         server.http.delete(f"{server.url}/api/sessions/{session['id']}", timeout=60)
+
+
+SHOTS = ROOT / "_build" / "screenshots"
+
+NOTEBOOK_VIEW = """
+const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+const tab = document.querySelector('.lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel');
+return {
+  notebook: !!panel,
+  codeCells: panel ? panel.querySelectorAll('.jp-CodeCell').length : 0,
+  markdownCells: panel ? panel.querySelectorAll('.jp-MarkdownCell').length : 0,
+  tab: tab ? tab.textContent : null,
+  editors: document.querySelectorAll('.jp-FileEditor').length,
+  kernel: (document.querySelector('.jp-Toolbar-kernelName') || {}).textContent || null,
+};
+"""
+
+
+@pytest.mark.browser
+def test_jupyterlab_opens_the_md_as_a_notebook(server):
+    """What a student sees after ``make lab``: 01_setup.md open as a notebook, with its kernel."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from resgd import browser
+
+    if not browser.have_chromium():
+        message = f"{browser.CHROMIUM} or {browser.CHROMEDRIVER} missing (make chromium)"
+        if os.environ.get("RESGD_REQUIRE_SITE") == "1":
+            pytest.fail(message + " and RESGD_REQUIRE_SITE=1")
+        pytest.skip(message)
+    source = jupytext.read(ROOT / NOTEBOOK)
+    code = sum(c.cell_type == "code" for c in source.cells)
+    with browser.chromium(timeout_s=180) as driver:
+        driver.get(f"{server.url}/lab/tree/{NOTEBOOK}?token={server.token}")
+        view = {}
+
+        def settled(d):
+            view.update(d.execute_script(NOTEBOOK_VIEW))
+            return view["codeCells"] == code and (view["kernel"] or "").startswith("Python 3")
+
+        try:
+            WebDriverWait(driver, 180, poll_frequency=1).until(settled)
+        finally:
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            driver.save_screenshot(str(SHOTS / "lab_01_setup.png"))
+    assert view["notebook"] and view["tab"] == Path(NOTEBOOK).name and view["editors"] == 0, view
+    assert view["markdownCells"] == len(source.cells) - code

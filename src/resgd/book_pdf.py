@@ -3,7 +3,7 @@
     python -m resgd.book_pdf [--root DIR]
 
 ``make pdf`` first renders the book's executed notebooks and pages into one HTML page
-(``jupyter-book build . --builder singlehtml`` → ``_build/singlehtml/index.html``). This module
+(``jupyter-book build . --builder singlehtml`` → ``_build/singlehtml/book/intro.html``). This module
 then prints that page with Debian's headless Chromium (:mod:`resgd.browser`, the browser tests'
 Chromium): served from a local port, every image loaded and MathJax finished typesetting, then
 DevTools ``Page.printToPDF``. Jupyter Book's own ``pdfhtml`` builder would need pyppeteer, which
@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Sequence
+
+import yaml
 
 from . import browser
 from .atomic import write_bytes
@@ -38,11 +40,22 @@ PRINT_OPTIONS = {
     "marginLeft": 0.6,
     "marginRight": 0.6,
     "printBackground": True,
+    "scale": 0.85,  # wide tables and displayed equations fit the page width
     "displayHeaderFooter": True,
     "headerTemplate": "<span></span>",
     "footerTemplate": '<div style="font-size:8px;width:100%;text-align:center;">'
                       '<span class="pageNumber"></span> / <span class="totalPages"></span></div>',
 }
+
+# Paper has no horizontal scrollbar: long code lines wrap instead of being cut at the margin.
+PRINT_CSS = """
+const style = document.createElement('style');
+style.textContent = `@media print {
+  pre { white-space: pre-wrap !important; overflow-wrap: anywhere; }
+  .highlight, .cell_output, .output, .table-wrapper, mjx-container { overflow: visible !important; }
+}`;
+document.head.appendChild(style);
+"""
 
 # What the page shows once settled: math typeset, images loaded; raw TeX left in visible text.
 PAGE_STATE = """
@@ -63,13 +76,30 @@ class BookPdfError(RuntimeError):
     """The single-page book is missing or did not render completely."""
 
 
-def print_pdf(page_dir: Path, out: Path, log=print) -> dict:
-    """Print ``page_dir/index.html`` to ``out``; returns the page's state (see PAGE_STATE)."""
-    if not (page_dir / "index.html").is_file():
-        raise BookPdfError(f"no {page_dir / 'index.html'}: run `jupyter-book build . --builder singlehtml` (make pdf)")
-    with browser.serve(page_dir) as url, browser.chromium(timeout_s=300) as driver:
-        driver.get(f"{url}/index.html")
+def single_page(root: Path) -> Path:
+    """The single-page book, placed at the top of ``_build/singlehtml/``.
+
+    Jupyter Book names the page after the TOC's root document (``book/intro.html``), but writes
+    its links to images and scripts relative to the build folder; a copy at the top (written by
+    :func:`place_single_page`) finds them.
+    """
+    return root / SINGLEHTML / "book.html"
+
+
+def place_single_page(root: Path) -> Path:
+    doc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf8"))["root"]
+    built = root / SINGLEHTML / f"{Path(doc).with_suffix('').as_posix()}.html"
+    if not built.is_file():
+        raise BookPdfError(f"no {built}: run `jupyter-book build . --builder singlehtml` (make pdf)")
+    return write_bytes(single_page(root), built.read_bytes())
+
+
+def print_pdf(page: Path, out: Path, log=print) -> dict:
+    """Print the HTML file ``page`` to ``out``; returns the page's state (see PAGE_STATE)."""
+    with browser.serve(page.parent) as url, browser.chromium(timeout_s=300) as driver:
+        driver.get(f"{url}/{page.name}")
         browser.wait_for_page(driver)
+        driver.execute_script(PRINT_CSS)
         state = driver.execute_script(PAGE_STATE)
         log(f"book_pdf: {state['images']} images, {state['typeset']} of {state['math']} math elements typeset")
         problems = []
@@ -80,7 +110,7 @@ def print_pdf(page_dir: Path, out: Path, log=print) -> dict:
         if state["rawTex"]:
             problems.append(f"raw TeX {state['rawTex']} left in the text")
         if problems:
-            raise BookPdfError(f"{page_dir / 'index.html'}: " + "; ".join(problems))
+            raise BookPdfError(f"{page}: " + "; ".join(problems))
         pdf = base64.b64decode(driver.execute_cdp_cmd("Page.printToPDF", PRINT_OPTIONS)["data"])
     write_bytes(out, pdf)
     return state
@@ -94,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         root = find_root(args.root)
         out = root / PDF_DIR / PDF_NAME
-        print_pdf(root / SINGLEHTML, out)
+        print_pdf(place_single_page(root), out)
     except (BookPdfError, FileNotFoundError) as exc:
         print(f"book_pdf: error: {exc}", file=sys.stderr)
         return 1
