@@ -211,7 +211,7 @@ SHOTS = ROOT / "_build" / "screenshots"
 
 NOTEBOOK_VIEW = """
 const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
-const tab = document.querySelector('.lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel');
+const tab = document.querySelector('.lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel');
 return {
   notebook: !!panel,
   codeCells: panel ? panel.querySelectorAll('.jp-CodeCell').length : 0,
