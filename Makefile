@@ -1,4 +1,4 @@
-# The companion book: `make book` (full mode), `make book MODE=quick`, `make test`.
+# The companion book: `make book` (full mode), `make book MODE=quick`, `make test`, `make lab`, `make pdf`.
 # See book/reproduce.md.
 
 MODE   ?= full
@@ -12,7 +12,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 # failed -W build a second run would pass without any fix.
 JB_BUILD = $(BIN)/jupyter-book build . -W --keep-going --all
 
-.PHONY: book html test install chromium clean
+.PHONY: book html lab pdf test install chromium clean
 
 book: $(STAMP)  ## execute the notebooks (MODE=quick|full), then render the site with -W
 	$(BIN)/python -m resgd.book_build --mode $(MODE)
@@ -20,6 +20,13 @@ book: $(STAMP)  ## execute the notebooks (MODE=quick|full), then render the site
 
 html: $(STAMP)  ## render only, from the notebooks executed last time
 	$(JB_BUILD)
+
+pdf: $(STAMP) chromium  ## the whole book as one PDF (after `make book`): _build/pdf/, copied into the site
+	$(JB_BUILD) --builder singlehtml
+	$(BIN)/python -m resgd.book_pdf
+
+lab: $(STAMP)  ## JupyterLab on the project: notebooks/*.md open as notebooks (LAB_ARGS=... for jupyter lab)
+	$(BIN)/python -m resgd.lab $(LAB_ARGS)
 
 test: $(STAMP) chromium  ## the test suite (site and browser checks need `make book` first)
 	$(BIN)/python -m pytest

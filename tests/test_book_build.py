@@ -61,7 +61,7 @@ def test_toc_order_of_the_book():
     docs = bb.toc_docs(ROOT / "_toc.yml")
     assert docs[0] == "book/intro"
     assert docs.index("notebooks/02_theorem1") < docs.index("book/theorem1_proof") < docs.index("notebooks/03_rank_collapse")
-    assert docs[-3:] == ["book/choices", "book/reproduce", "book/references"]
+    assert docs[-4:] == ["book/choices", "book/reproduce", "book/references", "book/cite"]
 
 
 def test_toc_nested_sections_and_suffixes(tmp_path):

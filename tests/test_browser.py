@@ -7,34 +7,17 @@ Screenshots go to ``_build/screenshots/NAME.png``.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import os
-import shutil
-import tempfile
-import threading
 from pathlib import Path
 
 import pytest
 
+from resgd import browser
 from resgd.book_build import toc_docs
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "screenshots"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-CHROME_FLAGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--window-size=1280,900",
-]
 MAX_SHOT_HEIGHT = 16000  # px; longer pages are cut in the screenshot only
 
 pytestmark = pytest.mark.browser
@@ -46,56 +29,25 @@ def skip_or_fail(message: str):
     pytest.skip(message)
 
 
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def base_url():
     if not (SITE / "index.html").is_file():
         skip_or_fail(f"no built site at {SITE} (run `make book`)")
-    handler = functools.partial(QuietHandler, directory=str(SITE))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)  # a free port
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with browser.serve(SITE) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def driver():
-    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        skip_or_fail(f"{CHROMIUM} or {CHROMEDRIVER} missing (apt-get install chromium chromium-driver)")
-    os.environ["SE_OFFLINE"] = "true"  # Selenium Manager must never try to download a driver
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="resgd-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in CHROME_FLAGS + [f"--user-data-dir={profile}"]:
-        options.add_argument(flag)
-    drv = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    drv.set_page_load_timeout(60)
-    drv.set_script_timeout(60)
-    yield drv
-    drv.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    if not browser.have_chromium():
+        skip_or_fail(f"{browser.CHROMIUM} or {browser.CHROMEDRIVER} missing (apt-get install chromium chromium-driver)")
+    with browser.chromium() as drv:
+        yield drv
 
 
 def notebook_docs() -> list[str]:
     return [d for d in toc_docs(ROOT / "_toc.yml") if d.startswith("notebooks/")]
 
-
-WAIT_FOR_PAGE = """
-const done = arguments[arguments.length - 1];
-const images = () => Promise.all(Array.from(document.images).map(img => img.complete ? null :
-    new Promise(ok => { img.addEventListener('load', ok); img.addEventListener('error', ok); })));
-const math = () => (window.MathJax && MathJax.startup && MathJax.startup.promise) || Promise.resolve();
-images().then(math).then(() => done(true), err => done(String(err)));
-"""
 
 PAGE_FACTS = """
 const article = document.querySelector('article.bd-article') || document.body;
@@ -122,11 +74,11 @@ def visit(driver, url: str, shot: str, lands_on: str | None = None) -> dict:
     if lands_on:
         WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith(lands_on))
         WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
-    assert driver.execute_async_script(WAIT_FOR_PAGE) is True
+    browser.wait_for_page(driver)
     facts = driver.execute_script(PAGE_FACTS)
     # Full-page screenshot: make the window as tall as the page, then capture it.
     driver.set_window_size(1280, min(int(facts["height"]) + 100, MAX_SHOT_HEIGHT))
-    driver.execute_async_script(WAIT_FOR_PAGE)  # lazily loaded images now in view
+    browser.wait_for_page(driver)  # lazily loaded images now in view
     facts = driver.execute_script(PAGE_FACTS)
     SHOTS.mkdir(parents=True, exist_ok=True)
     assert driver.save_screenshot(str(SHOTS / f"{shot}.png"))

@@ -157,10 +157,14 @@ def select(names: Sequence[str], only: Sequence[str] | None) -> list[str]:
     return [n for n in names if n in chosen]
 
 
-def notebook_env(root: Path, mode: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment the notebooks execute in."""
+def notebook_env(root: Path, mode: str | None, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment the notebooks execute in (the book build's, and JupyterLab's: :mod:`resgd.lab`).
+
+    ``mode=None`` leaves ``RESGD_MODE`` as ``base`` has it (a reader's session: quick unless set).
+    """
     env = dict(os.environ if base is None else base)
-    env[MODE_ENV] = mode
+    if mode is not None:
+        env[MODE_ENV] = mode
     env["RESGD_FIGURES_DIR"] = str(root / "figures")
     # The results cache and the verdicts live at the repository root (the notebooks run in notebooks/).
     env.setdefault("RESGD_RESULTS_DIR", str(root / "results"))
