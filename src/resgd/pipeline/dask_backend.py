@@ -21,12 +21,14 @@ A task is resubmitted at most ``max_resubmits`` times; then :class:`DaskSweepErr
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 SCHEDULER_ENV = "RESGD_SCHEDULER"
 MAX_RESUBMITS = 5
+log = logging.getLogger(__name__)
 
 
 class DaskSweepError(RuntimeError):
@@ -80,7 +82,7 @@ def execute_dask(tasks: Sequence[Any], address: Any, *, max_resubmits: int = MAX
             owner[future.key] = task_key
             return future
 
-        pending = as_completed([submit(k) for k in keys])
+        pending = as_completed([submit(k) for k in keys], loop=client.loop)
         delivered: set[str] = set()
         for future in pending:
             task_key = owner.pop(future.key)
@@ -94,6 +96,7 @@ def execute_dask(tasks: Sequence[Any], address: Any, *, max_resubmits: int = MAX
                         f"task {task_key!r} was lost {attempts[task_key]} times (cancelled or its worker died); "
                         f"check the cluster at {address!r}"
                     )
+                log.warning("task %s lost (%s); resubmitting (attempt %d)", task_key, future.status, attempts[task_key] + 1)
                 future.release()
                 pending.add(submit(task_key))
                 continue
