@@ -5,8 +5,9 @@
     python -m resgd reproduce [--quick] [--only NAME ...] [--figures-dir DIR] [--results-dir DIR] [--jobs N]
     python -m resgd info
 
-``NAME`` is one of ``setup``, ``theorem1``, ``collapse``, ``jena``, ``sst2`` (default: all, in that
-order). ``jena``/``sst2`` call :func:`resgd.experiments.reproduce`; ``setup``/``theorem1`` call
+``NAME`` is one of ``setup``, ``theorem1``, ``collapse``, ``jena``, ``sst2``, ``robustness`` (default:
+all, in that order; ``robustness`` calls :func:`resgd.robustness.reproduce`, the claims' map).
+``--scheduler ADDRESS`` sets ``$RESGD_SCHEDULER``: the sweep engine then runs on that Dask cluster. ``jena``/``sst2`` call :func:`resgd.experiments.reproduce`; ``setup``/``theorem1`` call
 ``resgd.theory.reproduce_setup``/``reproduce_theorem1`` and ``collapse`` calls
 ``resgd.collapse.reproduce``, each as ``function(quick, directory)`` (see :data:`TARGETS`),
 imported only when asked for. Sizes come from each module's presets (``--quick`` selects the quick ones), the
@@ -30,6 +31,7 @@ TARGETS: dict[str, tuple[str, str]] = {
     "collapse": ("resgd.collapse", "reproduce"),
     "jena": ("resgd.experiments", "reproduce"),
     "sst2": ("resgd.experiments", "reproduce"),
+    "robustness": ("resgd.robustness", "reproduce"),
 }
 """NAME → (module, function). The function is called as ``function(quick, directory)``; for the
 data sets as ``reproduce(dataset, quick, directory, n_jobs=...)``."""
@@ -81,6 +83,8 @@ def build_parser(targets: Mapping[str, tuple[str, str]] = TARGETS) -> argparse.A
                      help="where tables, verdicts and the run cache go (default: $RESGD_RESULTS_DIR, else ./results)")
     rep.add_argument("--jobs", type=_positive_int, default=2, metavar="N",
                      help="parallel training runs for jena/sst2 (default: 2)")
+    rep.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                     help="run the training runs on this dask.distributed scheduler (sets $RESGD_SCHEDULER)")
     commands.add_parser("info", help="print versions and where the data come from (real or stand-in)")
     return parser
 
@@ -101,6 +105,8 @@ def reproduce_command(args: argparse.Namespace, targets: Mapping[str, tuple[str,
     names = list(dict.fromkeys(args.only or list(targets)))
     if args.results_dir:
         os.environ["RESGD_RESULTS_DIR"] = str(args.results_dir)
+    if args.scheduler:
+        os.environ["RESGD_SCHEDULER"] = str(args.scheduler)
     functions = {name: resolve(name, targets) for name in names}  # fail before any work starts
     mode = "quick" if args.quick else "full"
     bar = tqdm(names, desc=f"reproduce ({mode})", unit="part")
@@ -110,6 +116,8 @@ def reproduce_command(args: argparse.Namespace, targets: Mapping[str, tuple[str,
         function = functions[name]
         if name in DATASET_TARGETS:
             function = partial(function, name, n_jobs=args.jobs)
+        elif name == "robustness":
+            function = partial(function, n_jobs=args.jobs)
         function(args.quick, args.figures_dir)
         tqdm.write(f"{name}: done in {time.perf_counter() - start:.1f} s")
     out(f"reproduce ({mode}): {', '.join(names)} done")
