@@ -26,10 +26,12 @@ def region(cells: pd.DataFrame, verdict: str = "holds") -> str:
         values = sorted(chosen[column].unique())
         if len(values) < cells[column].nunique():
             parts.append(f"{label} ∈ {{{', '.join(f'{v:g}' for v in values)}}}")
+    count = f"{len(chosen)} cell{'s' if len(chosen) > 1 else ''}"
     if not parts:
-        return f"in {len(chosen)} scattered cells"
-    return f"{len(chosen)} cells, all with " + " and ".join(parts) if _box(chosen, cells) else \
-        f"{len(chosen)} cells, with " + " and ".join(parts) + " (not every combination)"
+        return f"{count}, scattered over the grid"
+    if _box(chosen, cells):
+        return f"{count}, all with " + " and ".join(parts)
+    return f"{count}, with " + " and ".join(parts) + " (not every combination)"
 
 
 def _box(chosen: pd.DataFrame, cells: pd.DataFrame) -> bool:
