@@ -84,6 +84,21 @@ def test_bootstrap_is_reproducible():
     pd.testing.assert_frame_equal(stats.cell_table(table, GRID), stats.cell_table(table, GRID))
 
 
+def test_best_protocol_picks_each_configurations_best_fraction():
+    fast = per_run(lambda b, L, s: 1.0 - 0.5 * b + 0.01 * s).assign(protocol="own", fraction=0.9)
+    slow = per_run(lambda b, L, s: 2.0 - 0.1 * b + 0.01 * s).assign(protocol="own", fraction=0.5)
+    # β = 0 is better at 0.5 only: the best rows mix fractions per configuration
+    slow.loc[slow["beta"] == 0.0, ["loss_25", "loss_50"]] = 0.1
+    best = stats.best_step_rows(pd.concat([fast, slow]), 50)
+    assert len(best) == len(fast)
+    assert set(best.loc[best["beta"] == 0.0, "fraction"]) == {0.5}
+    assert set(best.loc[best["beta"] == 1.0, "fraction"]) == {0.9}
+    cells = stats.cell_table(pd.concat([fast, slow]), GRID)
+    b = cells[(cells["protocol"] == stats.BEST) & (cells["horizon"] == 50)]
+    assert b["fraction"].isna().all()
+    assert dict(zip(b["claim"], b["verdict"]))["residual_helps"] == "fails"  # β = 0 at its best step wins
+
+
 def test_quick_grid_is_a_subset_of_the_full_grid():
     quick, full = rb.map_grid(True), rb.map_grid(False)
     assert quick.is_subset_of(full) and not full.is_subset_of(quick)
@@ -137,9 +152,9 @@ def test_end_to_end_on_toy_data(tmp_path):
                            iterations=10, horizons=(5, 10), depths=(2,), lr_grid=(0.3, 0.1, 0.03),
                            probe_iterations=5, n_jobs=1, cache_dir=tmp_path / "cache")
     assert set(results.cells["claim"]) == set(stats.CLAIM_NAMES)
-    assert set(results.cells["protocol"]) == {"common", "own"}
+    assert set(results.cells["protocol"]) == {"common", "own", "best"}
     assert set(results.cells["verdict"]) <= set(stats.VERDICTS)
-    assert len(results.cells) == 2 * 2 * 3  # protocols × horizons × claims
+    assert len(results.cells) == 3 * 2 * 3  # protocols × horizons × claims
     assert results.limits["limit"].notna().all()
     single = results.per_run[(results.per_run["n_layers"] == 1) & (results.per_run["protocol"] == "own")]
     assert single["lr"].notna().all()

@@ -119,16 +119,38 @@ def cell_effects(rows: pd.DataFrame, grid: MapGrid, horizon: int, salt: int) -> 
     return out
 
 
+BEST = "best"
+"""The derived protocol: each (β, L) at the step fraction (of its own limit) with the lowest
+seed-mean loss at the horizon, chosen from the grid's fractions (no extra runs; ``fraction``
+is NaN in its rows)."""
+
+
 def cell_table(per_run: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
     """One row per cell × protocol × horizon × claim: effect, lo, hi, verdict (+ the cell's
-    predicted gain log(σ²-ratio(Z⁰) with / without residual), for the theory link)."""
+    predicted gain log(σ²-ratio(Z⁰) with / without residual), for the theory link). Protocols:
+    those of the runs, plus :data:`BEST`."""
     rows = []
     for salt, (keys, g) in enumerate(per_run.groupby(TAGS, sort=True)):
         gain = predicted_gain(g)
         for T in grid.horizons:
             for item in cell_effects(g, grid, T, salt * 2):
                 rows.append({**dict(zip(TAGS, keys)), "horizon": T, **item, "predicted_gain": gain})
+    own = per_run[per_run["protocol"] == "own"]
+    for salt, ((dataset, qk, N), g) in enumerate(own.groupby(["dataset", "qk_scale", "N"], sort=True), start=10**6):
+        gain = predicted_gain(g)
+        for T in grid.horizons:
+            for item in cell_effects(best_step_rows(g, T), grid, T, salt * 2):
+                rows.append(dict(dataset=dataset, qk_scale=qk, fraction=math.nan, N=N, protocol=BEST, horizon=T,
+                                 **item, predicted_gain=gain))
     return pd.DataFrame(rows)
+
+
+def best_step_rows(own: pd.DataFrame, horizon: int) -> pd.DataFrame:
+    """Of one (data set, Q/K scale, N)'s ``own`` runs, those at each (β, L)'s best fraction."""
+    loss = f"loss_{horizon}"
+    means = own.groupby(["beta", "n_layers", "fraction"])[loss].mean().reset_index()
+    best = means.sort_values([loss, "fraction"], ascending=[True, False]).drop_duplicates(["beta", "n_layers"])
+    return own.merge(best[["beta", "n_layers", "fraction"]], on=["beta", "n_layers", "fraction"])
 
 
 def predicted_gain(rows: pd.DataFrame) -> float:
@@ -167,9 +189,10 @@ def theory_link(cells: pd.DataFrame, horizon: int) -> pd.DataFrame:
 
 
 def agreement(quick: pd.DataFrame, full: pd.DataFrame) -> pd.DataFrame:
-    """Cells decided by both maps (at each map's last horizon) whose verdicts disagree; empty
-    when every claim's verdict agrees where both decide."""
+    """Cells decided by both maps (at each map's last horizon), with ``agree``; the ``best``
+    protocol is left out (it picks from each grid's own fractions, so its cells differ)."""
     keys = TAGS + ["claim"]
+    quick, full = quick[quick["protocol"] != BEST], full[full["protocol"] != BEST]  # best-of differs by grid
     q = quick[quick["horizon"] == quick["horizon"].max()][keys + ["verdict", "effect"]]
     f = full[full["horizon"] == full["horizon"].max()][keys + ["verdict", "effect"]]
     both = q.merge(f, on=keys, suffixes=("_quick", "_full"))

@@ -43,9 +43,10 @@ def _box(chosen: pd.DataFrame, cells: pd.DataFrame) -> bool:
 
 
 def protocol_changes(final: pd.DataFrame) -> pd.DataFrame:
-    """Per claim × data set: in how many cells the verdict differs between the protocols."""
+    """Per claim × data set: in how many cells the verdict differs between ``common`` and ``own``."""
     keys = ["dataset", "qk_scale", "fraction", "N", "claim"]
-    wide = final.pivot_table(index=keys, columns="protocol", values="verdict", aggfunc="first").dropna()
+    wide = final.pivot_table(index=keys, columns="protocol", values="verdict", aggfunc="first")
+    wide = wide[["common", "own"]].dropna()
     changed = (wide["common"] != wide["own"]).groupby(level=["claim", "dataset"]).agg(["sum", "size"])
     return changed.rename(columns={"sum": "changed", "size": "K"}).reset_index()
 
