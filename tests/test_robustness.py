@@ -158,8 +158,10 @@ def test_end_to_end_on_toy_data(tmp_path):
     assert results.limits["limit"].notna().all()
     single = results.per_run[(results.per_run["n_layers"] == 1) & (results.per_run["protocol"] == "own")]
     assert single["lr"].notna().all()
-    fig = plot_phase_diagram(results.final(), results.grid, protocol="own")
+    assert results.standin_label() == "SYNTHETIC stand-in data for toy"
+    fig = plot_phase_diagram(results.final(), results.grid, protocol="own", standin=results.standin_label())
     assert len(fig.axes) >= 3
+    assert any("SYNTHETIC" in text.get_text() for text in fig.texts)
     plt.close(fig)
     fig = plot_horizons(pd.concat([results.tally(T).assign(horizon=T) for T in (5, 10)]))
     plt.close(fig)

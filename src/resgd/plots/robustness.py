@@ -10,6 +10,8 @@ import pandas as pd
 from matplotlib.colors import Normalize, TwoSlopeNorm
 from matplotlib.patches import Rectangle
 
+from .style import label_standin
+
 CLAIM_ROWS = ("residual_helps", "beta_monotone", "depth_residual_helps")
 ROW_LABELS = {"residual_helps": "(a) log loss ratio\nwithout / with",
               "beta_monotone": "(b) −Spearman(β, loss)",
@@ -26,11 +28,12 @@ def _norm(claim: str, values: np.ndarray) -> Normalize:
     return TwoSlopeNorm(vcenter=0.0, vmin=-top, vmax=top)
 
 
-def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str) -> plt.Figure:
+def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str | None = None) -> plt.Figure:
     """One protocol's map at one horizon: rows = claims, columns = data set × N; in each panel
     x = step fraction of the own stability limit, y = Q/K init scale. Colour: the effect
     (positive = the paper's direction, clipped at ±3 for log ratios); hatched: undecided; ✓/✗/?
-    the verdict; the star marks the headline experiments' (Q/K scale, fraction)."""
+    the verdict; the star marks the headline experiments' (Q/K scale, fraction). ``standin``: the
+    banner text when stand-in data are involved."""
     cells = cells[cells["protocol"] == protocol]
     if cells.empty:
         raise ValueError(f"plot_phase_diagram: no cells for protocol {protocol!r}")
@@ -76,10 +79,11 @@ def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str) -> plt.Figur
         fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes[r, :].tolist(), shrink=0.85,
                      label="effect (> 0: as claimed)")
     fig.suptitle(f"Protocol '{protocol}', horizon T = {horizon}: ✓ holds, ✗ fails, ? undecided (hatched)", fontsize=10)
+    label_standin(fig, standin)
     return fig
 
 
-def plot_horizons(tally: pd.DataFrame) -> plt.Figure:
+def plot_horizons(tally: pd.DataFrame, standin: str | None = None) -> plt.Figure:
     """Fraction of cells that hold / fail / are undecided, per claim × data set × protocol, at
     each horizon (``tally`` with a ``horizon`` column)."""
     palette = {"holds": "#2a9d8f", "fails": "#e76f51", "undecided": "#bbbbbb"}
@@ -98,4 +102,5 @@ def plot_horizons(tally: pd.DataFrame) -> plt.Figure:
         ax.set_xlabel("share of cells")
         ax.invert_yaxis()
     axes[0, -1].legend(loc="lower right", fontsize=8)
+    label_standin(fig, standin)
     return fig

@@ -49,6 +49,13 @@ class MapResults:
         """The cells at the last horizon T."""
         return self.cells[self.cells["horizon"] == self.grid.iterations]
 
+    def standin_label(self) -> str | None:
+        """A banner text when any data set of the map is the synthetic stand-in, else None."""
+        if "is_standin" not in self.per_run:
+            return None
+        standin = sorted(self.per_run.loc[self.per_run["is_standin"].fillna(False).astype(bool), "dataset"].unique())
+        return f"SYNTHETIC stand-in data for {', '.join(standin)}" if standin else None
+
     def tally(self, horizon: int | None = None) -> pd.DataFrame:
         return tally(self.cells, self.grid.iterations if horizon is None else horizon)
 
@@ -106,7 +113,7 @@ def reproduce(quick: bool, directory: str | os.PathLike | None = None, *, n_jobs
     results = build_map(quick, n_jobs=n_jobs, progress=progress, **grid_overrides)
     paths = write_map(results)
     for protocol in PROTOCOLS:
-        fig = plot_phase_diagram(results.final(), results.grid, protocol=protocol)
+        fig = plot_phase_diagram(results.final(), results.grid, protocol=protocol, standin=results.standin_label())
         paths[f"figure_{protocol}"] = save_figure(fig, f"robustness_{protocol}_{results.grid.mode}", directory)["png"]
         plt.close(fig)
     return paths

@@ -55,7 +55,7 @@ def summarize_runs(runs: pd.DataFrame, grid: MapGrid, target_fraction: dict[str,
         first = h.iloc[0]
         loss = pd.Series(h["loss"].to_numpy(dtype=float), index=h["iteration"].to_numpy())
         row = dict(zip(TAGS + ["beta", "n_layers", "seed"], keys))
-        row.update(lr=float(first["lr"]), diverged=bool(first["diverged"]))
+        row.update(lr=float(first["lr"]), diverged=bool(first["diverged"]), is_standin=bool(first["is_standin"]))
         for T in grid.horizons:
             value = loss.get(T, math.inf)
             row[f"loss_{T}"] = value if math.isfinite(value) else math.inf
@@ -73,7 +73,7 @@ def untrained_rows(missing: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
     """Configurations without a stable step size, as per-run rows with loss +∞."""
     if missing.empty:
         return missing
-    out = missing.assign(lr=np.nan, diverged=True, iterations_to_target=np.nan, rate_ratio_Z0=np.nan)
+    out = missing.assign(lr=np.nan, diverged=True, is_standin=False, iterations_to_target=np.nan, rate_ratio_Z0=np.nan)
     for T in grid.horizons:
         out[f"loss_{T}"] = math.inf
     return out
