@@ -72,6 +72,19 @@ def test_divergence_counts_as_infinite_loss():
     assert math.isnan(stats.log_ratio(np.array([math.inf]), np.array([math.inf]))[0])
 
 
+def test_vectorised_spearman_matches_the_reference():
+    from resgd.theory import spearman
+
+    rng = np.random.default_rng(0)
+    x = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
+    rows = rng.normal(size=(50, 5))
+    rows[3, 1:3] = rows[3, 0]  # ties
+    rows[4, [0, 2]] = math.inf  # two diverged: tied, ranked last
+    expected = [spearman(x, np.where(np.isinf(r), np.finfo(float).max, r)) for r in rows]
+    np.testing.assert_allclose(stats.spearman_rows(x, rows), expected, rtol=1e-12)
+    assert math.isnan(stats.spearman_rows(x, np.ones((1, 5)))[0])
+
+
 def test_verdict_rule():
     assert stats.verdict(0.1, 0.3) == "holds"
     assert stats.verdict(-0.3, -0.1) == "fails"
