@@ -78,7 +78,8 @@ def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str
                 ax.set_ylabel(f"{ROW_LABELS[claim]}\n\nQ/K init scale")
         fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes[r, :].tolist(), shrink=0.85,
                      label="effect (> 0: as claimed)")
-    fig.suptitle(f"Protocol '{protocol}', horizon T = {horizon}: ✓ holds, ✗ fails, ? undecided (hatched)", fontsize=10)
+    title = f"Protocol '{protocol}', horizon T = {horizon}: ✓ holds, ✗ fails, ? undecided (hatched)"
+    fig.suptitle(("\n" if standin else "") + title, fontsize=10)  # a first blank line leaves room for the banner
     label_standin(fig, standin)
     return fig
 
@@ -102,5 +103,7 @@ def plot_horizons(tally: pd.DataFrame, standin: str | None = None) -> plt.Figure
         ax.set_xlabel("share of cells")
         ax.invert_yaxis()
     axes[0, -1].legend(loc="lower right", fontsize=8)
+    if standin:
+        fig.suptitle(" ", fontsize=10)  # room for the banner above the panel titles
     label_standin(fig, standin)
     return fig
