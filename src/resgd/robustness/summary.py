@@ -28,7 +28,7 @@ def region(cells: pd.DataFrame, verdict: str = "holds") -> str:
             parts.append(f"{label} ∈ {{{', '.join(f'{v:g}' for v in values)}}}")
     count = f"{len(chosen)} cell{'s' if len(chosen) > 1 else ''}"
     if not parts:
-        return f"{count}, scattered over the grid"
+        return f"{count}, on every value of every axis (not every combination)"
     if _box(chosen, cells):
         return f"{count}, all with " + " and ".join(parts)
     return f"{count}, with " + " and ".join(parts) + " (not every combination)"
