@@ -15,7 +15,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from resgd import robustness as rb  # noqa: E402
-from resgd.plots.robustness import plot_horizons, plot_phase_diagram  # noqa: E402
+from resgd.plots.robustness import plot_horizons, plot_phase_diagram, plot_theory_link  # noqa: E402
 from resgd.robustness import stats, summary  # noqa: E402
 from resgd.validation import ConfigError  # noqa: E402
 
@@ -177,6 +177,9 @@ def test_end_to_end_on_toy_data(tmp_path):
     assert any("SYNTHETIC" in text.get_text() for text in fig.texts)
     plt.close(fig)
     fig = plot_horizons(pd.concat([results.tally(T).assign(horizon=T) for T in (5, 10)]))
+    plt.close(fig)
+    fig = plot_theory_link(results.final())
+    assert len(fig.axes) == 3  # one panel per protocol
     plt.close(fig)
     with pytest.raises(ValueError, match="no cells for protocol"):
         plot_phase_diagram(results.final(), results.grid, protocol="tuned")

@@ -107,3 +107,29 @@ def plot_horizons(tally: pd.DataFrame, standin: str | None = None) -> plt.Figure
         fig.suptitle(" ", fontsize=10)  # room for the banner above the panel titles
     label_standin(fig, standin)
     return fig
+
+
+def plot_theory_link(cells: pd.DataFrame, standin: str | None = None) -> plt.Figure:
+    """Claim (a)'s measured effect against the predicted gain log(σ²-ratio(Z⁰) with / without
+    residual), one point per cell, one panel per protocol, colour = data set."""
+    cells = cells[cells["claim"] == "residual_helps"]
+    order = ("common", "own", "best")
+    protocols = sorted(cells["protocol"].unique(), key=lambda p: order.index(p) if p in order else len(order))
+    fig, axes = plt.subplots(1, len(protocols), figsize=(3.4 * len(protocols), 3.3), sharey=True, squeeze=False,
+                             constrained_layout=True)
+    markers = {"holds": "o", "fails": "X", "undecided": "s"}
+    for ax, protocol in zip(axes[0], protocols):
+        at = cells[cells["protocol"] == protocol]
+        for i, (dataset, g) in enumerate(at.groupby("dataset")):
+            for verdict, h in g.groupby("verdict"):
+                ax.scatter(h["predicted_gain"], h["effect"], color=f"C{i}", marker=markers[verdict], s=28,
+                           label=f"{dataset}, {verdict}", alpha=0.85)
+        ax.axhline(0.0, color="grey", linewidth=0.8)
+        ax.set_title(f"protocol '{protocol}'")
+        ax.set_xlabel("predicted gain\nlog σ²-ratio(Z⁰) with / without")
+    axes[0, 0].set_ylabel("(a) measured effect: log loss ratio")
+    axes[0, -1].legend(fontsize=7, loc="best")
+    if standin:
+        fig.suptitle(" ", fontsize=10)
+    label_standin(fig, standin)
+    return fig
