@@ -40,7 +40,7 @@ $(BIN)/python:
 
 # Reinstall only when the dependency files change.
 $(STAMP): pyproject.toml requirements.lock | $(BIN)/python
-	$(BIN)/python -m pip install -c requirements.lock -e '.[book,test]'
+	$(BIN)/python -m pip install -c requirements.lock -e '.[book,test,cluster]'
 	touch $@
 
 chromium:  ## Debian's chromium + chromium-driver for the browser tests, when missing

@@ -56,7 +56,7 @@ def make_book(tmp_path: Path, notebooks: dict[str, str]) -> Path:
 
 def test_toc_order_of_the_book():
     assert bb.toc_notebooks(ROOT / "_toc.yml") == [
-        "01_setup", "02_theorem1", "03_rank_collapse", "04_jena", "05_sst2", "06_claims",
+        "01_setup", "02_theorem1", "03_rank_collapse", "04_jena", "05_sst2", "07_robustness", "06_claims",
     ]
     docs = bb.toc_docs(ROOT / "_toc.yml")
     assert docs[0] == "book/intro"

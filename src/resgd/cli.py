@@ -10,8 +10,9 @@ Errors of the user or the machine (bad or missing data, a setting that cannot be
 that cannot be written, a full disk) print one line and exit with 1 (data, files) or 2 (usage);
 ``--debug`` shows the traceback (see :mod:`resgd.user_errors`).
 
-``NAME`` is one of ``setup``, ``theorem1``, ``collapse``, ``jena``, ``sst2`` (default: all, in that
-order). ``jena``/``sst2`` call :func:`resgd.experiments.reproduce`; ``setup``/``theorem1`` call
+``NAME`` is one of ``setup``, ``theorem1``, ``collapse``, ``jena``, ``sst2``, ``robustness`` (default:
+all, in that order; ``robustness`` calls :func:`resgd.robustness.reproduce`, the claims' map).
+``jena``/``sst2`` call :func:`resgd.experiments.reproduce`; ``setup``/``theorem1`` call
 ``resgd.theory.reproduce_setup``/``reproduce_theorem1`` and ``collapse`` calls
 ``resgd.collapse.reproduce``, each as ``function(quick, directory, scheduler=...)`` (see
 :data:`TARGETS`), imported only when asked for; every one runs through
@@ -37,11 +38,14 @@ TARGETS: dict[str, tuple[str, str]] = {
     "collapse": ("resgd.collapse", "reproduce"),
     "jena": ("resgd.experiments", "reproduce"),
     "sst2": ("resgd.experiments", "reproduce"),
+    "robustness": ("resgd.robustness", "reproduce"),
 }
 """NAME → (module, function). The function is called as ``function(quick, directory, scheduler=...)``;
 for the data sets as ``reproduce(dataset, quick, directory, n_jobs=..., scheduler=...)``."""
 
 DATASET_TARGETS = ("jena", "sst2")
+WRITES_RESULTS = (*DATASET_TARGETS, "robustness")
+"""Parts that write tables into the results folder and use the run cache."""
 
 
 class CLIError(RuntimeError):
@@ -116,7 +120,7 @@ def reproduce_command(args: argparse.Namespace, targets: Mapping[str, tuple[str,
     if args.results_dir:
         os.environ["RESGD_RESULTS_DIR"] = str(args.results_dir)
     functions = {name: resolve(name, targets) for name in names}  # fail before any work starts
-    check_outputs(args.figures_dir, writes_results=any(name in DATASET_TARGETS for name in names))
+    check_outputs(args.figures_dir, writes_results=any(name in WRITES_RESULTS for name in names))
     if "jena" in names:
         _note_jena_source()
     mode = "quick" if args.quick else "full"
@@ -127,6 +131,8 @@ def reproduce_command(args: argparse.Namespace, targets: Mapping[str, tuple[str,
         function = partial(functions[name], scheduler=args.scheduler)
         if name in DATASET_TARGETS:
             function = partial(functions[name], name, n_jobs=args.jobs, scheduler=args.scheduler)
+        elif name == "robustness":
+            function = partial(function, n_jobs=args.jobs)
         function(args.quick, args.figures_dir)
         tqdm.write(f"{name}: done in {time.perf_counter() - start:.1f} s")
     out(f"reproduce ({mode}): {', '.join(names)} done")

@@ -51,7 +51,7 @@ def check_n_jobs(n_jobs: object) -> int:
 
 def resolve_scheduler(scheduler: str | None = None) -> str | None:
     """The scheduler address: the argument, else ``$RESGD_SCHEDULER``, else None (local processes)."""
-    return scheduler or os.environ.get(SCHEDULER_ENV) or None
+    return (scheduler or os.environ.get(SCHEDULER_ENV, "")).strip() or None
 
 
 def execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) -> Iterator[tuple[str, Any]]:
@@ -65,11 +65,12 @@ def execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) -> 
         try:
             from .dask_backend import execute_dask
         except ModuleNotFoundError as err:
-            if err.name != f"{__package__}.dask_backend":
+            if err.name not in (f"{__package__}.dask_backend", "dask", "distributed"):
                 raise
             raise ConfigError(
                 f"scheduler {address!r} (from --scheduler or ${SCHEDULER_ENV}): this installation has no Dask "
-                f"backend (resgd.pipeline.dask_backend); unset {SCHEDULER_ENV} / drop --scheduler to run locally"
+                f"({err.name} is missing): install the project's 'cluster' extra (make install does), or unset "
+                f"{SCHEDULER_ENV} / drop --scheduler to run locally"
             ) from None
         yield from execute_dask(tasks, address)
         return

@@ -1,0 +1,135 @@
+"""Phase diagrams of the robustness map: grid axes, colour = effect size, hatched = undecided."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.colors import Normalize, TwoSlopeNorm
+from matplotlib.patches import Rectangle
+
+from .style import label_standin
+
+CLAIM_ROWS = ("residual_helps", "beta_monotone", "depth_residual_helps")
+ROW_LABELS = {"residual_helps": "(a) log loss ratio\nwithout / with",
+              "beta_monotone": "(b) −Spearman(β, loss)",
+              "depth_residual_helps": "(c) min over L of\nlog loss ratio"}
+SHORT = {"residual_helps": "(a)", "beta_monotone": "(b)", "depth_residual_helps": "(c)"}
+LETTER = {"holds": "✓", "fails": "✗", "undecided": "?"}
+
+
+def _norm(claim: str, values: np.ndarray) -> Normalize:
+    if claim == "beta_monotone":
+        return TwoSlopeNorm(vcenter=0.0, vmin=-1.0, vmax=1.0)
+    finite = np.abs(values[np.isfinite(values)])
+    top = float(min(max(finite.max(), 0.1), 3.0)) if finite.size else 1.0
+    return TwoSlopeNorm(vcenter=0.0, vmin=-top, vmax=top)
+
+
+def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str | None = None) -> plt.Figure:
+    """One protocol's map at one horizon: rows = claims, columns = data set × N; in each panel
+    x = step fraction of the own stability limit, y = Q/K init scale. Colour: the effect
+    (positive = the paper's direction, clipped at ±3 for log ratios); hatched: undecided; ✓/✗/?
+    the verdict; the star marks the headline experiments' (Q/K scale, fraction). ``standin``: the
+    banner text when stand-in data are involved."""
+    cells = cells[cells["protocol"] == protocol]
+    if cells.empty:
+        raise ValueError(f"plot_phase_diagram: no cells for protocol {protocol!r}")
+    columns = [(d, n) for d in grid.datasets for n in grid.sizes]
+    fractions, scales = list(grid.fractions), list(grid.qk_scales)
+    fig, axes = plt.subplots(len(CLAIM_ROWS), len(columns), figsize=(2.3 * len(columns) + 1.6, 2.2 * len(CLAIM_ROWS)),
+                             squeeze=False, constrained_layout=True)
+    cmap = plt.get_cmap("RdBu")
+    horizon = int(cells["horizon"].iloc[0])
+    for r, claim in enumerate(CLAIM_ROWS):
+        rows = cells[cells["claim"] == claim]
+        norm = _norm(claim, rows["effect"].to_numpy(dtype=float))
+        for c, (dataset, N) in enumerate(columns):
+            ax = axes[r, c]
+            panel = rows[(rows["dataset"] == dataset) & (rows["N"] == N)].set_index(["qk_scale", "fraction"])
+            for i, q in enumerate(scales):
+                for j, f in enumerate(fractions):
+                    if (q, f) not in panel.index:
+                        continue
+                    item = panel.loc[(q, f)]
+                    effect = float(item["effect"])
+                    colour = cmap(norm(np.clip(effect, norm.vmin, norm.vmax))) if math.isfinite(effect) else "lightgrey"
+                    ax.add_patch(Rectangle((j, i), 1, 1, facecolor=colour, edgecolor="white", linewidth=1.5,
+                                           hatch="///" if item["verdict"] == "undecided" else None))
+                    dark = math.isfinite(effect) and abs(norm(np.clip(effect, norm.vmin, norm.vmax)) - 0.5) > 0.3
+                    ax.text(j + 0.5, i + 0.5, f"{LETTER[item['verdict']]}\n{effect:+.2g}", ha="center",
+                            va="center", fontsize=7.5, color="white" if dark else "black")
+            hq, hf = grid.headline
+            if hq in scales and hf in fractions and N == max(grid.sizes):
+                ax.plot(fractions.index(hf) + 0.92, scales.index(hq) + 0.88, marker="*", color="gold",
+                        markeredgecolor="black", markersize=11, clip_on=False)
+            ax.set_xlim(0, len(fractions))
+            ax.set_ylim(0, len(scales))
+            ax.set_xticks(np.arange(len(fractions)) + 0.5, [f"{f:g}" for f in fractions])
+            ax.set_yticks(np.arange(len(scales)) + 0.5, [f"{q:g}" for q in scales])
+            ax.grid(False)
+            if r == 0:
+                ax.set_title(f"{dataset}, N = {N}")
+            if r == len(CLAIM_ROWS) - 1:
+                ax.set_xlabel("step / own stability limit")
+            if c == 0:
+                ax.set_ylabel(f"{ROW_LABELS[claim]}\n\nQ/K init scale")
+        fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes[r, :].tolist(), shrink=0.85,
+                     label="effect (> 0: as claimed)")
+    title = f"Protocol '{protocol}', horizon T = {horizon}: ✓ holds, ✗ fails, ? undecided (hatched)"
+    fig.suptitle(("\n" if standin else "") + title, fontsize=10)  # a first blank line leaves room for the banner
+    label_standin(fig, standin)
+    return fig
+
+
+def plot_horizons(tally: pd.DataFrame, standin: str | None = None) -> plt.Figure:
+    """Fraction of cells that hold / fail / are undecided, per claim × data set × protocol, at
+    each horizon (``tally`` with a ``horizon`` column)."""
+    palette = {"holds": "#2a9d8f", "fails": "#e76f51", "undecided": "#bbbbbb"}
+    groups = list(tally.groupby(["dataset", "protocol"], sort=True))
+    fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3.4), sharey=True, squeeze=False,
+                             constrained_layout=True)
+    for ax, ((dataset, protocol), g) in zip(axes[0], groups):
+        g = g.assign(order=g["claim"].map(CLAIM_ROWS.index)).sort_values(["order", "horizon"])
+        labels = [f"{SHORT[c]} T={T}" for c, T in zip(g["claim"], g["horizon"])]
+        bottoms = np.zeros(len(g))
+        for verdict, colour in palette.items():
+            share = (g[verdict] / g["K"]).to_numpy()
+            ax.barh(labels, share, left=bottoms, color=colour, label=verdict)
+            bottoms += share
+        ax.set_title(f"{dataset}, {protocol}")
+        ax.set_xlabel("share of cells")
+        ax.invert_yaxis()
+    axes[0, -1].legend(loc="lower right", fontsize=8)
+    if standin:
+        fig.suptitle(" ", fontsize=10)  # room for the banner above the panel titles
+    label_standin(fig, standin)
+    return fig
+
+
+def plot_theory_link(cells: pd.DataFrame, standin: str | None = None) -> plt.Figure:
+    """Claim (a)'s measured effect against the predicted gain log(σ²-ratio(Z⁰) with / without
+    residual), one point per cell, one panel per protocol, colour = data set."""
+    cells = cells[cells["claim"] == "residual_helps"]
+    order = ("common", "own", "best")
+    protocols = sorted(cells["protocol"].unique(), key=lambda p: order.index(p) if p in order else len(order))
+    fig, axes = plt.subplots(1, len(protocols), figsize=(3.4 * len(protocols), 3.3), sharey=True, squeeze=False,
+                             constrained_layout=True)
+    markers = {"holds": "o", "fails": "X", "undecided": "s"}
+    for ax, protocol in zip(axes[0], protocols):
+        at = cells[cells["protocol"] == protocol]
+        for i, (dataset, g) in enumerate(at.groupby("dataset")):
+            for verdict, h in g.groupby("verdict"):
+                ax.scatter(h["predicted_gain"], h["effect"], color=f"C{i}", marker=markers[verdict], s=28,
+                           label=f"{dataset}, {verdict}", alpha=0.85)
+        ax.axhline(0.0, color="grey", linewidth=0.8)
+        ax.set_title(f"protocol '{protocol}'")
+        ax.set_xlabel("predicted gain\nlog σ²-ratio(Z⁰) with / without")
+    axes[0, 0].set_ylabel("(a) measured effect: log loss ratio")
+    axes[0, -1].legend(fontsize=7, loc="best")
+    if standin:
+        fig.suptitle(" ", fontsize=10)
+    label_standin(fig, standin)
+    return fig

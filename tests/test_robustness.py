@@ -1,0 +1,185 @@
+"""The robustness map: grid design, statistics and verdict rule, summaries, figure, and one
+tiny end-to-end map on the synthetic ``toy`` data."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")  # tests only; never in a notebook
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from resgd import robustness as rb  # noqa: E402
+from resgd.plots.robustness import plot_horizons, plot_phase_diagram, plot_theory_link  # noqa: E402
+from resgd.robustness import stats, summary  # noqa: E402
+from resgd.validation import ConfigError  # noqa: E402
+
+GRID = rb.map_grid(True, datasets=("toy",), horizons=(25, 50))
+CELL = dict(dataset="toy", qk_scale=1.0, fraction=0.5, N=16, protocol="common")
+
+
+def per_run(loss, *, seeds=(0, 1, 2), betas=(0.0, 0.25, 0.5, 0.75, 1.0), depths=(2, 6, 10)) -> pd.DataFrame:
+    """A synthetic per-run table: ``loss(beta, L, seed)`` at both horizons."""
+    rows = []
+    points = [(b, 1) for b in betas] + [(b, L) for L in depths for b in (1.0, 0.0)]
+    for beta, L in points:
+        for s in seeds:
+            value = loss(beta, L, s)
+            rows.append({**CELL, "beta": beta, "n_layers": L, "seed": s, "lr": 0.1, "diverged": value == math.inf,
+                         "loss_25": value, "loss_50": value, "iterations_to_target": 10.0 if beta else 20.0,
+                         "rate_ratio_Z0": 0.1 if beta else 1e-6})
+    return pd.DataFrame(rows)
+
+
+def verdicts(table: pd.DataFrame) -> dict[str, str]:
+    cells = stats.cell_table(table, GRID)
+    final = cells[cells["horizon"] == 50]
+    return dict(zip(final["claim"], final["verdict"]))
+
+
+def test_clear_effects_hold():
+    table = per_run(lambda b, L, s: 1.0 - 0.5 * b + 0.01 * s)
+    assert verdicts(table) == {c: "holds" for c in stats.CLAIM_NAMES}
+
+
+def test_reversed_effects_fail():
+    table = per_run(lambda b, L, s: 0.5 + 0.5 * b + 0.01 * s)
+    assert verdicts(table) == {c: "fails" for c in stats.CLAIM_NAMES}
+
+
+def test_seeds_that_disagree_are_undecided():
+    # seed 2 reverses the ordering: the interval contains zero
+    table = per_run(lambda b, L, s: 1.0 + (0.5 * b if s == 2 else -0.2 * b))
+    assert set(verdicts(table).values()) == {"undecided"}
+
+
+def test_one_depth_failing_fails_claim_c():
+    table = per_run(lambda b, L, s: 1.0 - (0.5 * b if L != 6 else -0.5 * b) + 0.01 * s)
+    v = verdicts(table)
+    assert v["depth_residual_helps"] == "fails" and v["residual_helps"] == "holds"
+
+
+def test_divergence_counts_as_infinite_loss():
+    table = per_run(lambda b, L, s: math.inf if b == 0.0 else 1.0 + 0.01 * s)
+    cells = stats.cell_table(table, GRID)
+    a = cells[(cells["claim"] == "residual_helps") & (cells["horizon"] == 50)].iloc[0]
+    assert a["verdict"] == "holds" and a["effect"] == stats.LOG_CAP
+    assert math.isnan(stats.log_ratio(np.array([math.inf]), np.array([math.inf]))[0])
+
+
+def test_vectorised_spearman_matches_the_reference():
+    from resgd.theory import spearman
+
+    rng = np.random.default_rng(0)
+    x = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
+    rows = rng.normal(size=(50, 5))
+    rows[3, 1:3] = rows[3, 0]  # ties
+    rows[4, [0, 2]] = math.inf  # two diverged: tied, ranked last
+    expected = [spearman(x, np.where(np.isinf(r), np.finfo(float).max, r)) for r in rows]
+    np.testing.assert_allclose(stats.spearman_rows(x, rows), expected, rtol=1e-12)
+    assert math.isnan(stats.spearman_rows(x, np.ones((1, 5)))[0])
+
+
+def test_verdict_rule():
+    assert stats.verdict(0.1, 0.3) == "holds"
+    assert stats.verdict(-0.3, -0.1) == "fails"
+    assert stats.verdict(-0.1, 0.3) == "undecided"
+    assert stats.verdict(math.nan, 1.0) == "undecided"
+
+
+def test_bootstrap_is_reproducible():
+    table = per_run(lambda b, L, s: 1.0 - 0.1 * b + 0.05 * s * b)
+    pd.testing.assert_frame_equal(stats.cell_table(table, GRID), stats.cell_table(table, GRID))
+
+
+def test_best_protocol_picks_each_configurations_best_fraction():
+    fast = per_run(lambda b, L, s: 1.0 - 0.5 * b + 0.01 * s).assign(protocol="own", fraction=0.9)
+    slow = per_run(lambda b, L, s: 2.0 - 0.1 * b + 0.01 * s).assign(protocol="own", fraction=0.5)
+    # β = 0 is better at 0.5 only: the best rows mix fractions per configuration
+    slow.loc[slow["beta"] == 0.0, ["loss_25", "loss_50"]] = 0.1
+    best = stats.best_step_rows(pd.concat([fast, slow]), 50)
+    assert len(best) == len(fast)
+    assert set(best.loc[best["beta"] == 0.0, "fraction"]) == {0.5}
+    assert set(best.loc[best["beta"] == 1.0, "fraction"]) == {0.9}
+    cells = stats.cell_table(pd.concat([fast, slow]), GRID)
+    b = cells[(cells["protocol"] == stats.BEST) & (cells["horizon"] == 50)]
+    assert b["fraction"].isna().all()
+    assert dict(zip(b["claim"], b["verdict"]))["residual_helps"] == "fails"  # β = 0 at its best step wins
+
+
+def test_quick_grid_is_a_subset_of_the_full_grid():
+    quick, full = rb.map_grid(True), rb.map_grid(False)
+    assert quick.is_subset_of(full) and not full.is_subset_of(quick)
+    assert len(quick.seeds) >= 3 and quick.seeds == full.seeds
+    assert quick.headline[0] in full.qk_scales and quick.headline[1] in full.fractions
+    assert {tuple(c.values()) for c in quick.cells()} <= {tuple(c.values()) for c in full.cells()}
+
+
+def test_grid_rejects_bad_designs():
+    with pytest.raises(ConfigError, match=">= 3 seeds"):
+        rb.map_grid(True, seeds=(0, 1))
+    with pytest.raises(ConfigError, match="horizons"):
+        rb.map_grid(True, horizons=(10, 20))
+    with pytest.raises(ConfigError, match="unknown field"):
+        rb.map_grid(True, colour="red")
+
+
+def test_summaries():
+    cells = pd.DataFrame([{**CELL, "qk_scale": q, "fraction": f, "claim": "residual_helps",
+                           "verdict": "holds" if q == 4.0 else "undecided"}
+                          for q in (1.0, 4.0) for f in (0.5, 0.9)])
+    assert summary.region(cells, "holds") == "2 cells, all with Q/K scale ∈ {4}"
+    assert summary.region(cells, "fails") == "nowhere"
+    row = pd.Series({"holds": 2, "fails": 0, "undecided": 2, "K": 4})
+    assert summary.count_sentence(row) == "holds in 2 of 4 cells (fails in 0, undecided in 2)"
+    both = pd.concat([cells, cells.assign(protocol="own", verdict="fails")])
+    changed = summary.protocol_changes(both)
+    assert changed[["changed", "K"]].values.tolist() == [[4, 4]]
+
+
+def test_agreement_flags_a_contradiction_only_where_both_decide():
+    base = pd.DataFrame([{**CELL, "claim": c, "horizon": 50, "verdict": v, "effect": 0.0}
+                         for c, v in zip(stats.CLAIM_NAMES, ("holds", "undecided", "fails"))])
+    full = base.assign(horizon=100, verdict=["fails", "holds", "fails"])
+    result = rb.agreement(base, full)
+    assert list(result["claim"]) == ["residual_helps", "depth_residual_helps"]
+    assert list(result["agree"]) == [False, True]
+
+
+def test_theory_link_and_tally():
+    cells = pd.DataFrame([{**CELL, "qk_scale": q, "claim": "residual_helps", "horizon": 50, "effect": q,
+                           "predicted_gain": q * 2, "verdict": "holds"} for q in (0.25, 1.0, 4.0)])
+    link = stats.theory_link(cells, 50)
+    assert link.loc[link["dataset"] == "toy", "spearman"].iloc[0] == pytest.approx(1.0)
+    t = stats.tally(cells, 50)
+    assert t[["holds", "fails", "undecided", "K"]].values.tolist() == [[3, 0, 0, 3]]
+
+
+def test_end_to_end_on_toy_data(tmp_path):
+    results = rb.build_map(True, datasets=("toy",), qk_scales=(1.0,), fractions=(0.5,), sizes=(6,), n_tokens=4,
+                           iterations=10, horizons=(5, 10), depths=(2,), lr_grid=(0.3, 0.1, 0.03),
+                           probe_iterations=5, n_jobs=1, cache_dir=tmp_path / "cache")
+    assert set(results.cells["claim"]) == set(stats.CLAIM_NAMES)
+    assert set(results.cells["protocol"]) == {"common", "own", "best"}
+    assert set(results.cells["verdict"]) <= set(stats.VERDICTS)
+    assert len(results.cells) == 3 * 2 * 3  # protocols × horizons × claims
+    assert results.limits["limit"].notna().all()
+    single = results.per_run[(results.per_run["n_layers"] == 1) & (results.per_run["protocol"] == "own")]
+    assert single["lr"].notna().all()
+    assert results.standin_label() == "SYNTHETIC stand-in data for toy"
+    fig = plot_phase_diagram(results.final(), results.grid, protocol="own", standin=results.standin_label())
+    assert len(fig.axes) >= 3
+    assert any("SYNTHETIC" in text.get_text() for text in fig.texts)
+    plt.close(fig)
+    fig = plot_horizons(pd.concat([results.tally(T).assign(horizon=T) for T in (5, 10)]))
+    plt.close(fig)
+    fig = plot_theory_link(results.final())
+    assert len(fig.axes) == 3  # one panel per protocol
+    plt.close(fig)
+    with pytest.raises(ValueError, match="no cells for protocol"):
+        plot_phase_diagram(results.final(), results.grid, protocol="tuned")
