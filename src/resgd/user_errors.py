@@ -10,8 +10,7 @@ from __future__ import annotations
 import errno
 
 from .data.errors import DataError
-from .pipeline.reproduce import OutputError
-from .validation import ConfigError
+from .validation import ConfigError, OutputError
 
 EXIT_DATA_IO = 1
 """Exit status for bad or missing data and for files that cannot be written."""

@@ -11,6 +11,10 @@ class ConfigError(ValueError):
     """A configuration or input that the library cannot use; the message says which and why."""
 
 
+class OutputError(OSError):
+    """An output folder cannot be written; the message names it and says what to do."""
+
+
 def check_choice(name: str, value: object, choices: Iterable[str]) -> None:
     choices = tuple(choices)
     if value not in choices:

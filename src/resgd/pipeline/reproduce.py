@@ -24,14 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_with
+from ..validation import OutputError
 from .cache import resolve_cache_dir, resolve_results_dir
 
 Writer = Callable[[Path], object]
 STAGE_PREFIX = ".resgd-stage-"
-
-
-class OutputError(OSError):
-    """An output folder cannot be written; the message names it and says what to do."""
 
 
 @dataclass

@@ -28,6 +28,11 @@ def _norm(claim: str, values: np.ndarray) -> Normalize:
     return TwoSlopeNorm(vcenter=0.0, vmin=-top, vmax=top)
 
 
+XLABEL = {"common": "step / β = 1 model's stability limit"}
+"""The x axis of a protocol's panels: ``common`` scales every configuration's step by the residual
+model's limit, the others by each configuration's own (see :data:`resgd.robustness.grid.PROTOCOLS`)."""
+
+
 def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str | None = None) -> plt.Figure:
     """One protocol's map at one horizon: rows = claims, columns = data set × N; in each panel
     x = step fraction of the own stability limit, y = Q/K init scale. Colour: the effect
@@ -73,7 +78,7 @@ def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str
             if r == 0:
                 ax.set_title(f"{dataset}, N = {N}")
             if r == len(CLAIM_ROWS) - 1:
-                ax.set_xlabel("step / own stability limit")
+                ax.set_xlabel(XLABEL.get(protocol, "step / own stability limit"))
             if c == 0:
                 ax.set_ylabel(f"{ROW_LABELS[claim]}\n\nQ/K init scale")
         fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes[r, :].tolist(), shrink=0.85,
