@@ -130,7 +130,7 @@ def reproduce_command(args: argparse.Namespace, targets: Mapping[str, tuple[str,
         start = time.perf_counter()
         function = partial(functions[name], scheduler=args.scheduler)
         if name in DATASET_TARGETS:
-            function = partial(functions[name], name, n_jobs=args.jobs, scheduler=args.scheduler)
+            function = partial(function, name, n_jobs=args.jobs)
         elif name == "robustness":
             function = partial(function, n_jobs=args.jobs)
         function(args.quick, args.figures_dir)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_with
+from ..atomic import write_with, writer_alive
 from ..validation import OutputError
 from .cache import resolve_cache_dir, resolve_results_dir
 
@@ -103,21 +103,15 @@ def publish(outputs: Outputs, figures_dir: str | os.PathLike | None = None,
 
 
 def _remove_stale_stages(folder: Path) -> None:
-    """Remove staging folders left by a killed run (their process no longer exists)."""
+    """Remove staging folders left by a killed run (no live process of theirs is still writing)."""
     for stale in folder.glob(f"{STAGE_PREFIX}*-*"):
         pid = stale.name[len(STAGE_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        try:
+            modified = stale.stat().st_mtime
+        except OSError:
+            continue  # removed by its own run meanwhile
+        if pid.isdigit() and not writer_alive(int(pid), modified):
             shutil.rmtree(stale, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def reproduce_part(

@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from ..atomic import write_with
+from ..pipeline.cache import resolve_results_dir
 from .grid import PROTOCOLS, MapGrid, map_grid
 from .limits import stability_limits
 from .runs import map_runs
@@ -77,8 +78,6 @@ def build_map(quick: bool = True, *, n_jobs: int = 2, cache_dir: str | os.PathLi
 
 def map_path(mode: str, directory: str | os.PathLike | None = None, kind: str = "cells") -> Path:
     """``<results dir>/robustness/map_<mode>.csv`` (``kind="cells"``), ``..._runs.csv``, ``..._limits.csv``."""
-    from ..experiments import resolve_results_dir
-
     suffix = "" if kind == "cells" else f"_{kind}"
     return resolve_results_dir(directory) / "robustness" / f"map_{mode}{suffix}.csv"
 
@@ -92,8 +91,6 @@ def map_files(results: MapResults) -> dict[str, tuple[str, Any]]:
 
 def write_map(results: MapResults, directory: str | os.PathLike | None = None) -> dict[str, Path]:
     """Write the map's tables now (the notebook's path; ``reproduce`` publishes them with the figures)."""
-    from ..experiments import resolve_results_dir
-
     root = resolve_results_dir(directory)
     return {kind: write_with(root / relative, writer) for kind, (relative, writer) in map_files(results).items()}
 
