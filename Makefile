@@ -2,6 +2,8 @@
 # See book/reproduce.md.
 
 MODE   ?= full
+# Notebooks executed at a time: 2 fills both cores of a 2-core machine (book/reproduce.md).
+BOOK_JOBS ?= 2
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
@@ -15,7 +17,7 @@ JB_BUILD = $(BIN)/jupyter-book build . -W --keep-going --all
 .PHONY: book html lab pdf test install chromium clean
 
 book: $(STAMP)  ## execute the notebooks (MODE=quick|full), then render the site with -W
-	$(BIN)/python -m resgd.book_build --mode $(MODE)
+	$(BIN)/python -m resgd.book_build --mode $(MODE) --jobs $(BOOK_JOBS)
 	$(JB_BUILD)
 
 html: $(STAMP)  ## render only, from the notebooks executed last time

@@ -276,3 +276,72 @@ def test_a_failed_notebook_leaves_no_ipynb_in_notebooks(tmp_path, how):
     assert partial.is_file() and str(partial.relative_to(root)) in record.error
     if how == "fails":
         assert "code cell 2 `raise ValueError('deliberate failure')`" in record.error
+
+
+# ---------------------------------------------------------------- several notebooks at a time
+
+
+def needs_header(md: Path, needs: list[str]) -> None:
+    """Give ``md`` a header ``resgd: needs:`` (as notebooks/06_claims.md has)."""
+    text = md.read_text()
+    text = text.replace("  formats: ipynb,md:myst\n", "  formats: ipynb,md:myst\n  notebook_metadata_filter: resgd\n", 1)
+    md.write_text(text.replace("  name: python3\n---\n", f"  name: python3\nresgd:\n  needs: [{', '.join(needs)}]\n---\n", 1))
+
+
+WAIT_FOR = (  # a notebook that fails unless the file `other` appears within 60 s (so: unless both run at once)
+    "import pathlib, time\npathlib.Path('{me}.started').write_text('x')\n"
+    "deadline = time.monotonic() + 60\n"
+    "while not pathlib.Path('{other}.started').exists():\n"
+    "    assert time.monotonic() < deadline, 'ran alone'\n    time.sleep(0.05)"
+)
+
+
+def test_two_jobs_run_two_notebooks_at_once_and_a_notebook_waits_for_its_needs(tmp_path):
+    stamp = "import pathlib, time\npathlib.Path('{me}.done').write_text(repr(time.time()))"
+    collect = ("import pathlib, time\nnow = time.time()\n"
+               "assert all(float(pathlib.Path(f'{n}.done').read_text()) < now for n in ('01_a', '02_b'))")
+    root = make_book(tmp_path, {
+        "01_a": WAIT_FOR.format(me="01_a", other="02_b") + "\n" + stamp.format(me="01_a"),
+        "02_b": WAIT_FOR.format(me="02_b", other="01_a") + "\n" + stamp.format(me="02_b"),
+        "03_collect": collect,
+        "04_free": "x = 1",
+    })
+    needs_header(root / "notebooks" / "03_collect.md", ["01_a", "02_b"])
+    assert bb.notebook_needs(root / "notebooks" / "03_collect.md") == ["01_a", "02_b"]
+    records = bb.build(root, "quick", jobs=2, log=lambda *a: None)
+    assert [(r.notebook, r.ok) for r in records] == [(f"notebooks/{n}", True) for n in ("01_a", "02_b", "03_collect", "04_free")]
+    md = root / "notebooks" / "03_collect.md"
+    text = md.read_text()
+    assert jupytext_cli(["--sync", str(md)]) == 0 and md.read_text() == text  # the header survives a sync
+
+
+def test_one_job_runs_one_notebook_at_a_time(tmp_path):
+    root = make_book(tmp_path, {"01_a": WAIT_FOR.format(me="01_a", other="02_b").replace("60", "3"), "02_b": "x = 1"})
+    records = bb.build(root, "quick", log=lambda *a: None)
+    assert not records[0].ok and "ran alone" in records[0].error
+
+
+def test_a_notebook_whose_need_failed_does_not_run(tmp_path):
+    root = make_book(tmp_path, {"01_bad": "raise ValueError('deliberate failure')", "02_after": "x = 1", "03_free": "y = 2"})
+    needs_header(root / "notebooks" / "02_after.md", ["01_bad"])
+    records = bb.build(root, "quick", keep_going=True, jobs=2, log=lambda *a: None)
+    assert [(r.notebook, r.ok) for r in records] == [("notebooks/01_bad", False), ("notebooks/02_after", False),
+                                                     ("notebooks/03_free", True)]
+    assert "not run: needs ['01_bad'], which failed" in records[1].error
+    assert not (root / "notebooks" / "02_after.ipynb").exists()
+
+
+def test_bad_needs_and_bad_jobs_are_named(tmp_path):
+    root = make_book(tmp_path, {"01_a": "x = 1"})
+    needs_header(root / "notebooks" / "01_a.md", ["09_nowhere"])
+    with pytest.raises(bb.BookBuildError, match=r"notebooks/01_a.md: needs \['09_nowhere'\], which the TOC does not list"):
+        bb.build(root, "quick", log=lambda *a: None)
+    with pytest.raises(bb.BookBuildError, match="--jobs: expected an integer >= 1, got 0"):
+        bb.build(root, "quick", jobs=0, log=lambda *a: None)
+
+
+def test_the_books_needs_name_notebooks_of_the_toc():
+    toc = bb.toc_notebooks(ROOT / "_toc.yml")
+    needs = {name: bb.notebook_needs(ROOT / "notebooks" / f"{name}.md") for name in toc}
+    assert needs["06_claims"] == ["04_jena", "05_sst2"]  # it collects their verdicts
+    assert all(n in toc for wanted in needs.values() for n in wanted)

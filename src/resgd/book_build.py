@@ -1,8 +1,9 @@
 """Execute the book's notebooks before ``jupyter-book build`` (whose own execution is off).
 
-    python -m resgd.book_build [--mode quick|full] [--only NAME] [--timeout SECONDS]
+    python -m resgd.book_build [--mode quick|full] [--only NAME] [--timeout SECONDS] [--jobs J]
 
-For each notebook in ``_toc.yml`` order (entries under ``notebooks/``):
+For each notebook in ``_toc.yml`` order (entries under ``notebooks/``), up to ``--jobs`` at a
+time (default 1; ``make book`` uses 2, see :func:`build`):
 
 1. ``notebooks/NN_name.md`` (MyST text notebook, the committed source) is converted by
    jupytext to an ``.ipynb`` under ``_build/notebook_inputs/`` (papermill cannot read text
@@ -27,11 +28,13 @@ and ``RESGD_FIGURES_DIR`` (the repository's ``figures/``).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures as futures
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -189,6 +192,25 @@ def md_to_ipynb(md: Path, ipynb: Path) -> None:
     jupytext.write(nb, ipynb)
 
 
+NEEDS_KEY = "resgd"
+"""A notebook's ``.md`` header may say which notebooks must have run before it, e.g.::
+
+    resgd:
+      needs: [04_jena, 05_sst2]
+
+(with ``notebook_metadata_filter: resgd`` under ``jupytext:``, so ``jupytext --sync`` keeps it)."""
+
+
+def notebook_needs(md: Path) -> list[str]:
+    """The names of the notebooks ``md`` reads results from (its header's ``resgd: needs:``)."""
+    import jupytext
+
+    needs = jupytext.read(md).metadata.get(NEEDS_KEY, {}).get("needs", [])
+    if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
+        raise BookBuildError(f"{md}: header field {NEEDS_KEY}.needs must be a list of notebook names, got {needs!r}")
+    return needs
+
+
 def has_parameters_cell(ipynb: Path) -> bool:
     import nbformat
 
@@ -263,12 +285,17 @@ def execute(
         cmd, env=dict(env or notebook_env(root, mode)), start_new_session=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
     try:
         log, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_tree(proc)
         proc.communicate()
         return record(False, f"timed out after {timeout:g} s; {describe_failure(output)} (partial output: {output.relative_to(root)})")
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
     if proc.returncode != 0:
         tail = "\n".join(log.strip().splitlines()[-5:])
         return record(False, f"{describe_failure(output)} (output: {output.relative_to(root)})\n"
@@ -294,6 +321,11 @@ def publish(output: Path, executed: Path) -> None:
             del cell.metadata["tags"]
     write_with(executed, lambda tmp: nbformat.write(nb, tmp))
     output.unlink()
+
+
+_LIVE: set[subprocess.Popen] = set()
+_LIVE_LOCK = threading.Lock()
+"""Papermill processes running now (several with ``jobs > 1``): killed if the build is interrupted."""
 
 
 def kill_tree(proc: subprocess.Popen) -> None:
@@ -342,14 +374,31 @@ def build(
     timeout: float | None = None,
     keep_going: bool = False,
     log=print,
+    jobs: int = 1,
 ) -> list[Record]:
-    """Execute the TOC's notebooks; returns this run's records.
+    """Execute the TOC's notebooks, up to ``jobs`` at a time; returns this run's records (TOC order).
 
-    The report lists this run's notebooks; with ``only``, it also keeps the earlier records of the
-    TOC's other notebooks, so that it always describes every executed notebook on disk.
+    Why ``jobs = 2`` pays on a 2-core machine: much of a notebook is one busy core (kernel start,
+    plotting, serial sweeps), and a second notebook fills the other. A notebook starts once every
+    notebook of its header's ``needs`` (:func:`notebook_needs`) has run; the others start in TOC
+    order. The results cache is safe for concurrent notebooks (per-entry locks). After a failure
+    no new notebook starts (unless ``keep_going``; a notebook whose needs failed never starts);
+    running ones finish. The report lists this run's notebooks; with ``only``, it also keeps the
+    earlier records of the TOC's other notebooks, so that it always describes every executed
+    notebook on disk.
     """
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise BookBuildError(f"--jobs: expected an integer >= 1, got {jobs!r}")
     toc = toc_notebooks(root / "_toc.yml")
     names = select(toc, only)
+    needs = {}
+    for name in names:
+        source = root / NOTEBOOK_DIR / f"{name}.md"
+        wanted = notebook_needs(source) if source.is_file() else []
+        unknown = [n for n in wanted if n not in toc]
+        if unknown:
+            raise BookBuildError(f"{source.relative_to(root)}: needs {unknown}, which the TOC does not list")
+        needs[name] = [n for n in wanted if n in names]  # the others ran in an earlier build
     earlier = {}
     if only:
         earlier = {
@@ -361,20 +410,47 @@ def build(
     for folder in ("figures", "results", "_build"):
         (root / folder).mkdir(exist_ok=True)
     env = notebook_env(root, mode)
-    log(f"book_build: mode={mode}, {len(names)} notebook(s), timeout {timeout:g} s each")
-    records: list[Record] = []
+    log(f"book_build: mode={mode}, {len(names)} notebook(s), {jobs} at a time, timeout {timeout:g} s each")
+    done: dict[str, Record] = {}
+    pending = list(names)
     start = time.perf_counter()
-    for name in names:
-        rec = execute(name, root, mode, timeout, env)
-        records.append(rec)
+
+    def failed_needs(name: str) -> list[str]:
+        return [n for n in needs[name] if n in done and not done[n].ok]
+
+    def finish(rec: Record) -> None:
+        done[Path(rec.notebook).name] = rec
         log(f"  {rec.notebook:<32} {rec.seconds:8.1f} s  {'ok' if rec.ok else 'FAILED'}")
-        merged = {**earlier, **{r.notebook: r for r in records}}
+        merged = {**earlier, **{r.notebook: r for r in done.values()}}
         in_order = [merged[k] for k in (f"{NOTEBOOK_DIR}/{n}" for n in toc) if k in merged]
         write_report(root / REPORT, in_order, mode, time.perf_counter() - start)
-        if not rec.ok and not keep_going:
-            break
+
+    with futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        running: dict[futures.Future, str] = {}
+        try:
+            while pending or running:
+                stop = not keep_going and any(not r.ok for r in done.values())
+                for name in [n for n in pending if not stop and failed_needs(n)]:
+                    pending.remove(name)
+                    finish(Record(f"{NOTEBOOK_DIR}/{name}", mode, 0.0, False, f"not run: needs {failed_needs(name)}, which failed"))
+                ready = [n for n in pending if all(m in done for m in needs[n])]
+                while ready and len(running) < jobs and not stop:
+                    name = ready.pop(0)
+                    pending.remove(name)
+                    running[pool.submit(execute, name, root, mode, timeout, env)] = name
+                if not running:
+                    break
+                finished, _ = futures.wait(running, return_when=futures.FIRST_COMPLETED)
+                for future in finished:
+                    running.pop(future)
+                    finish(future.result())
+        except BaseException:
+            with _LIVE_LOCK:
+                for proc in list(_LIVE):
+                    kill_tree(proc)
+            raise
     log(f"book_build: {time.perf_counter() - start:.1f} s in all; report {REPORT}")
-    return records
+    return [done[n] for n in names if n in done]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -383,12 +459,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", action="append", metavar="NAME", help="run only this notebook (name or prefix; repeatable)")
     parser.add_argument("--timeout", type=float, help="seconds per notebook (default: quick 900, full 14400)")
     parser.add_argument("--keep-going", action="store_true", help="run the remaining notebooks after a failure")
+    parser.add_argument("--jobs", type=int, default=1, help="notebooks executed at a time (default 1; make book: 2)")
     parser.add_argument("--root", type=Path, help="book root (default: nearest folder with _toc.yml)")
     args = parser.parse_args(argv)
     try:
         mode = resolve_mode(args.mode)
         root = find_root(args.root)
-        records = build(root, mode, args.only, args.timeout, args.keep_going)
+        records = build(root, mode, args.only, args.timeout, args.keep_going, jobs=args.jobs)
     except (BookBuildError, ValueError) as exc:
         print(f"book_build: error: {exc}", file=sys.stderr)
         return 2
