@@ -79,3 +79,20 @@ def test_a_full_disk_is_reported_as_enospc_not_as_zlib_error(figure, tmp_path, m
     assert info.value.errno == errno.ENOSPC
     assert str(tmp_path / "f.") in str(info.value)  # names the file being written
     assert [p.name for p in tmp_path.iterdir()] == ["f.png"]  # no half-written PDF or temporary left behind
+
+
+def test_glue_figure_glues_the_saved_png_at_the_inline_size_and_closes_the_figure(figure, tmp_path, monkeypatch):
+    import myst_nb
+
+    from resgd.plots import glue_figure, use_style
+
+    use_style()  # figure.dpi 110, savefig.dpi 150
+    glued = {}
+    monkeypatch.setattr(myst_nb, "glue", lambda key, obj, display=True: glued.update({key: (obj, display)}))
+    paths = glue_figure("fig-key", figure, "g", tmp_path)
+    image, display = glued["fig-key"]
+    assert not display
+    assert image.data == paths["png"].read_bytes() and paths["pdf"].is_file()
+    png_width = int.from_bytes(image.data[16:20], "big")
+    assert image.width == round(png_width * 110 / 150)
+    assert not plt.fignum_exists(figure.number)  # closed: a glued figure must not show a second time

@@ -153,7 +153,7 @@ def mathjax_problems(page: str, html: str, exists) -> list[str]:
 
 
 PLUMBING_TAGS = ("remove-input", "hide-input")  # the QuantEcon lectures' tags
-PLUMBING_CALLS = re.compile(r"\b(glue|save_figure)\(")
+PLUMBING_CALLS = re.compile(r"\b(glue|glue_figure|save_figure)\(")
 
 
 def plumbing_tag_problems(name: str, cells: list[tuple[str, list[str]]]) -> list[str]:
