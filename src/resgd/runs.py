@@ -8,6 +8,16 @@
 * :func:`sweep` — many runs through the pipeline's sweep engine
   (:func:`resgd.pipeline.sweep.cached_sweep`): only the runs missing from the cache are computed
   (an interrupted sweep resumes), in parallel, on local processes or a scheduler.
+
+One way to compute a run: :func:`_compute_stack`. Small configurations (:func:`stackable`: the
+robustness map's N·n ≤ 512 tokens) are always trained by the stacked trainer
+(:func:`resgd.stacked.train_stacked`) — :func:`sweep` groups the missing runs that share a
+:func:`stack_key` into stacks (:func:`stack_groups`), :func:`run` trains a stack of one — and a
+run's numbers inside a stack are bit for bit those it gets alone, so a configuration has one
+cached answer whichever path computed it. Larger configurations (the headline experiments) are
+always trained one at a time by :func:`resgd.train.train_gd`, where stacking does not pay. The
+two trainers agree to rounding (``tests/test_stacked.py``), and which one a configuration gets
+depends on the configuration only.
 """
 
 from __future__ import annotations

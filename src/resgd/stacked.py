@@ -22,7 +22,12 @@ Equality (tested in ``tests/test_stacked.py``):
   (a stack of one) and inside any stack give the same numbers;
 * against the one-run-at-a-time :func:`~resgd.train.train_gd` (its hand-derived backward pass,
   :mod:`resgd.fastgrad`) it agrees to floating-point rounding (the two sum in different orders),
-  not bit for bit: losses to a relative 1e-10 over short horizons, the same divergence iteration.
+  not bit for bit: losses to a relative 1e-10 over short horizons, the same divergence iteration,
+  ‖∇Φ‖ to 1e-8 and σ(Z) to 1e-6 (the Gram route squares the condition number).
+
+Speed (``benchmarks/bench_stacked.py``): worth it only for small problems, where one run cannot
+fill the kernels; at the headline experiments' sizes one ``train_gd`` run is faster per run
+than any stack, so :func:`resgd.runs.stackable` keeps those one at a time.
 
 :mod:`resgd.runs` computes every cached run through this module (a single run is a stack of one),
 so one configuration has one cached answer whichever path asked for it.
