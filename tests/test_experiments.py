@@ -33,7 +33,7 @@ def toy_config(**changes) -> ex.RunConfig:
     return ex.RunConfig(**{**base, **changes})
 
 
-COMPUTE = runs._compute
+COMPUTE = runs._compute_stack
 
 
 class Interrupted(Exception):
@@ -41,18 +41,19 @@ class Interrupted(Exception):
 
 
 class Counter:
-    """Wraps runs._compute and counts the runs actually computed."""
+    """Wraps runs._compute_stack (every run is computed there, alone or stacked) and counts the runs
+    actually computed; a group holding the failing seed fails as a whole."""
 
     def __init__(self, fail_on_seed: int | None = None):
         self.calls: list[ex.RunConfig] = []
         self.original = COMPUTE
         self.fail_on_seed = fail_on_seed
 
-    def __call__(self, config):
-        if config.seed == self.fail_on_seed:
+    def __call__(self, configs):
+        if any(config.seed == self.fail_on_seed for config in configs):
             raise Interrupted("simulated interruption")
-        self.calls.append(config)
-        return self.original(config)
+        self.calls.extend(configs)
+        return self.original(configs)
 
 
 # --------------------------------------------------------------------------- keys
@@ -112,7 +113,7 @@ def test_run_config_rejects_a_mismatched_model():
 
 def test_cache_hit_does_not_recompute(tmp_path, monkeypatch):
     counter = Counter()
-    monkeypatch.setattr(runs, "_compute", counter)
+    monkeypatch.setattr(runs, "_compute_stack", counter)
     config = toy_config()
     first = ex.run(config, tmp_path)
     assert len(counter.calls) == 1
@@ -152,22 +153,23 @@ def test_damaged_entry_is_recomputed(tmp_path, monkeypatch):
     config = toy_config()
     (tmp_path / f"{ex.config_key(config)}.pkl").write_bytes(b"not a pickle")
     counter = Counter()
-    monkeypatch.setattr(runs, "_compute", counter)
+    monkeypatch.setattr(runs, "_compute_stack", counter)
     with pytest.warns(CacheEntryRejected, match="unreadable"):
         frame = ex.run(config, tmp_path)
     assert len(counter.calls) == 1 and len(frame) == config.gd.iterations + 1
 
 
 def test_sweep_resumes_after_an_interruption(tmp_path, monkeypatch):
-    configs = [toy_config(seed=s) for s in range(4)]
-    monkeypatch.setattr(runs, "_compute", Counter(fail_on_seed=2))
+    longer = GDConfig(lr=0.05, iterations=9, reduction="mean", record_every=4)
+    configs = [toy_config(seed=0, gd=longer), toy_config(seed=1, gd=longer), toy_config(seed=2), toy_config(seed=3)]
+    monkeypatch.setattr(runs, "_compute_stack", Counter(fail_on_seed=2))  # two stacks; the costlier runs first
     with pytest.raises(Interrupted):
         ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     done = {p.stem for p in tmp_path.glob("*.pkl")}
-    assert 1 <= len(done) <= 3 and ex.config_key(configs[2]) not in done
+    assert done == {ex.config_key(c) for c in configs[:2]}  # the first stack is kept, the failed one wrote nothing
     assert not list(tmp_path.glob("*.part"))
     counter = Counter()
-    monkeypatch.setattr(runs, "_compute", counter)
+    monkeypatch.setattr(runs, "_compute_stack", counter)
     table = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     assert sorted(c.seed for c in counter.calls) == sorted(c.seed for c in configs if ex.config_key(c) not in done)
     assert sorted(table["seed"].unique()) == [0, 1, 2, 3]

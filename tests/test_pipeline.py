@@ -41,11 +41,11 @@ def toy_config(seed: int = 0) -> ex.RunConfig:
 class Counting:
     def __init__(self):
         self.calls = []
-        self.original = runs._compute
+        self.original = runs._compute_stack  # every run is computed there, alone or stacked
 
-    def __call__(self, config):
-        self.calls.append(config)
-        return self.original(config)
+    def __call__(self, configs):
+        self.calls.extend(configs)
+        return self.original(configs)
 
 
 # --------------------------------------------------------------------------- issue 14 #1: verified entries
@@ -58,7 +58,7 @@ def test_another_runs_entry_copied_over_is_rejected_and_recomputed(tmp_path, mon
     truth = cache.read(key_a)
     cache.path(key_a).write_bytes(cache.path(key_b).read_bytes())  # b's valid entry under a's name
     counter = Counting()
-    monkeypatch.setattr(runs, "_compute", counter)
+    monkeypatch.setattr(runs, "_compute_stack", counter)
     with pytest.warns(CacheEntryRejected, match=f"holds the entry of key '{key_b}'"):
         table = ex.sweep([a, b], n_jobs=1, cache_dir=tmp_path)
     assert [c.seed for c in counter.calls] == [0]
@@ -77,7 +77,7 @@ def test_edited_entry_fails_its_checksum_and_is_recomputed(tmp_path, monkeypatch
     record["content"] = pickle.dumps(frame)
     path.write_bytes(pickle.dumps(record))
     counter = Counting()
-    monkeypatch.setattr(runs, "_compute", counter)
+    monkeypatch.setattr(runs, "_compute_stack", counter)
     with pytest.warns(CacheEntryRejected, match="does not match its checksum"):
         again = ex.run(config, tmp_path)
     assert len(counter.calls) == 1
@@ -100,7 +100,7 @@ def test_unwritable_output_folder_is_reported_before_any_work(tmp_path, monkeypa
     blocked.write_text("a file where the figures folder should be")
     monkeypatch.setenv(ex.RESULTS_ENV, str(tmp_path / "results"))
     counter = Counting()
-    monkeypatch.setattr(runs, "_compute", counter)
+    monkeypatch.setattr(runs, "_compute_stack", counter)
     with pytest.raises(OutputError, match=f"output folder {blocked} is not writable"):
         ex.reproduce("toy", True, blocked, n_jobs=1, progress=False)
     assert counter.calls == [] and not (tmp_path / "results" / "tables").exists()
@@ -167,7 +167,7 @@ def test_a_second_sweep_waits_for_a_running_entry_and_reuses_it(tmp_path, monkey
     thread = threading.Thread(target=finish_later)
     thread.start()
     counter = Counting()
-    monkeypatch.setattr(runs, "_compute", counter)
+    monkeypatch.setattr(runs, "_compute_stack", counter)
     table = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     thread.join()
     assert sorted(c.seed for c in counter.calls) == [1, 2]  # not configs[0]: it waited and reused it
@@ -180,7 +180,7 @@ def test_an_entry_whose_owner_died_is_computed_after_the_wait(tmp_path, monkeypa
     holder = cache.try_lock(ex.config_key(config))
     threading.Timer(0.5, holder.close).start()  # released without writing the entry
     counter = Counting()
-    monkeypatch.setattr(runs, "_compute", counter)
+    monkeypatch.setattr(runs, "_compute_stack", counter)
     ex.sweep([config], n_jobs=1, cache_dir=tmp_path)
     assert len(counter.calls) == 1
 
@@ -191,12 +191,13 @@ SLOW_SWEEP = textwrap.dedent("""
     from resgd.model import ModelConfig
     from resgd.train import GDConfig
     computed = []
-    original = runs._compute
-    def slow(config):
-        computed.append(config.seed)
-        time.sleep(0.4)
-        return original(config)
-    runs._compute = slow
+    original = runs._compute_stack
+    def slow(configs):
+        for config in configs:
+            computed.append(config.seed)
+            time.sleep(0.4)
+        return original(configs)
+    runs._compute_stack = slow
     spec = ex.DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
     configs = [ex.RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
                             GDConfig(lr=0.05, iterations=8, reduction="mean", record_every=4), seed=s) for s in range(6)]

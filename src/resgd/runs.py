@@ -8,10 +8,21 @@
 * :func:`sweep` — many runs through the pipeline's sweep engine
   (:func:`resgd.pipeline.sweep.cached_sweep`): only the runs missing from the cache are computed
   (an interrupted sweep resumes), in parallel, on local processes or a scheduler.
+
+One way to compute a run: :func:`_compute_stack`. Small configurations (:func:`stackable`: the
+robustness map's N·n ≤ 512 tokens) are always trained by the stacked trainer
+(:func:`resgd.stacked.train_stacked`) — :func:`sweep` groups the missing runs that share a
+:func:`stack_key` into stacks (:func:`stack_groups`), :func:`run` trains a stack of one — and a
+run's numbers inside a stack are bit for bit those it gets alone, so a configuration has one
+cached answer whichever path computed it. Larger configurations (the headline experiments) are
+always trained one at a time by :func:`resgd.train.train_gd`, where stacking does not pay. The
+two trainers agree to rounding (``tests/test_stacked.py``), and which one a configuration gets
+depends on the configuration only.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Iterable
@@ -25,7 +36,8 @@ from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
 from .data.spec import DTYPES, DatasetSpec, data_fingerprint, load_dataset
 from .model import ModelConfig, forward, init_params
 from .pipeline.cache import ResultsCache, hash_key
-from .pipeline.sweep import Task, cached_sweep
+from .pipeline.sweep import Group, Task, cached_sweep, check_n_jobs
+from .stacked import shape_gd, shape_model, train_stacked
 from .train import DivergenceError, GDConfig, loss_from_output, train_gd
 from .validation import ConfigError, check_choice
 
@@ -37,6 +49,11 @@ CONFIG_COLUMNS = (
     "test_loss", "train_acc", "test_acc", "key",
 )
 """Columns :func:`run` adds to the trainer's history (constant within one run)."""
+
+STACK_MAX_TOKENS = 512
+"""Runs with N·n ≤ this many stacked tokens are trained stacked (:func:`stackable`)."""
+MAX_STACK = 16
+"""At most this many runs per stack (:func:`stack_groups`)."""
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -96,21 +113,65 @@ def _accuracy(Y_hat: torch.Tensor, Y: torch.Tensor) -> float:
     return float((predicted == Y).to(torch.float64).mean())
 
 
-def _compute(config: RunConfig) -> pd.DataFrame:
-    """Train once (no cache): the trainer's history plus configuration and end-of-run columns.
+def stackable(config: RunConfig) -> bool:
+    """Whether ``config`` is trained by the stacked trainer (:mod:`resgd.stacked`) — decided by
+    the configuration alone, so a configuration always takes the same path (see the module doc).
 
-    A run that diverges keeps its partial history and gets ``diverged=True`` and
-    ``diverged_at`` (the last iteration recorded); its end-of-run metrics are NaN.
+    Stacking pays where per-operation overhead dominates: small problems (the robustness map,
+    N·n ≤ :data:`STACK_MAX_TOKENS`). At the headline experiments' sizes one run already fills the
+    kernels and the hand-derived step of :func:`resgd.train.train_gd` is faster (measured in
+    ``benchmarks/bench_stacked.py``)."""
+    return config.dataset.n_train * config.dataset.n_tokens <= STACK_MAX_TOKENS
+
+
+def stack_key(config: RunConfig) -> tuple:
+    """Runs with equal stack keys can be trained in one stack: same data, dtype, shapes, choices
+    and GD settings; they may differ in seed, β, the init scales and the step size. A
+    configuration that is not :func:`stackable` gets a key of its own."""
+    if not stackable(config):
+        return ("single", config)
+    return ("stack", config.dataset, config.dtype, shape_model(config.model), shape_gd(config.gd))
+
+
+def _train(configs: list[RunConfig], data) -> list[tuple[pd.DataFrame, dict | None, bool]]:
+    """(history, final weights or None, diverged) of each run: one stack, or one run of train_gd."""
+    dtype = DTYPES[configs[0].dtype]
+    params = [init_params(c.model, c.seed, dtype=dtype) for c in configs]
+    if len(configs) == 1 and not stackable(configs[0]):
+        config = configs[0]
+        try:
+            result = train_gd(params[0], config.model, data.X_train, data.Y_train, config.gd, mask=data.mask_train)
+            return [(result.history, result.params, False)]
+        except DivergenceError as err:
+            return [(err.history, None, True)]
+    out = train_stacked(params, [c.model for c in configs], data.X_train, data.Y_train, [c.gd for c in configs],
+                        mask=data.mask_train)
+    return [(o.history, o.params, o.diverged) for o in out]
+
+
+def _compute_stack(configs: list[RunConfig]) -> list[pd.DataFrame]:
+    """Train runs of one stack key together (no cache): each run's history plus configuration and
+    end-of-run columns, in order.
+
+    A run that diverges keeps its partial history and gets ``diverged=True`` and ``diverged_at``
+    (the last iteration recorded); its end-of-run metrics are NaN.
     """
-    data = load_dataset(config.dataset, config.dtype)
-    dtype = DTYPES[config.dtype]
+    configs = list(configs)
+    if not configs:
+        return []
+    if len({stack_key(c) for c in configs}) != 1:
+        raise ConfigError("_compute_stack: the runs of one stack must share their stack key (see runs.stack_key)")
+    data = load_dataset(configs[0].dataset, configs[0].dtype)
+    return [_frame(config, data, *trained) for config, trained in zip(configs, _train(configs, data))]
+
+
+def _compute(config: RunConfig) -> pd.DataFrame:
+    """One run (no cache): a stack of one, so the same numbers as inside any stack."""
+    return _compute_stack([config])[0]
+
+
+def _frame(config: RunConfig, data, history: pd.DataFrame, final, diverged: bool) -> pd.DataFrame:
     cfg, gd = config.model, config.gd
-    params = init_params(cfg, config.seed, dtype=dtype)
-    try:
-        result = train_gd(params, cfg, data.X_train, data.Y_train, gd, mask=data.mask_train)
-        history, final, diverged = result.history, result.params, False
-    except DivergenceError as err:
-        history, final, diverged = err.history, None, True
     with torch.no_grad():
         zeros = torch.zeros_like(data.Y_train)
         loss_zero = float(loss_from_output(zeros, data.Y_train, data.mask_train, gd.reduction))
@@ -169,6 +230,32 @@ def _run_task(config: RunConfig) -> pd.DataFrame:
     return _compute(config)
 
 
+def _run_stack(configs: tuple[RunConfig, ...]) -> list[pd.DataFrame]:
+    """A grouped sweep task: the runs of one stack, computed together (no file access)."""
+    return _compute_stack(list(configs))
+
+
+def stack_groups(tasks: list[Task], n_jobs: int = 2, max_stack: int | None = None) -> list[Group]:
+    """The grouping policy of :func:`sweep`: the tasks (one run each) as groups of runs with one
+    :func:`stack_key`, each at most ``max_stack`` (default :data:`MAX_STACK`) runs, split further
+    while there are fewer groups than workers; the costliest groups first."""
+    max_stack = MAX_STACK if max_stack is None else max_stack
+    buckets: dict[tuple, list[Task]] = {}
+    for task in tasks:
+        buckets.setdefault(stack_key(task.arg), []).append(task)
+    chunks: list[list[Task]] = []
+    for members in buckets.values():
+        parts = -(-len(members) // max_stack)
+        chunks += [members[i::parts] for i in range(parts)]
+    workers = max(1, n_jobs if n_jobs > 0 else (os.cpu_count() or 1))
+    while len(chunks) < workers and max(len(c) for c in chunks) > 1:
+        chunks.sort(key=len)
+        big = chunks.pop()
+        chunks += [big[0::2], big[1::2]]
+    chunks.sort(key=lambda c: -sum(_cost(t.arg) for t in c))
+    return [Group(tuple(t.key for t in c), _run_stack, tuple(t.arg for t in c)) for c in chunks]
+
+
 def sweep(
     configs: Iterable[RunConfig],
     n_jobs: int = 2,
@@ -190,11 +277,12 @@ def sweep(
     keys = [config_key(c) for c in configs]
     todo = dict(zip(keys, configs))
     tasks = [Task(k, _run_task, todo[k]) for k in sorted(todo, key=lambda k: -_cost(todo[k]))]
+    group = functools.partial(stack_groups, n_jobs=check_n_jobs(n_jobs))
     cache = ResultsCache(cache_dir)
     missing = sum(not cache.path(k).is_file() for k in todo)
     bar = tqdm(total=missing, desc=desc, disable=not progress or not missing, leave=False)
     try:
-        frames = cached_sweep(tasks, cache, n_jobs=n_jobs, scheduler=scheduler, on_result=lambda key: bar.update())
+        frames = cached_sweep(tasks, cache, n_jobs=n_jobs, scheduler=scheduler, on_result=lambda key: bar.update(), group=group)
     finally:
         bar.close()
     if not configs:

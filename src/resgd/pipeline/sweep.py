@@ -5,6 +5,13 @@ picklable module-level function and its argument; ``fn(arg)`` computes, touches 
 returns the result) and yields ``(key, result)`` as each one completes, in any order. The calling
 process writes the cache (:func:`cached_sweep`), so a backend only ever computes.
 
+Grouped tasks: a :class:`Group` computes several keys in one call (``fn(arg)`` returns one result
+per key, in order), e.g. many small training runs stacked into one (:mod:`resgd.stacked`).
+:func:`cached_sweep` forms the groups *after* the cache filter (its ``group`` argument), so only
+missing entries are computed and an interrupted sweep resumes; :func:`execute` sends a group to
+any backend as one plain task and yields its keys one by one, each written to the cache as it
+arrives. A group that fails writes none of its keys (the entries of groups done before stay).
+
 Backends: local processes (joblib's loky, one torch thread per worker; ``n_jobs == 1`` runs
 in-process) unless a scheduler address is given (``scheduler=`` or ``$RESGD_SCHEDULER``), which
 goes to :func:`resgd.pipeline.dask_backend.execute_dask`.
@@ -41,6 +48,28 @@ class Task(NamedTuple):
     arg: Any
 
 
+class Group(NamedTuple):
+    """Several computations in one call: ``fn(arg)`` returns one result per key of ``keys``, in order."""
+
+    keys: tuple[str, ...]
+    fn: Callable[[Any], Any]
+    arg: Any
+
+
+def _run_group(group: Group) -> list[Any]:
+    """A group as one plain task (module level, so any backend can pickle it)."""
+    results = list(group.fn(group.arg))
+    if len(results) != len(group.keys):
+        raise RuntimeError(f"group of {len(group.keys)} keys returned {len(results)} results")
+    return results
+
+
+def _as_task(item: Task | Group) -> tuple[Task, tuple[str, ...] | None]:
+    if isinstance(item, Group):
+        return Task(f"group-{item.keys[0]}-{len(item.keys)}", _run_group, item), item.keys
+    return item, None
+
+
 def check_n_jobs(n_jobs: object) -> int:
     from ..validation import ConfigError
 
@@ -54,8 +83,23 @@ def resolve_scheduler(scheduler: str | None = None) -> str | None:
     return (scheduler or os.environ.get(SCHEDULER_ENV, "")).strip() or None
 
 
-def execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) -> Iterator[tuple[str, Any]]:
-    """``(key, fn(arg))`` for every task, as each completes (any order)."""
+def execute(tasks: list[Task | Group], *, n_jobs: int, scheduler: str | None = None) -> Iterator[tuple[str, Any]]:
+    """``(key, fn(arg))`` for every task, as each completes (any order); for a :class:`Group`,
+    ``(key, result)`` for each of its keys when the group completes."""
+    plain, members = [], {}
+    for item in tasks:
+        task, keys = _as_task(item)
+        plain.append(task)
+        if keys is not None:
+            members[task.key] = keys
+    for key, value in _execute(plain, n_jobs=n_jobs, scheduler=scheduler):
+        if key in members:
+            yield from zip(members[key], value)
+        else:
+            yield key, value
+
+
+def _execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) -> Iterator[tuple[str, Any]]:
     tasks = list(tasks)
     check_n_jobs(n_jobs)
     address = resolve_scheduler(scheduler)
@@ -148,6 +192,7 @@ def cached_sweep(
     n_jobs: int,
     scheduler: str | None = None,
     on_result: Callable[[str], None] | None = None,
+    group: Callable[[list[Task]], list[Group]] | None = None,
 ) -> dict[str, Any]:
     """Every task's result by key, from ``cache`` where there and computed (then cached) otherwise.
 
@@ -156,6 +201,10 @@ def cached_sweep(
     computes the rest, then waits for that lock and reads the entry (computing it only if the
     other process stopped without writing it). ``on_result(key)`` is called after each entry is
     computed and written.
+
+    ``group``: turns the tasks left to compute (not in the cache, locked by this process) into
+    :class:`Group` objects covering exactly those keys; each group is computed by one call and
+    each of its entries written as the group completes. Without it each task is computed alone.
     """
     tasks = list({task.key: task for task in tasks}.values())
     check_n_jobs(n_jobs)
@@ -180,12 +229,12 @@ def cached_sweep(
             else:
                 results[task.key] = value
                 held.pop(task.key).close()
-        _compute(todo, cache, results, held, n_jobs, scheduler, on_result)
+        _compute(_grouped(todo, group), cache, results, held, n_jobs, scheduler, on_result)
         for task in busy:  # computed by another process: wait for it, then reuse its entry
             held[task.key] = cache.try_lock(task.key, wait=True)
             value = cache.read(task.key)
             if value is None:
-                _compute([task], cache, results, held, n_jobs, scheduler, on_result)
+                _compute(_grouped([task], group), cache, results, held, n_jobs, scheduler, on_result)
             else:
                 results[task.key] = value
                 held.pop(task.key).close()
@@ -193,6 +242,16 @@ def cached_sweep(
         for handle in held.values():
             handle.close()
     return results
+
+
+def _grouped(todo: list[Task], group) -> list[Task | Group]:
+    if group is None or not todo:
+        return todo
+    groups = list(group(todo))
+    covered = [key for g in groups for key in g.keys]
+    if sorted(covered) != sorted(task.key for task in todo):
+        raise RuntimeError("cached_sweep: the groups must cover each task left to compute exactly once")
+    return groups
 
 
 def _compute(todo, cache, results, held, n_jobs, scheduler, on_result) -> None:

@@ -1,0 +1,210 @@
+"""The stacked trainer (:mod:`resgd.stacked`) against one run at a time, and grouped sweep tasks.
+
+Equality contract: a run's history inside a stack is bit-for-bit the history it gets alone (a
+stack of one) or in any other stack; against :func:`resgd.train.train_gd` (the hand-derived
+backward pass) it agrees to rounding: losses to rtol 1e-10 over these short horizons, the same
+length of history and the same divergence iteration.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from resgd import experiments as ex
+from resgd import runs
+from resgd.data.spec import load_dataset
+from resgd.model import ModelConfig, init_params
+from resgd.pipeline.cache import ResultsCache
+from resgd.pipeline.sweep import Group, Task, cached_sweep, execute
+from resgd.stacked import train_stacked
+from resgd.train import DivergenceError, GDConfig, train_gd
+from resgd.validation import ConfigError
+
+LOSS_RTOL = 1e-10
+COMPUTE_STACK = runs._compute_stack
+
+
+def _setup(dataset: str, L: int, **model_changes):
+    spec = ex.DatasetSpec(dataset, n_train=6, n_tokens=5, n_test=4, seed=0)
+    pooling = "mean" if dataset == "toy_cls" else "none"
+    base = ModelConfig(**{"d": 6, "d_qk": 4, "m": 7, "n_layers": L, "pooling": pooling, **model_changes})
+    gd = GDConfig(lr=0.05, iterations=12, reduction="mean", record_every=5)
+    runs_ = [(0.0, 0.05, 0), (1.0, 0.05, 1), (0.5, 0.2, 2), (1.0, 1e4, 3), (0.0, 0.02, 4)]  # (β, μ, seed); μ = 1e4 diverges
+    models = [base.replace(beta=b, qk_scale=1.0 + 0.5 * s) for b, _, s in runs_]
+    gds = [replace(gd, lr=lr) for _, lr, _ in runs_]
+    params = [init_params(m, s) for m, (_, _, s) in zip(models, runs_)]
+    return load_dataset(spec), models, gds, params
+
+
+def _one_at_a_time(data, model, gd, params):
+    try:
+        return train_gd(params, model, data.X_train, data.Y_train, gd, mask=data.mask_train).history, False
+    except DivergenceError as err:
+        return err.history, True
+
+
+CASES = [("toy_cls", 1, {}), ("toy_cls", 2, {}), ("toy", 1, {}), ("toy", 2, {}),
+         ("toy", 2, {"activation": "gelu", "logit_scale": "linear", "beta_ffn": 0.3}),
+         ("toy_cls", 1, {"activation": "softplus", "d_qk": 8})]  # d_qk > d: the logits through W_Q W_Kᵀ
+
+
+@pytest.mark.parametrize("dataset,L,changes", CASES)
+def test_each_run_of_a_stack_equals_train_gd(dataset, L, changes):
+    data, models, gds, params = _setup(dataset, L, **changes)
+    out = train_stacked(params, models, data.X_train, data.Y_train, gds, mask=data.mask_train)
+    assert len(out) == len(models)
+    for r, (model, gd, p) in enumerate(zip(models, gds, params)):
+        ref, diverged = _one_at_a_time(data, model, gd, p)
+        got = out[r].history
+        assert out[r].diverged == diverged and (out[r].params is None) == diverged
+        assert list(got.columns) == list(ref.columns)
+        assert got["iteration"].tolist() == ref["iteration"].tolist()  # same length: same divergence iteration
+        finite = np.isfinite(ref["loss"].to_numpy())
+        np.testing.assert_allclose(got["loss"].to_numpy()[finite], ref["loss"].to_numpy()[finite], rtol=LOSS_RTOL)
+        np.testing.assert_allclose(got["grad_norm"].to_numpy()[finite], ref["grad_norm"].to_numpy()[finite], rtol=1e-8)
+        recorded = ref["sigma_min_Z"].notna().to_numpy()
+        assert (got["sigma_min_Z"].notna().to_numpy() == recorded).all()
+        for column in ("sigma_min_Z", "sigma_max_Z"):
+            np.testing.assert_allclose(got[column].to_numpy()[recorded & finite], ref[column].to_numpy()[recorded & finite],
+                                       rtol=1e-6)
+    assert any(o.diverged for o in out) and not all(o.diverged for o in out)
+
+
+@pytest.mark.parametrize("dataset,L", [("toy_cls", 2), ("toy", 1)])
+def test_a_run_does_not_depend_on_its_stack(dataset, L):
+    data, models, gds, params = _setup(dataset, L)
+    args = (data.X_train, data.Y_train)
+    whole = train_stacked(params, models, *args, gds, mask=data.mask_train)
+    order = [4, 2, 0]
+    other = train_stacked([params[i] for i in order], [models[i] for i in order], *args, [gds[i] for i in order],
+                          mask=data.mask_train)
+    for r in range(len(models)):
+        alone = train_stacked([params[r]], [models[r]], *args, [gds[r]], mask=data.mask_train)[0]
+        pd.testing.assert_frame_equal(alone.history, whole[r].history, check_exact=True)
+        if r in order:
+            pd.testing.assert_frame_equal(other[order.index(r)].history, whole[r].history, check_exact=True)
+        if not alone.diverged:
+            for name, w in alone.params.items():
+                assert bool((w == whole[r].params[name]).all()), name
+
+
+def test_beta_zero_is_exact_attention():
+    """β = 0 multiplies X by an exact 0: the stacked Z equals Attn, so a β = 0 run in a stack with
+    β = 1 runs equals the same run alone (bitwise, above) and train_gd (to rounding, above)."""
+    data, models, gds, params = _setup("toy", 1)
+    out = train_stacked(params[:1], models[:1], data.X_train, data.Y_train, gds[:1])
+    assert models[0].beta == 0.0 and not out[0].diverged
+
+
+def test_mismatched_runs_are_rejected():
+    data, models, gds, params = _setup("toy", 1)
+    with pytest.raises(ConfigError, match="run 1 differs"):
+        train_stacked(params[:2], [models[0], models[1].replace(m=8)], data.X_train, data.Y_train, gds[:2])
+    with pytest.raises(ConfigError, match="run 1 differs"):
+        train_stacked(params[:2], models[:2], data.X_train, data.Y_train, [gds[0], replace(gds[1], iterations=3)])
+
+
+# --------------------------------------------------------------------------- one way: run == sweep
+
+def toy_config(seed=0, beta=1.0, lr=0.05, iterations=8):
+    spec = ex.DatasetSpec("toy_cls", n_train=6, n_tokens=4, n_test=4, seed=0)
+    return ex.RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=beta, pooling="mean"),
+                        GDConfig(lr=lr, iterations=iterations, reduction="mean", record_every=4), seed=seed)
+
+
+def test_a_single_run_equals_the_same_run_in_a_sweep(tmp_path):
+    configs = [toy_config(s, b, lr) for s in range(2) for b in (0.0, 1.0) for lr in (0.05, 1e4)]
+    table = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path / "sweep")
+    for config in configs:
+        alone = ex.run(config, tmp_path / "single")
+        inside = table[table["key"] == ex.config_key(config)].reset_index(drop=True)
+        pd.testing.assert_frame_equal(alone, inside, check_exact=True)
+    assert table.groupby("key")["diverged"].first().sum() == 4
+
+
+def test_headline_sizes_train_one_at_a_time():
+    small, large = toy_config(), ex.settings("sst2", False).config(1.0, 1, 0, 0.01)
+    assert runs.stackable(small) and not runs.stackable(large)
+    assert runs.stack_key(toy_config(1, 0.0, 0.3)) == runs.stack_key(small)
+    assert runs.stack_key(toy_config(iterations=9)) != runs.stack_key(small)
+
+
+# --------------------------------------------------------------------------- grouped tasks in the pipeline
+
+class Recorder:
+    """Wraps runs._compute_stack: the stacks computed, and a failure for a chosen seed."""
+
+    def __init__(self, fail_seed=None):
+        self.stacks, self.fail_seed, self.original = [], fail_seed, COMPUTE_STACK
+
+    def __call__(self, configs):
+        if any(c.seed == self.fail_seed for c in configs):
+            raise RuntimeError("simulated failure of a stack")
+        self.stacks.append([c.seed for c in configs])
+        return self.original(configs)
+
+
+def test_grouping_comes_after_the_cache_filter(tmp_path, monkeypatch):
+    configs = [toy_config(s) for s in range(6)]
+    ex.sweep(configs[:2], n_jobs=1, cache_dir=tmp_path)  # a partly filled cache
+    recorder = Recorder()
+    monkeypatch.setattr(runs, "_compute_stack", recorder)
+    writes = []
+    original_write = ResultsCache.write
+    monkeypatch.setattr(ResultsCache, "write", lambda self, key, value: (writes.append(key), original_write(self, key, value)))
+    table = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+    assert recorder.stacks == [[2, 3, 4, 5]]  # one stack of the missing runs only
+    assert sorted(writes) == sorted(ex.config_key(c) for c in configs[2:])  # each key written once
+    assert sorted(table["seed"].unique()) == list(range(6))
+
+
+def test_a_failing_group_writes_nothing_and_releases_its_locks(tmp_path, monkeypatch):
+    good = [toy_config(s, iterations=9) for s in range(2)]  # costlier stack: computed first
+    bad = [toy_config(s) for s in range(2, 4)]
+    monkeypatch.setattr(runs, "_compute_stack", Recorder(fail_seed=3))
+    with pytest.raises(RuntimeError, match="simulated failure"):
+        ex.sweep(good + bad, n_jobs=1, cache_dir=tmp_path)
+    cache = ResultsCache(tmp_path)
+    assert {p.stem for p in tmp_path.glob("*.pkl")} == {ex.config_key(c) for c in good}
+    for config in bad:  # not left locked
+        handle = cache.try_lock(ex.config_key(config))
+        assert handle is not None
+        handle.close()
+    recorder = Recorder()
+    monkeypatch.setattr(runs, "_compute_stack", recorder)
+    ex.sweep(good + bad, n_jobs=1, cache_dir=tmp_path)  # resumes: only the failed stack
+    assert recorder.stacks == [[2, 3]]
+
+
+def test_groups_are_split_for_the_workers_and_capped():
+    tasks = [Task(str(i), runs._run_task, toy_config(i)) for i in range(40)]
+    groups = runs.stack_groups(tasks, n_jobs=2, max_stack=16)
+    assert sorted(k for g in groups for k in g.keys) == sorted(t.key for t in tasks)
+    assert len(groups) == 3 and max(len(g.keys) for g in groups) <= 16
+    assert len(runs.stack_groups(tasks[:5], n_jobs=2)) == 2  # both workers get work
+
+
+def test_execute_yields_each_key_of_a_group():
+    items = [Group(("a", "b"), lambda xs: [x * 2 for x in xs], (1, 2)), Task("c", abs, -3)]
+    assert dict(execute(items, n_jobs=1)) == {"a": 2, "b": 4, "c": 3}
+    with pytest.raises(RuntimeError, match="returned 1 results"):
+        list(execute([Group(("a", "b"), lambda xs: [0], (1, 2))], n_jobs=1))
+
+
+def test_cached_sweep_rejects_groups_that_do_not_cover_the_tasks(tmp_path):
+    tasks = [Task("a", abs, -1), Task("b", abs, -2)]
+    with pytest.raises(RuntimeError, match="cover each task"):
+        cached_sweep(tasks, ResultsCache(tmp_path), n_jobs=1, group=lambda todo: [Group(("a",), list, (1,))])
+
+
+def test_grouped_sweep_in_parallel_equals_sequential(tmp_path):
+    configs = [toy_config(s, b) for s in range(3) for b in (0.0, 1.0)]
+    parallel = ex.sweep(configs, n_jobs=2, cache_dir=tmp_path / "a")
+    sequential = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path / "b")
+    pd.testing.assert_frame_equal(parallel, sequential, check_exact=True)
+    assert not math.isnan(parallel["test_loss"].iloc[0])
