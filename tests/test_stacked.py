@@ -208,3 +208,24 @@ def test_grouped_sweep_in_parallel_equals_sequential(tmp_path):
     sequential = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path / "b")
     pd.testing.assert_frame_equal(parallel, sequential, check_exact=True)
     assert not math.isnan(parallel["test_loss"].iloc[0])
+
+
+@pytest.mark.parametrize("dataset", ["toy_cls", "toy"])
+def test_end_of_run_metrics_of_a_stack_equal_one_forward_per_run(dataset):
+    """The stack's end-of-run metrics (one stacked forward) against :func:`resgd.model.forward` per run."""
+    s = ex.settings(dataset, True)
+    configs = [s.config(beta, 2, seed, 0.05, iterations=5) for beta, seed in ((0.0, 0), (1.0, 1), (0.5, 2))]
+    configs.append(s.config(1.0, 2, 3, 1e4, iterations=5))  # diverges: NaN metrics
+    data = load_dataset(configs[0].dataset)
+    trained = runs._train(configs, data)
+    assert [t[2] for t in trained] == [False, False, False, True]
+    for config, (_, final, diverged, metrics) in zip(configs, trained):
+        expected = runs._metrics(config, data, final)
+        assert metrics.keys() == expected.keys()
+        for name, value in metrics.items():
+            if diverged or (name != "test_loss" and dataset == "toy"):
+                assert math.isnan(value) and math.isnan(expected[name])
+            elif name == "test_loss":
+                assert value == pytest.approx(expected[name], rel=LOSS_RTOL)
+            else:
+                assert value == expected[name]  # accuracies

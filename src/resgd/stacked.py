@@ -145,7 +145,19 @@ def _forward(weights: list[torch.Tensor], cfg: ModelConfig, beta: torch.Tensor, 
     return torch.bmm(H.reshape(R, N * n, d), W_U).view(R, N, n, -1), Z0
 
 
-def _losses(Y_hat: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None, reduction: str) -> torch.Tensor:
+def predict_stacked(params: Sequence[Params], models: Sequence[ModelConfig], X: torch.Tensor,
+                    mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``Ŷ`` of every run on ``X`` in one pass, shape (R, N, k) or (R, N, n, k): the end-of-run
+    metrics of a stack (one forward per run cost a quarter of the robustness map's time)."""
+    cfg = models[0]
+    layout = _Layout(cfg)
+    beta = torch.tensor([float(m.beta) for m in models], dtype=X.dtype)
+    beta_ffn = torch.tensor([float(m.residual_ffn) for m in models], dtype=X.dtype)
+    with torch.no_grad():
+        return _forward(layout.views(layout.flatten(params, X.dtype)), cfg, beta, beta_ffn, X, mask, False)[0]
+
+
+def stacked_losses(Y_hat: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None, reduction: str) -> torch.Tensor:
     """Per-run ``½ Σ ‖Ŷ − Y‖²`` over real entries (÷ N for ``"mean"``), shape (R,)."""
     residual = Y_hat - Y.unsqueeze(0)
     if mask is not None and residual.ndim == 4:
@@ -205,7 +217,7 @@ def train_stacked(
         leaves = [w.detach().requires_grad_(True) for w in layout.views(theta)]
         with torch.enable_grad():
             Y_hat, Z0 = _forward(leaves, cfg, beta, beta_ffn, X, mask, record)
-            loss = _losses(Y_hat, Y, mask, gd.reduction)
+            loss = stacked_losses(Y_hat, Y, mask, gd.reduction)
             grads = torch.autograd.grad(loss.sum(), leaves)
         flat = torch.cat([g.reshape(len(alive), -1) for g in grads], dim=1)
         values = loss.detach().to(torch.float64).numpy()
