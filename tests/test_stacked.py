@@ -229,3 +229,24 @@ def test_end_of_run_metrics_of_a_stack_equal_one_forward_per_run(dataset):
                 assert value == pytest.approx(expected[name], rel=LOSS_RTOL)
             else:
                 assert value == expected[name]  # accuracies
+
+
+def test_runs_without_test_metrics_train_the_same_and_leave_them_nan():
+    s = ex.settings("toy_cls", True)
+    with_metrics = s.config(0.5, 1, 0, 0.05, iterations=5)
+    without = replace(with_metrics, test_metrics=False)
+    assert runs.config_key(without) != runs.config_key(with_metrics)
+    a, b = runs._compute(with_metrics), runs._compute(without)
+    pd.testing.assert_frame_equal(a.drop(columns=["test_loss", "train_acc", "test_acc"]),
+                                  b.drop(columns=["test_loss", "train_acc", "test_acc"]), check_exact=True)
+    assert a[["test_loss", "train_acc", "test_acc"]].notna().all().all()
+    assert b[["test_loss", "train_acc", "test_acc"]].isna().all().all()
+    with pytest.raises(ConfigError, match="RunConfig.test_metrics: expected True or False, got 'no'"):
+        replace(with_metrics, test_metrics="no")
+
+
+def test_the_map_asks_for_no_test_metrics():
+    from resgd.robustness import map_grid
+
+    grid = map_grid(True)
+    assert not grid.settings("jena", 1.0, 16).config(1.0, 1, 0, 0.1).test_metrics

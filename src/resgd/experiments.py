@@ -80,6 +80,7 @@ class Settings:
     logit_scale: str
     dtype: str
     data_seed: int = 0
+    test_metrics: bool = True
 
     def __post_init__(self) -> None:
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
@@ -112,7 +113,8 @@ class Settings:
         iterations = self.iterations if iterations is None else iterations
         gd = GDConfig(lr=float(lr), iterations=iterations, reduction=self.reduction,
                       record_every=min(self.record_every, max(iterations, 1)))
-        return RunConfig(self.spec, self.model(beta, n_layers), gd, seed=seed, dtype=self.dtype)
+        return RunConfig(self.spec, self.model(beta, n_layers), gd, seed=seed, dtype=self.dtype,
+                         test_metrics=self.test_metrics)
 
 
 def settings(

@@ -70,10 +70,10 @@ class MapGrid:
 
     def settings(self, dataset: str, qk_scale: float, N: int) -> ex.Settings:
         """The experiment settings of one (data set, sharpness, size): the preset's widths and
-        choices, with the map's sizes."""
+        choices, with the map's sizes; no test-set metrics (the map judges training loss only)."""
         return ex.settings(dataset, True, seeds=self.seeds, iterations=self.iterations, n_train=N,
                            betas=self.betas, depths=self.depths, n=self.n_tokens, qk_scale=float(qk_scale),
-                           lr_grid=self.lr_grid, probe_iterations=self.probe_iterations)
+                           lr_grid=self.lr_grid, probe_iterations=self.probe_iterations, test_metrics=False)
 
     def is_subset_of(self, other: "MapGrid") -> bool:
         """True when every cell and seed of this grid is also in ``other``."""
