@@ -250,3 +250,16 @@ def test_the_map_asks_for_no_test_metrics():
 
     grid = map_grid(True)
     assert not grid.settings("jena", 1.0, 16).config(1.0, 1, 0, 0.1).test_metrics
+
+
+def test_worth_stacking_small_runs_only():
+    from resgd.stacked import worth_stacking
+
+    def model(d, d_qk, L):
+        return ModelConfig(d=d, d_qk=d_qk, m=64, n_layers=L)
+
+    assert worth_stacking(model(14, 16, 10), 32, 8)  # the map's Jena L = 10: 24k weights, 256 tokens
+    assert not worth_stacking(model(50, 16, 10), 32, 8)  # the map's SST-2 L = 10: 105k weights
+    assert not worth_stacking(model(14, 16, 1), 128, 24)  # a headline experiment: 3072 tokens
+    assert not worth_stacking(ModelConfig(d=8, d_qk=16384, m=32), 16, 16)  # the collapse study's largest d_QK
+    assert worth_stacking(ModelConfig(d=8, d_qk=4, m=32), 16, 16)

@@ -52,6 +52,7 @@ from .residual_bound import (  # noqa: F401 - part of this module's interface (t
 )
 from .attention_stats import attention_statistics, predicted_logit_std, random_argmax_agreement  # noqa: F401
 from .threads import torch_threads
+from .stacked import StackedRun, train_stacked, worth_stacking
 from .train import DivergenceError, GDConfig, train_gd
 from .validation import ConfigError, check_choice, check_inputs
 
@@ -291,6 +292,15 @@ def collapse_floor(Y: torch.Tensor, reduction: str = "mean") -> float:
     return loss / Y.shape[0] if reduction == "mean" else loss
 
 
+def _one_run(params, cfg: ModelConfig, X: torch.Tensor, Y: torch.Tensor, gd: GDConfig) -> StackedRun:
+    """One run of :func:`resgd.train.train_gd`, as the stacked trainer reports it."""
+    try:
+        result = train_gd(params, cfg, X, Y, gd)
+        return StackedRun(result.history, result.params, False)
+    except DivergenceError as error:
+        return StackedRun(error.history, None, True)
+
+
 def training_comparison(
     d_qks: Sequence[int] = (4, 16384),
     betas: Sequence[float] = (0.0, 1.0),
@@ -317,24 +327,26 @@ def training_comparison(
     For each seed the weights are ``init_params(cfg, seed)``; β changes only the forward pass
     (``beta_ffn`` follows ``beta``, so β = 0 removes both residuals), so β = 0 and β = 1 start from
     identical weights. Returns the trainer's history (tidy) with columns d_qk, beta, seed,
-    logit_scale, qk_scale, diverged added (a diverged run keeps its partial history).
+    logit_scale, qk_scale, diverged added (a diverged run keeps its partial history). The runs of
+    one d_qk train together where that pays (:func:`resgd.stacked.worth_stacking`; each run's
+    history is the one :func:`resgd.train.train_gd` gives, to rounding), else one at a time.
     """
     X = _sweep_input(X, N, n, d, input_seed)
     Y = make_target(X, target) if Y is None else Y
     gd = GDConfig(lr=float(lr), iterations=int(iterations), reduction=reduction, record_every=int(record_every))
     frames = []
-    for d_qk in d_qks:
-        for beta in betas:
-            cfg = ModelConfig(d=X.shape[-1], d_qk=int(d_qk), m=int(m), beta=float(beta), logit_scale=logit_scale, qk_scale=float(qk_scale))
-            for seed in seeds:
-                diverged = False
-                try:
-                    with torch_threads(threads):
-                        history = train_gd(init_params(cfg, seed), cfg, X, Y, gd).history
-                except DivergenceError as error:
-                    history, diverged = error.history, True
-                frames.append(history.assign(d_qk=int(d_qk), beta=float(beta), seed=int(seed), logit_scale=logit_scale,
-                                             qk_scale=float(qk_scale), diverged=diverged))
+    for d_qk in d_qks:  # the runs of one d_qk share their shapes: one stack where that pays
+        runs = [(float(beta), int(seed)) for beta in betas for seed in seeds]
+        models = [ModelConfig(d=X.shape[-1], d_qk=int(d_qk), m=int(m), beta=beta, logit_scale=logit_scale,
+                              qk_scale=float(qk_scale)) for beta, _ in runs]
+        params = [init_params(cfg, seed) for cfg, (_, seed) in zip(models, runs)]
+        with torch_threads(threads):
+            if worth_stacking(models[0], X.shape[0], X.shape[1]):
+                out = train_stacked(params, models, X, Y, [gd] * len(runs))
+            else:
+                out = [_one_run(p, cfg, X, Y, gd) for p, cfg in zip(params, models)]
+        frames += [o.history.assign(d_qk=int(d_qk), beta=beta, seed=seed, logit_scale=logit_scale,
+                                    qk_scale=float(qk_scale), diverged=o.diverged) for o, (beta, seed) in zip(out, runs)]
     return pd.concat(frames, ignore_index=True)
 
 

@@ -37,7 +37,7 @@ from .data.spec import DTYPES, DatasetSpec, data_fingerprint, load_dataset
 from .model import ModelConfig, forward, init_params
 from .pipeline.cache import ResultsCache, hash_key
 from .pipeline.sweep import Group, Task, cached_sweep, check_n_jobs
-from .stacked import predict_stacked, shape_gd, shape_model, stacked_losses, train_stacked
+from .stacked import predict_stacked, shape_gd, shape_model, stacked_losses, train_stacked, worth_stacking
 from .train import DivergenceError, GDConfig, loss_from_output, train_gd
 from .validation import ConfigError, check_choice
 
@@ -50,8 +50,6 @@ CONFIG_COLUMNS = (
 )
 """Columns :func:`run` adds to the trainer's history (constant within one run)."""
 
-STACK_MAX_TOKENS = 512
-"""Runs with N·n ≤ this many stacked tokens are trained stacked (:func:`stackable`)."""
 MAX_STACK = 16
 """At most this many runs per stack (:func:`stack_groups`)."""
 
@@ -123,11 +121,10 @@ def stackable(config: RunConfig) -> bool:
     """Whether ``config`` is trained by the stacked trainer (:mod:`resgd.stacked`) — decided by
     the configuration alone, so a configuration always takes the same path (see the module doc).
 
-    Stacking pays where per-operation overhead dominates: small problems (the robustness map,
-    N·n ≤ :data:`STACK_MAX_TOKENS`). At the headline experiments' sizes one run already fills the
-    kernels and the hand-derived step of :func:`resgd.train.train_gd` is faster (measured in
-    ``benchmarks/bench_stacked.py``)."""
-    return config.dataset.n_train * config.dataset.n_tokens <= STACK_MAX_TOKENS
+    Stacking pays where per-operation overhead dominates: small problems (most of the robustness
+    map; :func:`resgd.stacked.worth_stacking`). At the headline experiments' sizes one run already
+    fills the kernels and the hand-derived step of :func:`resgd.train.train_gd` is faster."""
+    return worth_stacking(config.model, config.dataset.n_train, config.dataset.n_tokens)
 
 
 def stack_key(config: RunConfig) -> tuple:

@@ -27,7 +27,7 @@ Equality (tested in ``tests/test_stacked.py``):
 
 Speed (``benchmarks/bench_stacked.py``): worth it only for small problems, where one run cannot
 fill the kernels; at the headline experiments' sizes one ``train_gd`` run is faster per run
-than any stack, so :func:`resgd.runs.stackable` keeps those one at a time.
+than any stack, so :func:`worth_stacking` (used by :func:`resgd.runs.stackable`) keeps those one at a time.
 
 :mod:`resgd.runs` computes every cached run through this module (a single run is a stack of one),
 so one configuration has one cached answer whichever path asked for it.
@@ -52,6 +52,24 @@ _ACTIVATIONS = {
     "gelu": torch.nn.functional.gelu,
     "softplus": torch.nn.functional.softplus,
 }
+
+
+STACK_MAX_TOKENS = 512
+"""Stack only runs with at most this many training tokens N·n (:func:`worth_stacking`)."""
+STACK_MAX_WEIGHTS = 50_000
+"""... and at most this many weights per run (:func:`worth_stacking`)."""
+
+
+def worth_stacking(cfg: ModelConfig, n_train: int, n_tokens: int) -> bool:
+    """Whether runs of this shape train faster stacked than one at a time with :func:`resgd.train.train_gd`.
+
+    Stacking pays where per-operation overhead dominates: few tokens (``benchmarks/bench_stacked.py``:
+    1.4-2.3x at the map's 128-256 tokens, slower at the headline experiments' 2048-3072) and few
+    weights, so that a stack's weights and gradients stay in cache (measured on an AMD EPYC: 1.1-1.4x
+    for the map's Jena L = 10 with 24k weights per run, 0.96-0.99x for its SST-2 L = 10 with 105k,
+    0.6x for the collapse study's d_QK = 16384 with 262k)."""
+    weights = sum(a * b for a, b in weight_shapes(cfg).values())
+    return n_train * n_tokens <= STACK_MAX_TOKENS and weights <= STACK_MAX_WEIGHTS
 
 
 def shape_model(cfg: ModelConfig) -> ModelConfig:
