@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -39,13 +39,15 @@ from .conditioning import spectrum, stack
 from .model import ModelConfig, forward, init_params
 from .pipeline.presets import theory as preset
 from .pipeline.reproduce import Outputs, reproduce_part
-from .pipeline.sweep import Task, execute
+from .pipeline.sweep import Group, execute
+from .stacked import train_stacked
 from .stats import empirical_rate, spearman
 from .theorem import (  # noqa: F401 - part of this module's interface (tests, notebooks)
     TARGETS, X_KINDS, bound_check, hessian_norm, jacobian, make_task, ntk_eigenvalues, readout_gd, readout_summary,
     row_sigma_min, shapes_table, smoothness_estimate, step_size, theorem_alpha,
 )
 from .threads import torch_threads
+from .validation import ConfigError
 from .train import DivergenceError, GDConfig, loss_from_output, train_gd
 
 # --------------------------------------------------------------------------------------------
@@ -146,38 +148,74 @@ def _window(history: pd.DataFrame, window: tuple[float, float], rel_floor: float
 def run_config(config: SweepConfig, iterations: int, *, lr_factor: float = 0.5, alpha_factor: float = 0.25,
                window: tuple[float, float] = (0.5, 1.0), rel_floor: float = 1e-16) -> dict:
     """One row of :func:`rate_sweep` (runs single-threaded)."""
+    return run_configs([config], iterations, lr_factor=lr_factor, alpha_factor=alpha_factor, window=window,
+                       rel_floor=rel_floor)[0]
+
+
+def task_key(config: SweepConfig) -> SweepConfig:
+    """Configurations with one task key share their data and shapes: they differ only in β, β_ffn
+    and the init scale, so :func:`run_configs` trains them in one stack."""
+    return replace(config, beta=0.0, beta_ffn=1.0, init_scale=1.0)
+
+
+def run_configs(configs: Sequence[SweepConfig], iterations: int, *, lr_factor: float = 0.5, alpha_factor: float = 0.25,
+                window: tuple[float, float] = (0.5, 1.0), rel_floor: float = 1e-16) -> list[dict]:
+    """The rows of :func:`rate_sweep` for configurations of one :func:`task_key`, in order.
+
+    Everything but the training is per configuration; the GD runs (each at its own step size
+    ``lr_factor / L̂``) train together in one stack (:func:`resgd.stacked.train_stacked`: each
+    run's history is the one :func:`resgd.train.train_gd` gives, to rounding; tiny models, where
+    one run at a time is mostly per-operation overhead).
+    """
+    configs = list(configs)
+    if len({task_key(c) for c in configs}) > 1:
+        raise ConfigError("run_configs: the configurations must share their task key (theory.task_key)")
     with torch_threads(1):
-        cfg = config.model_config()
-        X, Y = config.task()
-        params = init_params(cfg, config.seed)
-        with torch.no_grad():
-            layer = forward(params, cfg, X, return_trace=True).layers[0]
-        sz = spectrum(layer.Z)
-        lam = ntk_eigenvalues(params, cfg, X)
-        alpha = theorem_alpha(params, cfg, X, alpha_factor=alpha_factor)
-        history, info = train_config(config, iterations, lr_factor=lr_factor, record_every=max(iterations, 1))
-        mu = info["lr"]
-        start, stop = _window(history, window, rel_floor)
-        check = bound_check(history, mu, alpha, rel_floor=rel_floor)
-        row = {**asdict(config),
-               "sigma_min_Z0": sz.sigma_min, "sigma_max_Z0": sz.sigma_max, "rate_ratio": sz.rate_ratio,
-               "sigma_min_H0": row_sigma_min(stack(layer.H)), "sigma_max_H0": spectrum(layer.H).sigma_max,
-               "A3_at_init": bool(row_sigma_min(stack(layer.H)) >= 0.5 * cfg.residual_ffn * row_sigma_min(stack(layer.Z))),
-               "ntk_min": float(lam[0]), "ntk_max": float(lam[-1]),
-               "ntk_ratio": float(lam[0] / lam[-1]) if lam[-1] > 0 else 0.0,
-               "smoothness": info["smoothness"], "lr": mu, "alpha": alpha,
-               "bound_rate": -math.log1p(-mu * alpha) if mu * alpha < 1 else math.inf,
-               "empirical_rate": empirical_rate(history, start, stop), "window_start": start, "window_stop": stop,
-               **check,
-               "final_loss_ratio": float(history["loss"].iloc[-1] / history["loss"].iloc[0]),
-               "diverged": info["diverged"], "iterations": int(history["iteration"].iloc[-1])}
-        if info["params"] is not None:
+        X, Y = configs[0].task()
+        before = []
+        for config in configs:
+            cfg = config.model_config()
+            params = init_params(cfg, config.seed)
             with torch.no_grad():
-                ZT = forward(info["params"], cfg, X, return_trace=True).layers[0].Z
-            sT = spectrum(ZT)
-            row["sigma_min_ZT"], row["sigma_max_ZT"] = sT.sigma_min, sT.sigma_max
-        else:
-            row["sigma_min_ZT"] = row["sigma_max_ZT"] = math.nan
+                layer = forward(params, cfg, X, return_trace=True).layers[0]
+            smooth = smoothness_estimate(params, cfg, X, Y)
+            before.append((cfg, params, layer, smooth, lr_factor / smooth))
+        gd = GDConfig(lr=1.0, iterations=iterations, record_every=max(iterations, 1))
+        trained = train_stacked([b[1] for b in before], [b[0] for b in before], X, Y,
+                                [replace(gd, lr=b[4]) for b in before])
+        return [_sweep_row_of(config, X, *b, run.history, run.params, iterations, alpha_factor=alpha_factor,
+                              window=window, rel_floor=rel_floor)
+                for config, b, run in zip(configs, before, trained)]
+
+
+def _sweep_row_of(config: SweepConfig, X: torch.Tensor, cfg: ModelConfig, params, layer, smooth: float, mu: float,
+                  history: pd.DataFrame, final, iterations: int, *, alpha_factor: float,
+                  window: tuple[float, float], rel_floor: float) -> dict:
+    """One sweep row from a configuration's weights at t = 0, its step size and its trained run."""
+    sz = spectrum(layer.Z)
+    lam = ntk_eigenvalues(params, cfg, X)
+    alpha = theorem_alpha(params, cfg, X, alpha_factor=alpha_factor)
+    start, stop = _window(history, window, rel_floor)
+    check = bound_check(history, mu, alpha, rel_floor=rel_floor)
+    row = {**asdict(config),
+           "sigma_min_Z0": sz.sigma_min, "sigma_max_Z0": sz.sigma_max, "rate_ratio": sz.rate_ratio,
+           "sigma_min_H0": row_sigma_min(stack(layer.H)), "sigma_max_H0": spectrum(layer.H).sigma_max,
+           "A3_at_init": bool(row_sigma_min(stack(layer.H)) >= 0.5 * cfg.residual_ffn * row_sigma_min(stack(layer.Z))),
+           "ntk_min": float(lam[0]), "ntk_max": float(lam[-1]),
+           "ntk_ratio": float(lam[0] / lam[-1]) if lam[-1] > 0 else 0.0,
+           "smoothness": smooth, "lr": mu, "alpha": alpha,
+           "bound_rate": -math.log1p(-mu * alpha) if mu * alpha < 1 else math.inf,
+           "empirical_rate": empirical_rate(history, start, stop), "window_start": start, "window_stop": stop,
+           **check,
+           "final_loss_ratio": float(history["loss"].iloc[-1] / history["loss"].iloc[0]),
+           "diverged": final is None, "iterations": int(history["iteration"].iloc[-1])}
+    if final is not None:
+        with torch.no_grad():
+            ZT = forward(final, cfg, X, return_trace=True).layers[0].Z
+        sT = spectrum(ZT)
+        row["sigma_min_ZT"], row["sigma_max_ZT"] = sT.sigma_min, sT.sigma_max
+    else:
+        row["sigma_min_ZT"] = row["sigma_max_ZT"] = math.nan
     return row
 
 
@@ -190,10 +228,10 @@ SWEEP_COLUMNS = (
 )
 
 
-def _sweep_row(arg: tuple) -> dict:
-    """A sweep task: :func:`run_config` of one configuration."""
-    config, iterations, kwargs = arg
-    return run_config(config, iterations, **kwargs)
+def _sweep_rows(arg: tuple) -> list[dict]:
+    """A grouped sweep task: :func:`run_configs` of the configurations of one task key."""
+    configs, iterations, kwargs = arg
+    return run_configs(configs, iterations, **kwargs)
 
 
 def rate_sweep(configs: Iterable[SweepConfig], *, iterations: int = 300, lr_factor: float = 0.5,
@@ -206,15 +244,20 @@ def rate_sweep(configs: Iterable[SweepConfig], *, iterations: int = 300, lr_fact
     eigenvalues ``ntk_min``/``ntk_max``, the step
     ``lr = lr_factor/L̂``, the theorem's ``alpha`` and ``bound_rate = −log(1 − lr·alpha)``, the
     ``empirical_rate`` over the window (fractions of the run before Φ reaches round-off), the
-    :func:`bound_check` columns and the spectrum of Z at the end. Runs on the pipeline's sweep
-    engine (``n_jobs`` single-threaded workers, or ``scheduler``); rows come back in ``configs``
-    order and do not depend on n_jobs.
+    :func:`bound_check` columns and the spectrum of Z at the end. Configurations of one
+    :func:`task_key` train in one stack (:func:`run_configs`); the stacks run on the pipeline's
+    sweep engine (``n_jobs`` single-threaded workers, or ``scheduler``); rows come back in
+    ``configs`` order and do not depend on n_jobs.
     """
     configs = list(configs)
     kwargs = {"lr_factor": lr_factor, "alpha_factor": alpha_factor, "window": tuple(window)}
-    tasks = [Task(str(i), _sweep_row, (c, iterations, kwargs)) for i, c in enumerate(configs)]
+    groups: dict[SweepConfig, list[int]] = {}
+    for i, c in enumerate(configs):
+        groups.setdefault(task_key(c), []).append(i)
+    tasks = [Group(tuple(str(i) for i in members), _sweep_rows, (tuple(configs[i] for i in members), iterations, kwargs))
+             for members in groups.values()]
     rows = dict(execute(tasks, n_jobs=n_jobs, scheduler=scheduler))
-    return pd.DataFrame([rows[task.key] for task in tasks], columns=SWEEP_COLUMNS)
+    return pd.DataFrame([rows[str(i)] for i in range(len(configs))], columns=SWEEP_COLUMNS)
 
 
 def sweep_summary(sweep: pd.DataFrame) -> dict:
