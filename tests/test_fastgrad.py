@@ -343,3 +343,17 @@ def test_flop_formula_matches_autograds_matmuls(cfg, masked):
     flops = fastgrad.step_flops(cfg, N, n)
     assert flops["total"] == flops["forward"] + flops["backward"]
     assert 1.5 * flops["forward"] < flops["backward"] < 2 * flops["forward"]
+
+
+def test_every_trace_tensor_of_a_deep_model_is_recycled():
+    """All layers' trace tensors come from the reused pool (not only the first two of each shape),
+    so a GD loop on an L-layer model does not page-fault fresh memory for its trace every step."""
+    cfg = ModelConfig(d=4, d_qk=3, m=5, k=1, n_layers=4)
+    params, X, Y, mask = make_problem(cfg, N=5, n=4)
+    fastgrad.clear_workspace()
+    fastgrad.loss_and_grad_manual(params, cfg, X, Y, mask)  # results dropped: recyclable
+    _, _, trace = fastgrad.loss_and_grad_manual(params, cfg, X, Y, mask)
+    pooled = {t.untyped_storage().data_ptr() for pool in fastgrad.workspace.WORKSPACE.outputs.values() for t in pool}
+    for layer in trace.layers:
+        for name in ("A", "Attn", "Z", "H"):
+            assert getattr(layer, name).untyped_storage().data_ptr() in pooled, name

@@ -31,7 +31,8 @@ What makes it fast (measured with ``benchmarks/bench_gd.py``; numbers in ``bench
   layers forward and back, so the intermediates stay in the CPU cache (2× at N = 8192); the
   weight gradients are accumulated over chunks, the trace is written in place;
 * the internal buffers are reused from call to call (a per-thread workspace), so a GD loop does
-  not page-fault fresh memory every step (another ~1.5× at large N);
+  not page-fault fresh memory every step (another ~1.5× at large N); the trace of all L layers is
+  two pooled tensors (all A; all Attn, Z, H), so deep models' traces are recycled too;
 * the attention matrix is stored keys-major (the softmax reduces over contiguous memory, 2-4×
   faster than ``torch.softmax`` over rows of a few dozen) and the max-shift of the softmax is
   skipped when it cannot change the result, checked on the row sums after the exp (no extra pass

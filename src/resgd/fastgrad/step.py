@@ -57,16 +57,23 @@ def loss_and_grad_manual(
 
 
 def _trace_outputs(N: int, n: int, d: int, L: int, beta: float, X: torch.Tensor) -> tuple[Trace, list, list, list, list]:
-    """The trace's tensors (recycled once the caller has let go of them): keys-major A, Attn, Z, H per layer."""
+    """The trace's tensors: keys-major A, Attn, Z, H per layer, as views of two pooled tensors.
+
+    Two pooled tensors (all layers' A; all layers' Attn, Z, H) rather than 4L: the pool recycles
+    a tensor once no view of it is alive, and keeps two per shape (the trainer holds one trace
+    while the next is computed), so 4L separately pooled tensors of a few shapes would page-fault
+    fresh memory every step for L > 1.
+    """
     dtype, device = X.dtype, X.device
     trace = Trace()
+    per_layer = 2 if beta == 0.0 else 3  # Attn, (Z,) H; Z is Attn when beta = 0
+    A_all = output((L, N, n, n), dtype, device)  # keys-major: A_all[l, p, j, i] = A_l[p, i, j]
+    acts = output((L, per_layer, N, n, d), dtype, device)
     A_T, attn, Z, H = [], [], [], []
     inputs = X
-    for _ in range(L):
-        a = output((N, n, n), dtype, device)  # keys-major: a[p, j, i] = A[p, i, j]
-        at = output((N, n, d), dtype, device)
-        z = at if beta == 0.0 else output((N, n, d), dtype, device)
-        h = output((N, n, d), dtype, device)
+    for layer in range(L):
+        a, at, h = A_all[layer], acts[layer, 0], acts[layer, per_layer - 1]
+        z = at if beta == 0.0 else acts[layer, 1]
         A_T.append(a), attn.append(at), Z.append(z), H.append(h)
         trace.layers.append(LayerTrace(X=inputs, A=a.transpose(1, 2), Attn=at, Z=z, H=h))
         inputs = h
