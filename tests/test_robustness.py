@@ -127,6 +127,14 @@ def test_grid_rejects_bad_designs():
         rb.map_grid(True, horizons=(10, 20))
     with pytest.raises(ConfigError, match="unknown field"):
         rb.map_grid(True, colour="red")
+    with pytest.raises(ConfigError, match="MapGrid.dtype"):
+        rb.map_grid(True, dtype="float16")
+
+
+def test_the_grid_precision_reaches_every_run():
+    grid = rb.map_grid(True, dtype="float32")
+    assert grid.settings("jena", 1.0, 16).config(1.0, 1, 0, 0.1).dtype == "float32"
+    assert not grid.is_subset_of(rb.map_grid(False))  # a float32 map is not part of the float64 one
 
 
 def test_summaries():

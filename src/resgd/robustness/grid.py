@@ -49,6 +49,8 @@ class MapGrid:
     """(qk_scale, fraction) of the headline experiments: preset Q/K scale, safety factor 0.5."""
     bootstrap: int = 2000
     confidence: float = 0.95
+    dtype: str = "float64"
+    """Precision of the map's runs (a parameter, for the float32-vs-float64 comparison)."""
 
     def __post_init__(self) -> None:
         check_choice("MapGrid.mode", self.mode, ("quick", "full"))
@@ -62,6 +64,7 @@ class MapGrid:
                 raise ConfigError(f"MapGrid.fractions: expected fractions in (0, 1], got {self.fractions!r}")
         for name in self.datasets:
             check_choice("MapGrid.datasets", name, ex.DATASETS)
+        check_choice("MapGrid.dtype", self.dtype, tuple(ex.DTYPES))
 
     def cells(self) -> list[dict[str, Any]]:
         """Every cell as a dict (dataset, qk_scale, fraction, N)."""
@@ -73,14 +76,16 @@ class MapGrid:
         choices, with the map's sizes; no test-set metrics (the map judges training loss only)."""
         return ex.settings(dataset, True, seeds=self.seeds, iterations=self.iterations, n_train=N,
                            betas=self.betas, depths=self.depths, n=self.n_tokens, qk_scale=float(qk_scale),
-                           lr_grid=self.lr_grid, probe_iterations=self.probe_iterations, test_metrics=False)
+                           lr_grid=self.lr_grid, probe_iterations=self.probe_iterations, test_metrics=False,
+                           dtype=self.dtype)
 
     def is_subset_of(self, other: "MapGrid") -> bool:
         """True when every cell and seed of this grid is also in ``other``."""
         return (set(self.datasets) <= set(other.datasets) and set(self.qk_scales) <= set(other.qk_scales)
                 and set(self.fractions) <= set(other.fractions) and set(self.sizes) <= set(other.sizes)
                 and set(self.seeds) <= set(other.seeds) and self.n_tokens == other.n_tokens
-                and self.betas == other.betas and self.depths == other.depths and self.lr_grid == other.lr_grid)
+                and self.betas == other.betas and self.depths == other.depths and self.lr_grid == other.lr_grid
+                and self.dtype == other.dtype)
 
 
 # The design, chosen before any map run was looked at (see notebooks/07_robustness.md):
