@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pandas as pd
 import pytest
 
 from resgd import dtype_check, experiments
@@ -60,3 +61,22 @@ def test_a_changed_verdict_and_a_changed_curve_are_caught(toy_runs, tmp_path):
             break
     report = dtype_check.compare(toy_runs["float64"], changed_curve)
     assert report["curves_out_of_tolerance"] == 1 and not dtype_check.neutral(report)
+
+
+def test_a_changed_map_cell_verdict_is_caught(toy_runs, tmp_path):
+    cells = pd.DataFrame([dict(dataset="jena", qk_scale=1.0, fraction=0.5, N=16, protocol="common", horizon=50,
+                               claim=claim, verdict=verdict)
+                          for claim, verdict in (("residual_helps", "holds"), ("beta_monotone", "undecided"))])
+    folders = {}
+    for name in ("a", "b"):
+        folders[name] = tmp_path / name
+        shutil.copytree(toy_runs["float64"], folders[name])
+        (folders[name] / "robustness").mkdir()
+        cells.to_csv(folders[name] / "robustness" / "map_quick.csv", index=False)
+    report = dtype_check.compare(folders["a"], folders["b"])
+    assert report["map_cells"] == 2 and dtype_check.neutral(report)
+    cells.assign(verdict=["holds", "fails"]).to_csv(folders["b"] / "robustness" / "map_quick.csv", index=False)
+    report = dtype_check.compare(folders["a"], folders["b"])
+    assert not dtype_check.neutral(report)
+    assert report["map_cell_diffs"][["claim", "verdict_ref", "verdict_other"]].values.tolist() == [
+        ["beta_monotone", "undecided", "fails"]]

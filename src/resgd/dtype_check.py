@@ -8,7 +8,9 @@ folders (``$RESGD_RESULTS_DIR`` of two runs that differ only in the dtype) this 
 * the step sizes chosen by the probes are identical,
 * every run of one folder has its twin in the other (same data set, β, depth, seed, step size,
   iterations) with the same divergence outcome, and its loss curve stays within
-  ``|Φ₃₂(t) − Φ₆₄(t)| ≤ rtol·|Φ₆₄(t)| + atol·Φ₆₄(0)`` at every recorded iteration.
+  ``|Φ₃₂(t) − Φ₆₄(t)| ≤ rtol·|Φ₆₄(t)| + atol·Φ₆₄(0)`` at every recorded iteration;
+* where both folders hold a robustness map (``robustness/map_<mode>.csv``), every cell's verdict
+  (:func:`map_cell_diffs`) is identical.
 
 The tolerances (``rtol`` = 1e-3, ``atol`` = 1e-6) were fixed before any float32 run was looked at.
 ``python -m resgd.dtype_check A B`` prints the report.
@@ -73,6 +75,7 @@ def compare(reference: str | Path, other: str | Path, rtol: float = RTOL, atol: 
     out_of_tolerance = finite[finite["excess"] > 0].drop_duplicates(RUN_KEYS)
     worst = finite.groupby(RUN_KEYS)["rel"].max()
     worst = worst[worst.index.isin(out_of_tolerance.set_index(RUN_KEYS).index)].sort_values(ascending=False)
+    map_cells, map_diffs = map_cell_diffs(reference, other)
     return {
         "claims": len(both), "verdict_diffs": verdict_diffs[["dataset", "mode", "name", "passed_ref", "passed_other"]],
         "lr_diffs": lr_diffs[["dataset", "mode", "lr_ref", "lr_other"]].drop_duplicates(),
@@ -82,13 +85,34 @@ def compare(reference: str | Path, other: str | Path, rtol: float = RTOL, atol: 
         "out_of_tolerance": worst.rename("max_rel_loss_diff").reset_index(),
         "max_rel_loss_diff": float(finite["rel"].max()) if len(finite) else float("nan"),
         "rtol": rtol, "atol": atol,
+        "map_cells": map_cells, "map_cell_diffs": map_diffs,
     }
+
+
+MAP_CELL_KEYS = ["dataset", "qk_scale", "fraction", "N", "protocol", "horizon", "claim"]
+
+
+def map_cell_diffs(reference: str | Path, other: str | Path) -> tuple[int, pd.DataFrame]:
+    """(cells compared, cells whose verdict differs or that only one map has) of the robustness maps
+    (``robustness/map_<mode>.csv``) both folders hold; (0, empty) when they share none."""
+    compared, diffs = 0, []
+    for path in sorted((Path(reference) / "robustness").glob("map_*.csv")):
+        twin = Path(other) / "robustness" / path.name
+        if path.stem.count("_") != 1 or not twin.is_file():  # map_<mode>.csv only, not ..._runs/_limits
+            continue
+        a, b = pd.read_csv(path), pd.read_csv(twin)
+        both = a.merge(b, on=MAP_CELL_KEYS, how="outer", suffixes=("_ref", "_other"), indicator=True)
+        compared += len(both)
+        diffs.append(both.loc[(both["_merge"] != "both") | (both["verdict_ref"] != both["verdict_other"]),
+                              [*MAP_CELL_KEYS, "verdict_ref", "verdict_other"]].assign(map=path.name))
+    return compared, (pd.concat(diffs, ignore_index=True) if diffs else pd.DataFrame())
 
 
 def neutral(report: dict) -> bool:
     """Every verdict and step size identical, every run paired, same divergence, curves within tolerance."""
     return (report["verdict_diffs"].empty and report["lr_diffs"].empty and report["unpaired_runs"] == 0
-            and report["diverged_differently"] == 0 and report["curves_out_of_tolerance"] == 0)
+            and report["diverged_differently"] == 0 and report["curves_out_of_tolerance"] == 0
+            and report["map_cell_diffs"].empty)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     if report["curves_out_of_tolerance"]:
         columns = ["dataset", "beta", "n_layers", "seed", "lr", "iterations", "max_rel_loss_diff"]
         print(report["out_of_tolerance"][columns].to_string(index=False))
+    if report["map_cells"]:
+        print(f"robustness map cells compared: {report['map_cells']}; differing verdicts: {len(report['map_cell_diffs'])}")
+        if not report["map_cell_diffs"].empty:
+            print(report["map_cell_diffs"].to_string(index=False))
     print("verdict-neutral" if neutral(report) else "NOT verdict-neutral")
     return 0 if neutral(report) else 1
 
