@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
+# torch only inside the tensor checks: ConfigError's importers that compute nothing (``python -m resgd``
+# before its MKL re-exec, the book build's kernels reading their mode) then start without it (1-2 s each).
 
 
 class ConfigError(ValueError):
@@ -22,6 +26,8 @@ def check_choice(name: str, value: object, choices: Iterable[str]) -> None:
 
 
 def _check_tensor(name: str, value: object, ndim: int, shape_doc: str) -> torch.Tensor:
+    import torch
+
     if not isinstance(value, torch.Tensor):
         raise ConfigError(f"{name}: expected a torch.Tensor of shape {shape_doc}, got {type(value).__name__}")
     if value.ndim != ndim:
@@ -40,6 +46,8 @@ def check_inputs(
     Y_shape: tuple[int, ...] | None = None,
 ) -> None:
     """Shapes and values of a batch: ``X (N, n, d)``, ``mask (N, n)`` bool, ``Y`` of ``Y_shape``."""
+    import torch
+
     _check_tensor("X", X, 3, "(N, n, d)")
     if not X.dtype.is_floating_point:
         raise ConfigError(f"X: expected a floating-point tensor, got dtype {X.dtype}")

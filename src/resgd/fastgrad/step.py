@@ -88,7 +88,8 @@ def _loss_and_grad(params, cfg, X, Y, mask, reduction, chunk_bytes):
 
     c_max = min(N, chunk_samples(cfg, n, dtype, chunk_bytes))
     c_full = -(-N // -(-N // c_max))  # balanced: ceil(N / number of chunks), no small last chunk
-    WORKSPACE.select((c_full, n, d, cfg.d_qk, cfg.m, k, L, cfg.activation, fold_logits(cfg), dtype, device))
+    WORKSPACE.select((c_full, n, d, cfg.d_qk, cfg.m, k, L, cfg.activation, cfg.pooling, fold_logits(cfg), dtype,
+                      device))
     buf = Scratch(WORKSPACE.scratch, c_full, n, dtype, device)
     shifted = WORKSPACE.shifted
 

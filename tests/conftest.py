@@ -1,0 +1,68 @@
+"""How the suite shares two cores: pytest-xdist workers (``-n 2 --dist loadscope`` in pyproject.toml).
+
+* Each test file runs on one worker (``loadscope``), so a set-up that its tests share (a
+  module-scoped fixture: a LocalCluster, a JupyterLab server, a Chromium, the PDF's text, a toy
+  build) is made once, as without xdist. (``--dist loadgroup`` would spread a file's other tests
+  too, but its ``xdist_group`` marks have no effect with pytest 9.2: xdist 3.8 renames the test
+  ids through an attribute that pytest no longer reads.)
+* The slowest files are handed out first (:data:`SLOW_FIRST`), so that the run does not end with
+  one worker busy on a long file while the other idles. The list is only a scheduling hint: a
+  stale entry costs time, never a result.
+* Each worker computes with its share of the cores (torch's threads: cores / workers), as two
+  processes with two threads each on two cores spend much of their time spinning in OpenMP's waits.
+* Each test starts with empty fastgrad buffers (:func:`resgd.fastgrad.workspace.clear_workspace`),
+  so a test sees the same state whichever tests ran before it in that worker
+  (tests/test_fastgrad_workspace.py is about that state).
+
+Tests that write anything do it under ``tmp_path`` or their own results folder (``results/`` of the
+repository: the robustness agreement test only, whose cache entries are locked per entry), so two
+workers never write the same file.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+SLOW_FIRST = (
+    "test_robustness_agreement.py",  # the quick robustness map: about a minute on two cores when not cached
+    "test_book_build.py",  # papermill kernels, two notebook timeouts
+    "test_dask_backend.py",  # a LocalCluster, workers killed and restarted
+    "test_lab.py",  # a JupyterLab server running notebooks/01_setup.md, and a Chromium
+    "test_pipeline.py",  # sweeps in subprocesses, killed
+    "test_cli.py",  # python -m resgd in subprocesses
+    "test_collapse.py",
+    "test_browser.py",
+    "test_pdf.py",
+    "test_dtype_check.py",
+    "test_theory.py",
+)
+
+
+def _rank(item: pytest.Item) -> int:
+    """The position of ``item``'s file in :data:`SLOW_FIRST` (the other files after them)."""
+    name = item.nodeid.split("::", 1)[0].split("/")[-1]
+    return SLOW_FIRST.index(name) if name in SLOW_FIRST else len(SLOW_FIRST)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker sends its collection to the scheduler
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_rank)  # stable: the order of the other files and of each file's tests is kept
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")  # set in each xdist worker
+    if workers:
+        import torch
+
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // int(workers)))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_fastgrad_buffers():
+    """Buffers left by earlier tests in this process are not part of any test's set-up."""
+    from resgd.fastgrad.workspace import clear_workspace
+
+    clear_workspace()
+    yield
