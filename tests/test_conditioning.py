@@ -34,6 +34,16 @@ def test_gram_path_matches_svd_for_well_conditioned_matrices():
     assert gram_singular_values(wide).shape == (5,)
 
 
+def test_gram_path_takes_a_batch_of_matrices():
+    batch = torch.randn(3, 40, 6, dtype=torch.float64)
+    got = gram_singular_values(batch)
+    assert got.shape == (3, 6)
+    for b in range(3):
+        np.testing.assert_array_equal(got[b], gram_singular_values(batch[b]))  # row b is matrix b's values
+    with pytest.raises(ValueError, match="a 2-D matrix or a batch of them"):
+        gram_singular_values(torch.zeros(2, 2, 2, 2))
+
+
 def test_stack_keeps_only_real_tokens():
     M = torch.arange(2 * 3 * 2, dtype=torch.float64).reshape(2, 3, 2)
     mask = torch.tensor([[True, False, True], [True, True, False]])

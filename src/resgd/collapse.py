@@ -52,8 +52,8 @@ from .residual_bound import (  # noqa: F401 - part of this module's interface (t
 )
 from .attention_stats import attention_statistics, predicted_logit_std, random_argmax_agreement  # noqa: F401
 from .threads import torch_threads
-from .stacked import StackedRun, train_stacked, worth_stacking
-from .train import DivergenceError, GDConfig, train_gd
+from .stacked import train_runs
+from .train import GDConfig
 from .validation import ConfigError, check_choice, check_inputs
 
 MATRICES = ("Attn", "Z")
@@ -292,15 +292,6 @@ def collapse_floor(Y: torch.Tensor, reduction: str = "mean") -> float:
     return loss / Y.shape[0] if reduction == "mean" else loss
 
 
-def _one_run(params, cfg: ModelConfig, X: torch.Tensor, Y: torch.Tensor, gd: GDConfig) -> StackedRun:
-    """One run of :func:`resgd.train.train_gd`, as the stacked trainer reports it."""
-    try:
-        result = train_gd(params, cfg, X, Y, gd)
-        return StackedRun(result.history, result.params, False)
-    except DivergenceError as error:
-        return StackedRun(error.history, None, True)
-
-
 def training_comparison(
     d_qks: Sequence[int] = (4, 16384),
     betas: Sequence[float] = (0.0, 1.0),
@@ -341,10 +332,7 @@ def training_comparison(
                               qk_scale=float(qk_scale)) for beta, _ in runs]
         params = [init_params(cfg, seed) for cfg, (_, seed) in zip(models, runs)]
         with torch_threads(threads):
-            if worth_stacking(models[0], X.shape[0], X.shape[1]):
-                out = train_stacked(params, models, X, Y, [gd] * len(runs))
-            else:
-                out = [_one_run(p, cfg, X, Y, gd) for p, cfg in zip(params, models)]
+            out = train_runs(params, models, X, Y, [gd] * len(runs))
         frames += [o.history.assign(d_qk=int(d_qk), beta=beta, seed=seed, logit_scale=logit_scale,
                                     qk_scale=float(qk_scale), diverged=o.diverged) for o, (beta, seed) in zip(out, runs)]
     return pd.concat(frames, ignore_index=True)

@@ -29,13 +29,14 @@ def gram_singular_values(M: torch.Tensor) -> np.ndarray:
 
     Same values as :func:`singular_values` (``MᵀM`` for tall, ``MMᵀ`` for wide matrices), accurate
     while σ_min/σ_max ≫ 1e-8 (float64 squares the condition number); use
-    :func:`singular_values` to study collapse.
+    :func:`singular_values` to study collapse. ``M`` may carry a leading batch axis (B, rows, cols)
+    — the stacked trainer's runs — giving (B, min(rows, cols)).
     """
-    if M.ndim != 2:
-        raise ValueError(f"M: expected a 2-D matrix, got shape {tuple(M.shape)}")
+    if M.ndim not in (2, 3):
+        raise ValueError(f"M: expected a 2-D matrix or a batch of them, got shape {tuple(M.shape)}")
     M64 = M.detach().to(torch.float64)
-    gram = M64.T @ M64 if M64.shape[0] >= M64.shape[1] else M64 @ M64.T
-    eig = torch.linalg.eigvalsh(gram).clamp_min(0).sqrt().flip(0)
+    gram = M64.mT @ M64 if M64.shape[-2] >= M64.shape[-1] else M64 @ M64.mT
+    eig = torch.linalg.eigvalsh(gram).clamp_min(0).sqrt().flip(-1)
     return eig.cpu().numpy()
 
 

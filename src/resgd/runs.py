@@ -37,8 +37,8 @@ from .data.spec import DTYPES, DatasetSpec, data_fingerprint, load_dataset
 from .model import ModelConfig, forward, init_params
 from .pipeline.cache import ResultsCache, hash_key
 from .pipeline.sweep import Group, Task, cached_sweep, check_n_jobs
-from .stacked import predict_stacked, shape_gd, shape_model, stacked_losses, train_stacked, worth_stacking
-from .train import DivergenceError, GDConfig, loss_from_output, train_gd
+from .stacked import predict_stacked, shape_gd, shape_model, stacked_losses, train_runs, worth_stacking
+from .train import GDConfig, loss_from_output
 from .validation import ConfigError, check_choice
 
 FIGURE_KINDS = ("residual", "beta", "depth", "conditioning", "rate")
@@ -138,19 +138,15 @@ def stack_key(config: RunConfig) -> tuple:
 
 def _train(configs: list[RunConfig], data) -> list[tuple[pd.DataFrame, dict | None, bool, dict]]:
     """(history, final weights or None, diverged, end-of-run metrics) of each run: one stack, or one
-    run of train_gd."""
+    run of train_gd (:func:`resgd.stacked.train_runs`; a configuration that is not stackable comes alone)."""
     dtype = DTYPES[configs[0].dtype]
     params = [init_params(c.model, c.seed, dtype=dtype) for c in configs]
-    if len(configs) == 1 and not stackable(configs[0]):
-        config = configs[0]
-        try:
-            result = train_gd(params[0], config.model, data.X_train, data.Y_train, config.gd, mask=data.mask_train)
-            return [(result.history, result.params, False, _metrics(config, data, result.params))]
-        except DivergenceError as err:
-            return [(err.history, None, True, _metrics(config, data, None))]
-    out = train_stacked(params, [c.model for c in configs], data.X_train, data.Y_train, [c.gd for c in configs],
-                        mask=data.mask_train)
-    return [(o.history, o.params, o.diverged, m) for o, m in zip(out, _stacked_metrics(configs, data, [o.params for o in out]))]
+    out = train_runs(params, [c.model for c in configs], data.X_train, data.Y_train, [c.gd for c in configs],
+                     mask=data.mask_train)
+    finals = [o.params for o in out]
+    metrics = (_stacked_metrics(configs, data, finals) if stackable(configs[0])
+               else [_metrics(c, data, final) for c, final in zip(configs, finals)])
+    return [(o.history, o.params, o.diverged, m) for o, m in zip(out, metrics)]
 
 
 _NO_METRICS = {"test_loss": math.nan, "train_acc": math.nan, "test_acc": math.nan}

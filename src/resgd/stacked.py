@@ -45,16 +45,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .model import ModelConfig, Params, weight_shapes
-from .train import HISTORY_COLUMNS, GDConfig, output_shape
+from .conditioning import gram_singular_values
+from .model import ModelConfig, Params, _activation, weight_shapes
+from .train import DivergenceError, GDConfig, history_frame, output_shape, train_gd
 from .validation import ConfigError, check_inputs
-
-_ACTIVATIONS = {
-    "relu": torch.relu,
-    "gelu": torch.nn.functional.gelu,
-    "softplus": torch.nn.functional.softplus,
-}
-
 
 STACK_MAX_TOKENS = 512
 """Stack only runs with at most this many training tokens N·n (:func:`worth_stacking`)."""
@@ -104,7 +98,6 @@ class _Layout:
         self.names = list(self.shapes)
         self.sizes = [a * b for a, b in self.shapes.values()]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).tolist()
-        self.total = int(self.offsets[-1])
 
     def flatten(self, params: Sequence[Params], dtype: torch.dtype) -> torch.Tensor:
         return torch.stack([torch.cat([p[name].detach().reshape(-1).to(dtype) for name in self.names])
@@ -143,7 +136,7 @@ def _forward(weights: list[torch.Tensor], cfg: ModelConfig, beta: torch.Tensor, 
     R = weights[0].shape[0]
     N, n, d = X.shape
     T = N * n
-    act = _ACTIVATIONS[cfg.activation]
+    act = _activation(cfg.activation)
     divisor = cfg.logit_divisor
     keypad = None if mask is None else ~mask.view(1, N, 1, n)
     b = beta.view(R, 1, 1, 1)
@@ -302,12 +295,10 @@ def _loss_and_output_grad(Y_hat: torch.Tensor, Y: torch.Tensor, mask: torch.Tens
 
 
 def _sigma(Z: torch.Tensor, mask: torch.Tensor | None) -> tuple[np.ndarray, np.ndarray]:
-    """σ_max and σ_min of every run's stacked Z (real tokens only), from the smaller Gram matrix
-    as :func:`resgd.conditioning.gram_singular_values` does."""
-    M = (Z.flatten(1, 2) if mask is None else Z[:, mask]).to(torch.float64)
-    gram = M.transpose(1, 2) @ M if M.shape[1] >= M.shape[2] else M @ M.transpose(1, 2)
-    eig = torch.linalg.eigvalsh(gram).clamp_min(0).sqrt()
-    return eig[:, -1].numpy(), eig[:, 0].numpy()
+    """σ_max and σ_min of every run's stacked Z (real tokens only), as :func:`resgd.train.train_gd`
+    records them (:func:`resgd.conditioning.gram_singular_values`, batched over the runs)."""
+    sigma = gram_singular_values(Z.flatten(1, 2) if mask is None else Z[:, mask])
+    return sigma[:, 0], sigma[:, -1]
 
 
 def train_stacked(
@@ -368,7 +359,7 @@ def train_stacked(
                             "sigma_min_Z": float(smin[i]) if record else math.nan,
                             "sigma_max_Z": float(smax[i]) if record else math.nan})
             if stop[i]:
-                outcome[r] = StackedRun(_history(rows[r]), None, True)
+                outcome[r] = StackedRun(history_frame(rows[r]), None, True)
         if t == gd.iterations:
             break
         if stop.any():  # diverged runs leave the stack; the others are untouched
@@ -381,11 +372,21 @@ def train_stacked(
         theta.addcmul_(flat, lr.view(-1, 1), value=-1.0)  # θ_r ← θ_r − μ_r ∇Φ_r (in place: no fresh pages)
     for i, r in enumerate(alive):
         if outcome[r] is None:
-            outcome[r] = StackedRun(_history(rows[r]), layout.unflatten(theta[i]), False)
+            outcome[r] = StackedRun(history_frame(rows[r]), layout.unflatten(theta[i]), False)
     return outcome
 
 
-def _history(rows: list[dict]) -> pd.DataFrame:
-    frame = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
-    frame["ratio"] = frame["loss"].shift(-1) / frame["loss"]
-    return frame
+def train_runs(params: Sequence[Params], models: Sequence[ModelConfig], X: torch.Tensor, Y: torch.Tensor,
+               gds: Sequence[GDConfig], mask: torch.Tensor | None = None) -> list[StackedRun]:
+    """Runs of one shape trained the way that pays (:func:`worth_stacking`): in one stack
+    (:func:`train_stacked`), or one at a time by :func:`resgd.train.train_gd`; same report either way."""
+    if worth_stacking(models[0], X.shape[0], X.shape[1]):
+        return train_stacked(params, models, X, Y, gds, mask)
+    out = []
+    for p, cfg, gd in zip(params, models, gds):
+        try:
+            result = train_gd(p, cfg, X, Y, gd, mask=mask)
+            out.append(StackedRun(result.history, result.params, False))
+        except DivergenceError as error:
+            out.append(StackedRun(error.history, None, True))
+    return out

@@ -66,6 +66,14 @@ class TrainResult:
     history: pd.DataFrame  # one row per iteration t = 0..T, columns HISTORY_COLUMNS
 
 
+def history_frame(rows: list[dict]) -> pd.DataFrame:
+    """A run's per-iteration rows as its history (columns :data:`HISTORY_COLUMNS`; ``ratio`` =
+    Φ(t+1)/Φ(t), NaN at the last row)."""
+    frame = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+    frame["ratio"] = frame["loss"].shift(-1) / frame["loss"]
+    return frame
+
+
 def output_shape(cfg: ModelConfig, X: torch.Tensor) -> tuple[int, ...]:
     N, n, _ = X.shape
     return (N, cfg.k) if cfg.pooling == "mean" else (N, n, cfg.k)
@@ -127,11 +135,6 @@ def train_gd(
     params = {name: p.detach().clone() for name, p in params.items()}
     rows: list[dict] = []
 
-    def history() -> pd.DataFrame:
-        frame = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
-        frame["ratio"] = frame["loss"].shift(-1) / frame["loss"]
-        return frame
-
     loss0 = None
     steps = range(gd.iterations + 1)
     for t in tqdm(steps, desc="GD", disable=not gd.progress, leave=False):
@@ -148,9 +151,9 @@ def train_gd(
             raise DivergenceError(
                 f"GD diverged at iteration {t}: loss {value:.3g} (initial {loss0:.3g}) with lr={gd.lr}; "
                 f"try a smaller step size, e.g. lr={gd.lr / 10:g}",
-                history(),
+                history_frame(rows),
             )
         if t == gd.iterations:
             break
         params = fastgrad.gd_update(params, grads, gd.lr)
-    return TrainResult(params=params, history=history())
+    return TrainResult(params=params, history=history_frame(rows))
