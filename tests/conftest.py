@@ -10,9 +10,9 @@
   stale entry costs time, never a result.
 * Each worker computes with its share of the cores (torch's threads: cores / workers), as two
   processes with two threads each on two cores spend much of their time spinning in OpenMP's waits.
-* Each test starts with empty fastgrad buffers (:func:`resgd.fastgrad.workspace.clear_workspace`),
-  so a test sees the same state whichever tests ran before it in that worker
-  (tests/test_fastgrad_workspace.py is about that state).
+* fastgrad's per-thread buffers are *not* emptied between tests: a process that trains several
+  models reuses them, and tests running in varied orders on two workers are how a buffer key that
+  misses a shape-deciding setting was found (the pooling; tests/test_fastgrad_workspace.py).
 
 Tests that write anything do it under ``tmp_path`` or their own results folder (``results/`` of the
 repository: the robustness agreement test only, whose cache entries are locked per entry), so two
@@ -57,12 +57,3 @@ def pytest_configure(config: pytest.Config) -> None:
         import torch
 
         torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // int(workers)))
-
-
-@pytest.fixture(autouse=True)
-def _fresh_fastgrad_buffers():
-    """Buffers left by earlier tests in this process are not part of any test's set-up."""
-    from resgd.fastgrad.workspace import clear_workspace
-
-    clear_workspace()
-    yield

@@ -1,12 +1,12 @@
 """fastgrad's per-thread buffers across calls of different models in one process.
 
 Found when the suite first ran on two xdist workers: a per-token (``pooling="none"``) gradient
-followed, in the same thread, by a mean-pooled one of the same sizes fails, because the buffers'
-key (``resgd.fastgrad.step``: ``WORKSPACE.select``) leaves the pooling out and the buffer ``R`` is
+followed, in the same thread, by a mean-pooled one of the same sizes failed, because the buffers'
+key (``resgd.fastgrad.step``: ``WORKSPACE.select``) left the pooling out and the buffer ``R`` is
 a (rows, view) pair for one and a tensor for the other. A sweep (or ``python -m resgd reproduce``)
-that trains Jena and then SST-2 models in one process can meet it. tests/conftest.py empties the
-buffers before each test, so no other test depends on the order the tests ran in; this one calls
-both in one test. Fixed: the key holds the pooling.
+that trains Jena and then SST-2 models in one process could meet it. Fixed: the key holds the
+pooling. This test calls both in one test, whatever order the suite runs in; the suite itself
+does not empty the buffers between tests (tests/conftest.py), so other order effects still show.
 """
 
 from __future__ import annotations
