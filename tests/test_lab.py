@@ -241,9 +241,10 @@ def test_jupyterlab_opens_the_md_as_a_notebook(server):
         driver.get(f"{server.url}/lab/tree/{NOTEBOOK}?token={server.token}")
         view = {}
 
-        def settled(d):
+        def settled(d):  # every cell rendered (markdown cells may come after the code cells) and the kernel up
             view.update(d.execute_script(NOTEBOOK_VIEW))
-            return view["codeCells"] == code and (view["kernel"] or "").startswith("Python 3")
+            return (view["codeCells"] == code and view["markdownCells"] == len(source.cells) - code
+                    and (view["kernel"] or "").startswith("Python 3"))
 
         try:
             WebDriverWait(driver, 180, poll_frequency=1).until(settled)
