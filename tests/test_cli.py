@@ -48,6 +48,20 @@ def test_reproduce_calls_the_named_parts(fake_targets, tmp_path, monkeypatch, ca
     assert os.environ["RESGD_RESULTS_DIR"] == str(tmp_path / "r")
 
 
+@pytest.mark.parametrize("variable, value, status, message", [  # 2: a setting; 1: a data problem
+    ("RESGD_GRAD_BACKEND", "bogus", 2, "$RESGD_GRAD_BACKEND: expected one of 'manual', 'autograd', got 'bogus'"),
+    ("RESGD_MKL_INTEL_PATH", "yes", 2, "$RESGD_MKL_INTEL_PATH: expected 1"),
+    ("RESGD_DATA_DIR", "/nonexistent/resgd-data", 1, "RESGD_DATA_DIR=/nonexistent/resgd-data: "),
+])
+def test_a_bad_setting_stops_reproduce_before_any_part_runs(fake_targets, tmp_path, monkeypatch, capsys,
+                                                           variable, value, status, message):
+    """Settings read deep inside a part are checked first: a typo costs no minutes of work."""
+    monkeypatch.setenv(variable, value)
+    code = cli.main(["reproduce", "--quick", "--only", "setup", "--figures-dir", str(tmp_path)], targets=fake_targets)
+    assert code == status and CALLS == []
+    assert message in capsys.readouterr().err
+
+
 def test_unknown_name_is_a_clear_usage_error(fake_targets, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["reproduce", "--only", "figure9"], targets=fake_targets)

@@ -120,6 +120,7 @@ def reproduce_command(args: argparse.Namespace, targets: Mapping[str, tuple[str,
     if args.results_dir:
         os.environ["RESGD_RESULTS_DIR"] = str(args.results_dir)
     functions = {name: resolve(name, targets) for name in names}  # fail before any work starts
+    check_environment()
     check_outputs(args.figures_dir, writes_results=any(name in WRITES_RESULTS for name in names))
     if "jena" in names:
         _note_jena_source()
@@ -137,6 +138,18 @@ def reproduce_command(args: argparse.Namespace, targets: Mapping[str, tuple[str,
         tqdm.write(f"{name}: done in {time.perf_counter() - start:.1f} s")
     out(f"reproduce ({mode}): {', '.join(names)} done")
     return 0
+
+
+def check_environment() -> None:
+    """The ``$RESGD_*`` settings that are read deep inside a part, checked before the first part starts
+    (a typo would otherwise surface only after minutes of work)."""
+    from .data.locations import resolve_data_dir
+    from .fastgrad.plan import default_backend
+    from .mkl_path import requested
+
+    default_backend()
+    requested()
+    resolve_data_dir()
 
 
 def check_outputs(figures_dir: str | None, *, writes_results: bool) -> None:
