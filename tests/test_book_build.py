@@ -281,13 +281,11 @@ def test_a_failed_notebook_leaves_no_ipynb_in_notebooks(tmp_path, how):
 # ---------------------------------------------------------------- several notebooks at a time
 
 
-def needs_header(md: Path, needs: list[str], cost: str | None = None) -> None:
-    """Give ``md`` a header ``resgd: needs:`` (as notebooks/06_claims.md has), and ``cost_s: <cost>`` if given."""
+def needs_header(md: Path, needs: list[str]) -> None:
+    """Give ``md`` a header ``resgd: needs:`` (as notebooks/06_claims.md has)."""
     text = md.read_text()
     text = text.replace("  formats: ipynb,md:myst\n", "  formats: ipynb,md:myst\n  notebook_metadata_filter: resgd\n", 1)
-    extra = "" if cost is None else f"  cost_s: {cost}\n"
-    md.write_text(text.replace("  name: python3\n---\n",
-                               f"  name: python3\nresgd:\n  needs: [{', '.join(needs)}]\n{extra}---\n", 1))
+    md.write_text(text.replace("  name: python3\n---\n", f"  name: python3\nresgd:\n  needs: [{', '.join(needs)}]\n---\n", 1))
 
 
 WAIT_FOR = (  # a notebook that fails unless the file `other` appears within 60 s (so: unless both run at once)
@@ -340,44 +338,6 @@ def test_bad_needs_and_bad_jobs_are_named(tmp_path):
         bb.build(root, "quick", log=lambda *a: None)
     with pytest.raises(bb.BookBuildError, match="--jobs: expected an integer >= 1, got 0"):
         bb.build(root, "quick", jobs=0, log=lambda *a: None)
-
-
-def test_the_longest_chain_starts_first():
-    needs = {"06_claims": ["04_jena", "05_sst2"]}
-    cost = {"01_setup": 16, "02_theorem1": 63, "03_rank_collapse": 43, "04_jena": 255, "05_sst2": 360,
-            "06_claims": 20, "07_robustness": 219}
-    names = list(cost)
-    assert bb.start_order(names, needs, cost) == ["05_sst2", "04_jena", "07_robustness", "02_theorem1",
-                                                  "03_rank_collapse", "06_claims", "01_setup"]
-    # 04 heads a chain (04 then 06) longer than 07 alone, though 07 costs more than 04 by itself
-    assert bb.start_order(names, needs, {**cost, "04_jena": 210})[:3] == ["05_sst2", "04_jena", "07_robustness"]
-    assert bb.start_order(names, needs, {}) == names  # no costs: reading order
-
-
-def test_one_job_starts_the_costliest_notebook_first(tmp_path):
-    stamp = "import pathlib, time\npathlib.Path('{me}.started').write_text(repr(time.time()))"
-    root = make_book(tmp_path, {"01_small": stamp.format(me="01_small"), "02_big": stamp.format(me="02_big")})
-    needs_header(root / "notebooks" / "01_small.md", [], "{quick: 1, full: 10}")
-    needs_header(root / "notebooks" / "02_big.md", [], "{quick: 50, full: 500}")
-    assert bb.notebook_cost(root / "notebooks" / "02_big.md", "full") == 500.0
-    records = bb.build(root, "quick", log=lambda *a: None)
-    assert [(r.notebook, r.ok) for r in records] == [("notebooks/01_small", True), ("notebooks/02_big", True)]  # TOC order
-    started = {n: float((root / "notebooks" / f"{n}.started").read_text()) for n in ("01_small", "02_big")}
-    assert started["02_big"] < started["01_small"]
-
-
-@pytest.mark.parametrize("cost", ["{quick: -1}", "{quick: fast}", "[1, 2]"])
-def test_a_bad_cost_header_is_named(tmp_path, cost):
-    root = make_book(tmp_path, {"01_a": "x = 1"})
-    needs_header(root / "notebooks" / "01_a.md", [], cost)
-    with pytest.raises(bb.BookBuildError, match=r"01_a.md: header field resgd.cost_s must map quick/full to seconds"):
-        bb.build(root, "quick", log=lambda *a: None)
-
-
-def test_every_notebook_of_the_book_says_its_cost_in_both_modes():
-    for name in bb.toc_notebooks(ROOT / "_toc.yml"):
-        md = ROOT / "notebooks" / f"{name}.md"
-        assert all(bb.notebook_cost(md, mode) > 0 for mode in bb.MODES), name
 
 
 def test_the_books_needs_name_notebooks_of_the_toc():

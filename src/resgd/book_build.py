@@ -2,8 +2,8 @@
 
     python -m resgd.book_build [--mode quick|full] [--only NAME] [--timeout SECONDS] [--jobs J]
 
-For each notebook of ``_toc.yml`` (entries under ``notebooks/``), up to ``--jobs`` at a time
-(default 1; ``make book`` uses 2), the longest chains of work first (see :func:`build`):
+For each notebook in ``_toc.yml`` order (entries under ``notebooks/``), up to ``--jobs`` at a
+time (default 1; ``make book`` uses 2, see :func:`build`):
 
 1. ``notebooks/NN_name.md`` (MyST text notebook, the committed source) is converted by
    jupytext to an ``.ipynb`` under ``_build/notebook_inputs/`` (papermill cannot read text
@@ -193,61 +193,22 @@ def md_to_ipynb(md: Path, ipynb: Path) -> None:
 
 
 NEEDS_KEY = "resgd"
-"""A notebook's ``.md`` header may say which notebooks must have run before it and roughly how
-long it runs in each mode (seconds; it only decides which notebook starts first), e.g.::
+"""A notebook's ``.md`` header may say which notebooks must have run before it, e.g.::
 
     resgd:
       needs: [04_jena, 05_sst2]
-      cost_s:
-        full: 20
-        quick: 5
 
 (with ``notebook_metadata_filter: resgd`` under ``jupytext:``, so ``jupytext --sync`` keeps it)."""
 
 
-def _header(md: Path) -> dict:
-    import jupytext
-
-    header = jupytext.read(md).metadata.get(NEEDS_KEY, {})
-    if not isinstance(header, dict):
-        raise BookBuildError(f"{md}: header field {NEEDS_KEY} must be a mapping (needs:, cost_s:), got {header!r}")
-    return header
-
-
 def notebook_needs(md: Path) -> list[str]:
     """The names of the notebooks ``md`` reads results from (its header's ``resgd: needs:``)."""
-    needs = _header(md).get("needs", [])
+    import jupytext
+
+    needs = jupytext.read(md).metadata.get(NEEDS_KEY, {}).get("needs", [])
     if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
         raise BookBuildError(f"{md}: header field {NEEDS_KEY}.needs must be a list of notebook names, got {needs!r}")
     return needs
-
-
-def notebook_cost(md: Path, mode: str) -> float:
-    """The header's ``resgd: cost_s: {mode: seconds}`` (0 when absent): how long ``md`` is expected to run."""
-    costs = _header(md).get("cost_s", {})
-    cost = costs.get(mode, 0) if isinstance(costs, dict) else None
-    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0:
-        raise BookBuildError(f"{md}: header field {NEEDS_KEY}.cost_s must map quick/full to seconds >= 0, "
-                             f"got {costs!r}")
-    return float(cost)
-
-
-def start_order(names: Sequence[str], needs: Mapping[str, Sequence[str]], cost: Mapping[str, float]) -> list[str]:
-    """``names`` ordered by the longest chain each one starts: its own cost plus the longest chain of
-    the notebooks that need it (ties keep the given order).
-
-    With two at a time, starting the long chains first keeps both cores busy to the end; in TOC
-    order the longest notebooks started last and one core idled while they finished.
-    """
-    chain: dict[str, float] = {}
-
-    def length(name: str) -> float:
-        if name not in chain:
-            chain[name] = cost.get(name, 0.0) + max(
-                (length(other) for other in names if name in needs.get(other, ())), default=0.0)
-        return chain[name]
-
-    return sorted(names, key=lambda name: -length(name))
 
 
 def has_parameters_cell(ipynb: Path) -> bool:
@@ -419,8 +380,8 @@ def build(
 
     Why ``jobs = 2`` pays on a 2-core machine: much of a notebook is one busy core (kernel start,
     plotting, serial sweeps), and a second notebook fills the other. A notebook starts once every
-    notebook of its header's ``needs`` (:func:`notebook_needs`) has run; of the notebooks ready to
-    start, the one at the head of the longest chain starts first (:func:`start_order`). The results cache is safe for concurrent notebooks (per-entry locks). After a failure
+    notebook of its header's ``needs`` (:func:`notebook_needs`) has run; the others start in TOC
+    order. The results cache is safe for concurrent notebooks (per-entry locks). After a failure
     no new notebook starts (unless ``keep_going``; a notebook whose needs failed never starts);
     running ones finish. The report lists this run's notebooks; with ``only``, it also keeps the
     earlier records of the TOC's other notebooks, so that it always describes every executed
@@ -438,8 +399,6 @@ def build(
         if unknown:
             raise BookBuildError(f"{source.relative_to(root)}: needs {unknown}, which the TOC does not list")
         needs[name] = [n for n in wanted if n in names]  # the others ran in an earlier build
-    costs = {name: notebook_cost(root / NOTEBOOK_DIR / f"{name}.md", mode) for name in names
-             if (root / NOTEBOOK_DIR / f"{name}.md").is_file()}
     earlier = {}
     if only:
         earlier = {
@@ -453,7 +412,7 @@ def build(
     env = notebook_env(root, mode)
     log(f"book_build: mode={mode}, {len(names)} notebook(s), {jobs} at a time, timeout {timeout:g} s each")
     done: dict[str, Record] = {}
-    pending = start_order(names, needs, costs)
+    pending = list(names)
     start = time.perf_counter()
 
     def failed_needs(name: str) -> list[str]:
