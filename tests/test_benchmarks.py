@@ -20,6 +20,7 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import bench_gd  # noqa: E402
+import book_floor  # noqa: E402
 import report  # noqa: E402
 
 
@@ -111,3 +112,28 @@ def test_jax_peer_is_skipped_with_a_message_when_jax_is_missing(monkeypatch, tmp
     assert run_tiny(tmp_path, 2, "ours,nn,jax") == 0
     assert "the JAX peer is skipped" in capsys.readouterr().out
     assert set(pd.read_csv(tmp_path / "bench_gd.csv")["impl"]) == {"ours", "nn"}
+
+
+def test_book_floor_counts_the_cached_runs_and_never_trains(tmp_path):
+    import resgd.experiments as ex
+
+    with pytest.raises(RuntimeError, match="not in the results cache: run `make book`"):
+        book_floor.page_work("toy", True, cache_dir=tmp_path)
+    s = ex.settings("toy", True)
+    results = ex.run_experiments(s, n_jobs=1, cache_dir=tmp_path)
+    work = book_floor.page_work("toy", True, cache_dir=tmp_path)
+    assert len(work) == len(results.runs.groupby(["experiment", "beta", "n_layers", "seed"]))
+    assert (work["iterations_run"] <= s.iterations).all() and (work["iterations_run"] > 0).all()
+    deeper = work.groupby("n_layers")["step_flops"].first()
+    assert deeper.is_monotonic_increasing and deeper.iloc[0] > 0  # more layers, more products per step
+    assert (work["flops"] == work["step_flops"] * work["iterations_run"]).all()
+
+
+def test_the_cpu_is_named_with_its_family_and_model():
+    """Two hosts both called "AMD EPYC" differed 2× in matmul rate: the family/model tells them apart."""
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    if "cpu family" not in text:
+        pytest.skip("no /proc/cpuinfo with a cpu family here")
+    family = next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("cpu family"))
+    assert f"(family {family}, model " in bench_gd.cpu_name()
+    assert bench_gd.machine_info()["cpu"] == bench_gd.cpu_name()
