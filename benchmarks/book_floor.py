@@ -21,16 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from pathlib import Path
 
 import pandas as pd
 import torch
 
 import resgd.experiments as ex
-from bench_gd import cpu_name
 import resgd.runs
+from bench_gd import cpu_name, matmul_rate  # this folder is on sys.path when run as a script
 from resgd.atomic import write_json, write_text
 from resgd.fastgrad import step_flops
 from resgd.threads import torch_threads
@@ -40,17 +38,10 @@ HERE = Path(__file__).resolve().parent
 PAGES = {"jena": "notebooks/04_jena", "sst2": "notebooks/05_sst2"}
 
 
-def dense_rate(size: int = 2048, reps: int = 7) -> float:
-    """Median GFLOP/s of a square float64 matmul on one thread (after a warm-up)."""
-    a, b = (torch.randn(size, size, dtype=torch.float64) for _ in range(2))
+def dense_rate() -> float:
+    """Median GFLOP/s of a square float64 matmul (2048²) on one thread: ``bench_gd``'s limit."""
     with torch_threads(1):
-        torch.matmul(a, b)
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            torch.matmul(a, b)
-            times.append(time.perf_counter() - t0)
-    return 2 * size**3 / statistics.median(times) / 1e9
+        return matmul_rate(torch.float64, 2048)["median_gflops"]
 
 
 def _cache_only(configs):
