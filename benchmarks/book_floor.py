@@ -45,7 +45,7 @@ def dense_rate() -> float:
 
 
 def _cache_only(configs):
-    raise RuntimeError(f"{len(configs)} run(s) are not in the results cache: run `make book` (full mode) first")
+    raise RuntimeError(f"{len(configs)} run(s) are not in the results cache: run `make book` in this mode first")
 
 
 def page_work(dataset: str, quick: bool, cache_dir: str | Path | None = None) -> pd.DataFrame:
@@ -60,8 +60,7 @@ def page_work(dataset: str, quick: bool, cache_dir: str | Path | None = None) ->
     for (experiment, beta, L, seed), h in results.runs.groupby(["experiment", "beta", "n_layers", "seed"]):
         last = h.iloc[-1]
         ran = int(last["diverged_at"]) if bool(last["diverged"]) else int(last["iterations"])
-        cfg = s.config(float(beta), int(L), int(seed), float(last["lr"])).model
-        flops = step_flops(cfg, s.N, s.n)["total"]
+        flops = step_flops(s.model(float(beta), int(L)), s.N, s.n)["total"]
         rows.append({"dataset": dataset, "experiment": experiment, "beta": beta, "n_layers": int(L), "seed": int(seed),
                      "iterations_run": ran, "step_flops": flops, "flops": flops * ran})
     return pd.DataFrame(rows)
