@@ -31,13 +31,13 @@ def child(dtypes: list[str], seconds: float) -> dict:
     import torch
 
     sys.path.insert(0, str(HERE))
-    from bench_gd import DTYPES, make_case, matmul_rate
+    from bench_gd import DTYPES, cpu_name, make_case, matmul_rate
 
     from resgd import mkl_path
     from resgd.train import loss_and_grad
 
     torch.set_num_threads(1)
-    out = {"active": mkl_path.active(), "times_ms": {}, "limit_gflops": {}, "values": {}}
+    out = {"cpu": cpu_name(), "active": mkl_path.active(), "times_ms": {}, "limit_gflops": {}, "values": {}}
     for dname in dtypes:
         dtype = DTYPES[dname]
         out["limit_gflops"][dname] = matmul_rate(dtype, 1024)["median_gflops"]
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"case": case, "default_ms": a, "intel_path_ms": b, "speedup": a / b})
     limits = {d: {name: statistics.median(r["limit_gflops"][d] for r in results[name]) for name in envs} for d in dtypes}
     diffs = {d: max_rel_diff(results["default"][0]["values"][d], results["intel_path"][0]["values"][d]) for d in dtypes}
-    cpu = open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].splitlines()[0].strip()
+    cpu = results["default"][0]["cpu"]  # named by the child (bench_gd.cpu_name): the parent imports no torch
     print(f"{cpu}, 1 thread, {args.rounds} rounds each, load average {load[0][0]:.1f} → {load[-1][0]:.1f}")
     print("| case | MKL default (ms) | Intel path (ms) | speed-up |\n|---|---:|---:|---:|")
     for r in rows:
