@@ -17,7 +17,7 @@ JB_BUILD = $(BIN)/jupyter-book build . -W --keep-going --all
 .PHONY: book html lab pdf test install chromium clean
 
 book: $(STAMP)  ## execute the notebooks (MODE=quick|full), then render the site with -W
-	$(BIN)/python -m resgd.book_build --mode $(MODE) --jobs $(BOOK_JOBS)
+	$(BIN)/python -m resgd.publish.build --mode $(MODE) --jobs $(BOOK_JOBS)
 	$(JB_BUILD)
 
 html: $(STAMP)  ## render only, from the notebooks executed last time
@@ -25,10 +25,10 @@ html: $(STAMP)  ## render only, from the notebooks executed last time
 
 pdf: $(STAMP) chromium  ## the whole book as one PDF (after `make book`): _build/pdf/, copied into the site
 	$(JB_BUILD) --builder singlehtml
-	$(BIN)/python -m resgd.book_pdf
+	$(BIN)/python -m resgd.publish.pdf
 
 lab: $(STAMP)  ## JupyterLab on the project: notebooks/*.md open as notebooks (LAB_ARGS=... for jupyter lab)
-	$(BIN)/python -m resgd.lab $(LAB_ARGS)
+	$(BIN)/python -m resgd.publish.lab $(LAB_ARGS)
 
 test: $(STAMP) chromium  ## the test suite (site and browser checks need `make book` first)
 	$(BIN)/python -m pytest

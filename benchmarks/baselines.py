@@ -1,9 +1,9 @@
 """What a user would write with ``torch.nn``: the benchmark's baselines for one GD step.
 
-Same model as :mod:`resgd.model` (one-head softmax attention with residual, two-matrix FFN with
+Same model as :mod:`resgd.core.model` (one-head softmax attention with residual, two-matrix FFN with
 residual, output layer; no biases), built from ``nn.Linear`` modules, trained by autograd and
 ``torch.optim.SGD`` full batch (``zero_grad``, ``backward``, ``step``). ``NNModel`` computes the
-same function as ``resgd.model.forward`` (checked at the start of every benchmark run);
+same function as ``resgd.core.model.forward`` (checked at the start of every benchmark run);
 ``MHAModel`` uses ``nn.MultiheadAttention`` (one head), which adds an output projection W_O
 (d×d) and forces d_qk = d, so it is a different (slightly larger) model with its own FLOP count.
 """
@@ -15,7 +15,7 @@ import math
 import torch
 from torch import nn
 
-from resgd.model import ModelConfig, Params
+from resgd.core.model import ModelConfig, Params
 
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "softplus": nn.Softplus}
 

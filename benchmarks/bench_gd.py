@@ -9,10 +9,10 @@ Run from the repository root (with the project's virtual environment active)::
 What is measured (side by side, in one process, on the same inputs, interleaved round-robin so
 that a change in machine load hits every implementation alike):
 
-* ``ours``          — the trainer's path: ``resgd.train.loss_and_grad`` (default backend, the
-                      hand-derived pass of ``resgd.fastgrad``) + ``fastgrad.gd_update`` (p − lr g);
-* ``ours_autograd`` — the same with ``backend="autograd"`` (batched autograd over resgd.model);
-* ``ours_train_gd`` — ``resgd.train.train_gd`` per iteration (adds the trainer's bookkeeping:
+* ``ours``          — the trainer's path: ``resgd.core.train.loss_and_grad`` (default backend, the
+                      hand-derived pass of ``resgd.core.fastgrad``) + ``fastgrad.gd_update`` (p − lr g);
+* ``ours_autograd`` — the same with ``backend="autograd"`` (batched autograd over resgd.core.model);
+* ``ours_train_gd`` — ``resgd.core.train.train_gd`` per iteration (adds the trainer's bookkeeping:
                       gradient norm, history rows, σ(Z) every 10 iterations);
 * ``nn``            — what a user writes with ``torch.nn``: ``nn.Linear`` projections, softmax
                       attention, residuals, ``nn.Linear`` FFN, autograd, ``torch.optim.SGD``
@@ -28,7 +28,7 @@ that a change in machine load hits every implementation alike):
 
 Steps/s is the inverse of the median over repeats of the per-step wall time (after warm-up
 steps). Achieved GFLOP/s = matmul FLOPs of one forward+backward pass / step time, with the FLOP
-count of :func:`resgd.fastgrad.step_flops` (formula in its docstring and in the README).
+count of :func:`resgd.core.fastgrad.step_flops` (formula in its docstring and in the README).
 Threads: ``torch.set_num_threads`` is set to each value of ``--threads`` (default 1: the
 machine this was written on has 2 cores shared with other users, and with 2 OpenMP threads a
 busy second core stalls every parallel region).
@@ -65,10 +65,10 @@ sys.path.insert(0, str(HERE))
 import jax_peer  # noqa: E402
 from baselines import MHAModel, NNModel, load_params, make_sgd_step, nn_gradients, nn_loss  # noqa: E402
 
-from resgd import fastgrad  # noqa: E402
+from resgd.core import fastgrad  # noqa: E402
 from resgd.atomic import write_json, write_text, write_with  # noqa: E402
-from resgd.model import ModelConfig, init_params  # noqa: E402
-from resgd.train import GDConfig, loss_and_grad, train_gd  # noqa: E402
+from resgd.core.model import ModelConfig, init_params  # noqa: E402
+from resgd.core.train import GDConfig, loss_and_grad, train_gd  # noqa: E402
 
 # The two data sets' shapes: Jena climate (14 features, 24 hourly tokens, per-token regression)
 # and SST-2 (50-d GloVe, 16 tokens, mean-pooled ±1 label, padding mask). d_qk = d and m = 4d are
@@ -360,14 +360,14 @@ def sweep_benchmark(runs: int, N: int, iterations: int) -> list[dict]:
 def compile_benchmark(cases: list[tuple[str, int, int]], dtype: torch.dtype) -> list[dict]:
     """torch.compile (inductor, default mode): compile time and step time against ours, and the break-even.
 
-    Two natural uses are compiled: the model's loss as a pure function (``resgd.model.block`` per
+    Two natural uses are compiled: the model's loss as a pure function (``resgd.core.model.block`` per
     layer, pooling, loss; AOTAutograd compiles forward and backward) differentiated with
     ``torch.autograd.grad``, and ``torch.compile(model)`` of the torch.nn baseline with its SGD
     step. ``compile_s`` is the wall time of the first step (tracing + code generation + the C++
     compiler), on a cold in-process cache.
     """
-    from resgd.model import block, pool
-    from resgd.train import loss_from_output
+    from resgd.core.model import block, pool
+    from resgd.core.train import loss_from_output
 
     rows = []
     for size, N, L in cases:

@@ -34,7 +34,7 @@ def child(dtypes: list[str], seconds: float) -> dict:
     from bench_gd import DTYPES, cpu_name, make_case, matmul_rate
 
     from resgd import mkl_path
-    from resgd.train import loss_and_grad
+    from resgd.core.train import loss_and_grad
 
     torch.set_num_threads(1)
     out = {"cpu": cpu_name(), "active": mkl_path.active(), "times_ms": {}, "limit_gflops": {}, "values": {}}

@@ -6,7 +6,7 @@ After ``make book`` in that mode (it reads the results cache and trains nothing:
 from the cache is an error), for the Jena and SST-2 pages (04, 05):
 
 * the work: every run of the β and depth sweeps, the iterations it ran (to its divergence, if it
-  diverged) times the matrix-product FLOPs of one step (``resgd.fastgrad.step_flops``: the
+  diverged) times the matrix-product FLOPs of one step (``resgd.core.fastgrad.step_flops``: the
   products any implementation must compute; softmax, activations and residual adds are not
   counted). The step-size probes are left out, so the sum is a lower bound;
 * the limit: a dense square float64 ``torch.matmul`` (2048²) on one thread, measured now;
@@ -26,11 +26,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-import resgd.experiments as ex
-import resgd.runs
+import resgd.experiments.study as ex
+import resgd.experiments.runs
 from bench_gd import cpu_name, matmul_rate  # this folder is on sys.path when run as a script
 from resgd.atomic import write_json, write_text
-from resgd.fastgrad import step_flops
+from resgd.core.fastgrad import step_flops
 from resgd.threads import torch_threads
 
 HERE = Path(__file__).resolve().parent
@@ -51,11 +51,11 @@ def _cache_only(configs):
 def page_work(dataset: str, quick: bool, cache_dir: str | Path | None = None) -> pd.DataFrame:
     """One row per trained run of the page: its shape, the iterations it ran and their FLOPs."""
     s = ex.settings(dataset, quick)
-    compute, resgd.runs._compute_stack = resgd.runs._compute_stack, _cache_only  # read, never train
+    compute, resgd.experiments.runs._compute_stack = resgd.experiments.runs._compute_stack, _cache_only  # read, never train
     try:
         results = ex.run_experiments(s, n_jobs=1, cache_dir=cache_dir)
     finally:
-        resgd.runs._compute_stack = compute
+        resgd.experiments.runs._compute_stack = compute
     rows = []
     for (experiment, beta, L, seed), h in results.runs.groupby(["experiment", "beta", "n_layers", "seed"]):
         last = h.iloc[-1]

@@ -1,4 +1,4 @@
-"""The benchmark's JAX peer: the same model and loss as ``resgd.model``, one jitted GD step.
+"""The benchmark's JAX peer: the same model and loss as ``resgd.core.model``, one jitted GD step.
 
 ``jax.jit`` of ``value_and_grad`` of the loss plus the update ``p − lr g``, in one compiled
 function (the weights are donated, so XLA may update them in place). One thread: XLA's CPU
@@ -34,7 +34,7 @@ def import_jax():
 
 
 def make_loss(cfg, masked: bool):
-    """``Φ(params) = ½ Σ ‖Ŷ − Y‖²`` over real tokens, the model of ``resgd.model`` written in jax.numpy."""
+    """``Φ(params) = ½ Σ ‖Ŷ − Y‖²`` over real tokens, the model of ``resgd.core.model`` written in jax.numpy."""
     import jax
     import jax.numpy as jnp
 

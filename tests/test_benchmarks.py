@@ -115,7 +115,7 @@ def test_jax_peer_is_skipped_with_a_message_when_jax_is_missing(monkeypatch, tmp
 
 
 def test_book_floor_counts_the_cached_runs_and_never_trains(tmp_path):
-    import resgd.experiments as ex
+    import resgd.experiments.study as ex
 
     with pytest.raises(RuntimeError, match="not in the results cache: run `make book`"):
         book_floor.page_work("toy", True, cache_dir=tmp_path)

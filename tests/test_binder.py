@@ -21,8 +21,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import yaml
 
-from resgd.book_build import toc_notebooks
-from resgd.lab import SETTINGS_DIR
+from resgd.publish.build import toc_notebooks
+from resgd.publish.lab import SETTINGS_DIR
 from test_site import read, require_site
 
 ROOT = Path(__file__).resolve().parents[1]

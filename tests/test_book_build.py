@@ -1,4 +1,4 @@
-"""Unit tests of resgd.book_build: TOC order, mode resolution, execution and its failures."""
+"""Unit tests of resgd.publish.build: TOC order, mode resolution, execution and its failures."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import psutil
 import pytest
 from jupytext.cli import jupytext as jupytext_cli
 
-from resgd import book_build as bb
+from resgd.publish import build as bb
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,7 +37,7 @@ def code(src: str, tags: str = "") -> str:
     return "```{code-cell} ipython3\n" + (f":tags: [{tags}]\n\n" if tags else "") + src + "\n```\n"
 
 
-PARAMETERS = "from resgd.book_build import notebook_quick\n\nquick = notebook_quick()\nseed = 0"  # as in notebooks/*.md
+PARAMETERS = "from resgd.publish.build import notebook_quick\n\nquick = notebook_quick()\nseed = 0"  # as in notebooks/*.md
 
 
 def make_book(tmp_path: Path, notebooks: dict[str, str]) -> Path:

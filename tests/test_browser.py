@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from resgd import browser
-from resgd.book_build import toc_docs
+from resgd.publish import browser
+from resgd.publish.build import toc_docs
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "html"

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from resgd import claims
+from resgd.experiments import claims
 
 
 def table(beta_losses: dict[float, list[float]], depth_losses: dict[int, tuple[list[float], list[float]]] | None = None,

@@ -96,8 +96,8 @@ def test_a_part_that_is_not_written_yet_is_named(fake_targets, capsys, name, mes
 
 def test_default_targets_cover_the_documented_names():
     assert list(cli.TARGETS) == ["setup", "theorem1", "collapse", "jena", "sst2", "robustness"]
-    assert cli.resolve("jena").__module__ == "resgd.experiments"
-    assert cli.resolve("robustness").__module__ == "resgd.robustness"
+    assert cli.resolve("jena").__module__ == "resgd.experiments.study"
+    assert cli.resolve("robustness").__module__ == "resgd.robustness.study"
     with pytest.raises(cli.CLIError, match="unknown name 'fig9'"):
         cli.resolve("fig9")
 

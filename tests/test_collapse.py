@@ -1,4 +1,4 @@
-"""Tests of resgd.collapse: rank collapse, the σ_min(Z) lower bound, the sweep and the figures."""
+"""Tests of resgd.collapse.study: rank collapse, the σ_min(Z) lower bound, the sweep and the figures."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from resgd import collapse
-from resgd.conditioning import singular_values, spectrum
-from resgd.model import ModelConfig, forward, init_params
+from resgd.collapse import study as collapse
+from resgd.core.conditioning import singular_values, spectrum
+from resgd.core.model import ModelConfig, forward, init_params
 from resgd.validation import ConfigError
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from resgd.conditioning import attention_spectra, gram_singular_values, singular_values, spectra_table, spectrum, stack
-from resgd.model import ModelConfig, init_params
+from resgd.core.conditioning import attention_spectra, gram_singular_values, singular_values, spectra_table, spectrum, stack
+from resgd.core.model import ModelConfig, init_params
 
 
 def test_summaries_of_a_known_diagonal_matrix():

@@ -1,8 +1,8 @@
 """The Dask backend against a real LocalCluster (2 worker processes × 1 thread).
 
-The tasks are real training runs on the tiny ``toy`` data (``resgd.runs._run_task``, what the sweep engine sends), so
+The tasks are real training runs on the tiny ``toy`` data (``resgd.experiments.runs._run_task``, what the sweep engine sends), so
 "identical results" compares whole loss histories bit for bit with the in-process computation.
-The last test runs a whole cached sweep (``resgd.experiments.sweep``) through the engine's
+The last test runs a whole cached sweep (``resgd.experiments.study.sweep``) through the engine's
 ``scheduler`` seam against the local backend.
 """
 
@@ -20,13 +20,13 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from resgd import experiments as ex  # noqa: E402
-from resgd import runs  # noqa: E402
+from resgd.experiments import study as ex  # noqa: E402
+from resgd.experiments import runs  # noqa: E402
 from resgd.atomic import write_with  # noqa: E402
-from resgd.model import ModelConfig  # noqa: E402
+from resgd.core.model import ModelConfig  # noqa: E402
 from resgd.pipeline.dask_backend import DaskSweepError, execute_dask  # noqa: E402
 from resgd.pipeline.sweep import Task, resolve_scheduler  # noqa: E402
-from resgd.train import GDConfig  # noqa: E402
+from resgd.core.train import GDConfig  # noqa: E402
 
 
 def toy_tasks(n: int, iterations: int = 30) -> list[Task]:

@@ -1,4 +1,4 @@
-"""resgd.dtype_check: pairs the runs of two results folders, and catches a changed verdict or curve."""
+"""resgd.experiments.dtype_check: pairs the runs of two results folders, and catches a changed verdict or curve."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from resgd import dtype_check, experiments
+from resgd.experiments import dtype_check, study as experiments
 from resgd.pipeline.cache import ResultsCache
 
 

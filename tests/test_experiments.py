@@ -17,11 +17,11 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import resgd  # noqa: E402
-from resgd import experiments as ex  # noqa: E402
-from resgd import runs  # noqa: E402
+from resgd.experiments import study as ex  # noqa: E402
+from resgd.experiments import runs  # noqa: E402
 from resgd.pipeline.cache import CacheEntryRejected  # noqa: E402
-from resgd.model import ModelConfig  # noqa: E402
-from resgd.train import GDConfig  # noqa: E402
+from resgd.core.model import ModelConfig  # noqa: E402
+from resgd.core.train import GDConfig  # noqa: E402
 from resgd.validation import ConfigError  # noqa: E402
 
 

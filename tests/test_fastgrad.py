@@ -1,8 +1,8 @@
-"""The hand-derived gradients of resgd.fastgrad against autograd and central finite differences.
+"""The hand-derived gradients of resgd.core.fastgrad against autograd and central finite differences.
 
 Every test here can fail: the comparison helpers are themselves checked to reject a gradient with
 one perturbed entry, and the finite-difference reference is computed from the model's own
-definition (resgd.model.forward + resgd.train.loss_from_output), not from either gradient code.
+definition (resgd.core.model.forward + resgd.core.train.loss_from_output), not from either gradient code.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from resgd import fastgrad
-from resgd.model import ModelConfig, forward, init_params
-from resgd.train import GDConfig, loss_and_grad, loss_from_output, train_gd
+from resgd.core import fastgrad
+from resgd.core.model import ModelConfig, forward, init_params
+from resgd.core.train import GDConfig, loss_and_grad, loss_from_output, train_gd
 from resgd.validation import ConfigError
 
 F64 = torch.float64

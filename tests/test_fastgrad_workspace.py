@@ -2,7 +2,7 @@
 
 Found when the suite first ran on two xdist workers: a per-token (``pooling="none"``) gradient
 followed, in the same thread, by a mean-pooled one of the same sizes failed, because the buffers'
-key (``resgd.fastgrad.step``: ``WORKSPACE.select``) left the pooling out and the buffer ``R`` is
+key (``resgd.core.fastgrad.step``: ``WORKSPACE.select``) left the pooling out and the buffer ``R`` is
 a (rows, view) pair for one and a tensor for the other. A sweep (or ``python -m resgd reproduce``)
 that trains Jena and then SST-2 models in one process could meet it. Fixed: the key holds the
 pooling. This test calls both in one test, whatever order the suite runs in; the suite itself
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from resgd.model import ModelConfig, init_params
-from resgd.train import loss_and_grad
+from resgd.core.model import ModelConfig, init_params
+from resgd.core.train import loss_and_grad
 
 
 def gradients(pooling: str) -> dict[str, torch.Tensor]:
@@ -26,7 +26,7 @@ def gradients(pooling: str) -> dict[str, torch.Tensor]:
 
 
 def test_mean_pooling_after_per_token_in_one_thread_gives_the_fresh_gradients():
-    from resgd.fastgrad.workspace import clear_workspace
+    from resgd.core.fastgrad.workspace import clear_workspace
 
     clear_workspace()
     fresh = gradients("mean")

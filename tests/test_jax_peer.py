@@ -21,7 +21,7 @@ if jax_peer.import_jax() is None:
 
 from bench_gd import make_case  # noqa: E402
 
-from resgd.train import loss_and_grad  # noqa: E402
+from resgd.core.train import loss_and_grad  # noqa: E402
 
 
 @pytest.mark.parametrize("size, L", [("jena", 1), ("jena", 2), ("sst2", 2)])

@@ -1,6 +1,6 @@
 """``make lab``: JupyterLab on the project, started headless as a student would start it.
 
-The server is :func:`resgd.lab.lab_command` in :func:`resgd.lab.lab_env` (what ``make lab`` runs),
+The server is :func:`resgd.publish.lab.lab_command` in :func:`resgd.publish.lab.lab_env` (what ``make lab`` runs),
 on a free local port with a random token and a throw-away Jupyter config, runtime and
 settings folders. Through its REST API the tests open ``notebooks/01_setup.md`` as a notebook
 (jupytext's contents manager) and execute every code cell of it, in quick mode, in a kernel the
@@ -25,8 +25,8 @@ import pytest
 import requests
 import websocket
 
-from resgd import lab
-from resgd.theory import FIGURE_NAMES
+from resgd.publish import lab
+from resgd.theorem1.study import FIGURE_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "notebooks/01_setup.md"
@@ -228,7 +228,7 @@ def test_jupyterlab_opens_the_md_as_a_notebook(server):
     """What a student sees after ``make lab``: 01_setup.md open as a notebook, with its kernel."""
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from resgd import browser
+    from resgd.publish import browser
 
     if not browser.have_chromium():
         message = f"{browser.CHROMIUM} or {browser.CHROMEDRIVER} missing (make chromium)"

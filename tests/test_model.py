@@ -7,8 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resgd.conditioning import spectrum
-from resgd.model import ModelConfig, attention_logits, attention_probs, forward, init_params, weight_shapes
+from resgd.core.conditioning import spectrum
+from resgd.core.model import ModelConfig, attention_logits, attention_probs, forward, init_params, weight_shapes
 from resgd.validation import ConfigError
 
 torch.set_default_dtype(torch.float64)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
-from resgd.book_build import toc_docs
-from resgd.book_pdf import PDF_DIR, PDF_NAME, SITE, single_page
+from resgd.publish.build import toc_docs
+from resgd.publish.pdf import PDF_DIR, PDF_NAME, SITE, single_page
 
 ROOT = Path(__file__).resolve().parents[1]
 PDF = ROOT / PDF_DIR / PDF_NAME

@@ -20,13 +20,13 @@ matplotlib.use("Agg")  # tests only; never in a notebook
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from resgd import experiments as ex  # noqa: E402
-from resgd import runs  # noqa: E402
-from resgd.model import ModelConfig  # noqa: E402
+from resgd.experiments import study as ex  # noqa: E402
+from resgd.experiments import runs  # noqa: E402
+from resgd.core.model import ModelConfig  # noqa: E402
 from resgd.pipeline.cache import CacheEntryRejected, ResultsCache  # noqa: E402
 from resgd.pipeline.reproduce import OutputError, Outputs, check_writable, publish  # noqa: E402
 from resgd.pipeline.sweep import SCHEDULER_ENV, Task, execute  # noqa: E402
-from resgd.train import GDConfig  # noqa: E402
+from resgd.core.train import GDConfig  # noqa: E402
 from resgd.validation import ConfigError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,9 +187,9 @@ def test_an_entry_whose_owner_died_is_computed_after_the_wait(tmp_path, monkeypa
 
 SLOW_SWEEP = textwrap.dedent("""
     import sys, time
-    from resgd import experiments as ex, runs
-    from resgd.model import ModelConfig
-    from resgd.train import GDConfig
+    from resgd.experiments import runs, study as ex
+    from resgd.core.model import ModelConfig
+    from resgd.core.train import GDConfig
     computed = []
     original = runs._compute_stack
     def slow(configs):

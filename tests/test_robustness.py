@@ -14,9 +14,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from resgd import robustness as rb  # noqa: E402
+from resgd.robustness import study as rb  # noqa: E402
 from resgd.plots.robustness import plot_horizons, plot_phase_diagram, plot_theory_link  # noqa: E402
-from resgd.robustness import stats, summary  # noqa: E402
+from resgd.robustness import verdicts as stats, summary  # noqa: E402
 from resgd.validation import ConfigError  # noqa: E402
 
 GRID = rb.map_grid(True, datasets=("toy",), horizons=(25, 50))
@@ -73,7 +73,7 @@ def test_divergence_counts_as_infinite_loss():
 
 
 def test_vectorised_spearman_matches_the_reference():
-    from resgd.theory import spearman
+    from resgd.theorem1.study import spearman
 
     rng = np.random.default_rng(0)
     x = np.array([0.0, 0.25, 0.5, 0.75, 1.0])

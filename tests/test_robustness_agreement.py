@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from resgd import robustness as rb
+from resgd.robustness import study as rb
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"

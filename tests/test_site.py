@@ -17,8 +17,8 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from bs4 import BeautifulSoup
 
-from resgd.book_build import toc_docs
-from resgd.book_pdf import PDF_NAME
+from resgd.publish.build import toc_docs
+from resgd.publish.pdf import PDF_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "html"

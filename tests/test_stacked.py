@@ -1,7 +1,7 @@
-"""The stacked trainer (:mod:`resgd.stacked`) against one run at a time, and grouped sweep tasks.
+"""The stacked trainer (:mod:`resgd.core.stacked`) against one run at a time, and grouped sweep tasks.
 
 Equality contract: a run's history inside a stack is bit-for-bit the history it gets alone (a
-stack of one) or in any other stack; against :func:`resgd.train.train_gd` (the hand-derived
+stack of one) or in any other stack; against :func:`resgd.core.train.train_gd` (the hand-derived
 backward pass) it agrees to rounding: losses to rtol 1e-10 over these short horizons, the same
 length of history and the same divergence iteration.
 """
@@ -15,14 +15,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from resgd import experiments as ex
-from resgd import runs
+from resgd.experiments import study as ex
+from resgd.experiments import runs
 from resgd.data.spec import load_dataset
-from resgd.model import ModelConfig, init_params
+from resgd.core.model import ModelConfig, init_params
 from resgd.pipeline.cache import ResultsCache
 from resgd.pipeline.sweep import Group, Task, cached_sweep, execute
-from resgd.stacked import train_stacked
-from resgd.train import DivergenceError, GDConfig, train_gd
+from resgd.core.stacked import train_stacked
+from resgd.core.train import DivergenceError, GDConfig, train_gd
 from resgd.validation import ConfigError
 
 LOSS_RTOL = 1e-10
@@ -212,7 +212,7 @@ def test_grouped_sweep_in_parallel_equals_sequential(tmp_path):
 
 @pytest.mark.parametrize("dataset", ["toy_cls", "toy"])
 def test_end_of_run_metrics_of_a_stack_equal_one_forward_per_run(dataset):
-    """The stack's end-of-run metrics (one stacked forward) against :func:`resgd.model.forward` per run."""
+    """The stack's end-of-run metrics (one stacked forward) against :func:`resgd.core.model.forward` per run."""
     s = ex.settings(dataset, True)
     configs = [s.config(beta, 2, seed, 0.05, iterations=5) for beta, seed in ((0.0, 0), (1.0, 1), (0.5, 2))]
     configs.append(s.config(1.0, 2, 3, 1e4, iterations=5))  # diverges: NaN metrics
@@ -246,14 +246,14 @@ def test_runs_without_test_metrics_train_the_same_and_leave_them_nan():
 
 
 def test_the_map_asks_for_no_test_metrics():
-    from resgd.robustness import map_grid
+    from resgd.robustness.grid import map_grid
 
     grid = map_grid(True)
     assert not grid.settings("jena", 1.0, 16).config(1.0, 1, 0, 0.1).test_metrics
 
 
 def test_worth_stacking_small_runs_only():
-    from resgd.stacked import worth_stacking
+    from resgd.core.stacked import worth_stacking
 
     def model(d, d_qk, L):
         return ModelConfig(d=d, d_qk=d_qk, m=64, n_layers=L)

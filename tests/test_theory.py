@@ -1,4 +1,4 @@
-"""Tests of resgd.theory: the exact special case, the rate and bound helpers, the sweep."""
+"""Tests of resgd.theorem1.study: the exact special case, the rate and bound helpers, the sweep."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 import torch
 
-from resgd import theory
-from resgd.conditioning import spectrum
-from resgd.model import ModelConfig, forward, init_params
+from resgd.theorem1 import study as theory
+from resgd.core.conditioning import spectrum
+from resgd.core.model import ModelConfig, forward, init_params
 
 
 def geometric_history(rate: float, T: int = 50, phi0: float = 3.0) -> pd.DataFrame:

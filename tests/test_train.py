@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 import torch
 
-from resgd.model import ModelConfig, init_params
-from resgd.train import HISTORY_COLUMNS, DivergenceError, GDConfig, loss_and_grad, loss_from_output, train_gd
+from resgd.core.model import ModelConfig, init_params
+from resgd.core.train import HISTORY_COLUMNS, DivergenceError, GDConfig, loss_and_grad, loss_from_output, train_gd
 from resgd.validation import ConfigError
 
 

@@ -11,10 +11,10 @@ that cannot be written, a full disk) print one line and exit with 1 (data, files
 ``--debug`` shows the traceback (see :mod:`resgd.user_errors`).
 
 ``NAME`` is one of ``setup``, ``theorem1``, ``collapse``, ``jena``, ``sst2``, ``robustness`` (default:
-all, in that order; ``robustness`` calls :func:`resgd.robustness.reproduce`, the claims' map).
-``jena``/``sst2`` call :func:`resgd.experiments.reproduce`; ``setup``/``theorem1`` call
-``resgd.theory.reproduce_setup``/``reproduce_theorem1`` and ``collapse`` calls
-``resgd.collapse.reproduce``, each as ``function(quick, directory, scheduler=...)`` (see
+all, in that order; ``robustness`` calls :func:`resgd.robustness.study.reproduce`, the claims' map).
+``jena``/``sst2`` call :func:`resgd.experiments.study.reproduce`; ``setup``/``theorem1`` call
+``resgd.theorem1.study.reproduce_setup``/``reproduce_theorem1`` and ``collapse`` calls
+``resgd.collapse.study.reproduce``, each as ``function(quick, directory, scheduler=...)`` (see
 :data:`TARGETS`), imported only when asked for; every one runs through
 :func:`resgd.pipeline.reproduce.reproduce_part`. ``--scheduler`` sends the sweeps to a scheduler
 (:mod:`resgd.pipeline.sweep`). Sizes come from each module's presets (``--quick`` selects the quick ones), the
@@ -33,12 +33,12 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 TARGETS: dict[str, tuple[str, str]] = {
-    "setup": ("resgd.theory", "reproduce_setup"),
-    "theorem1": ("resgd.theory", "reproduce_theorem1"),
-    "collapse": ("resgd.collapse", "reproduce"),
-    "jena": ("resgd.experiments", "reproduce"),
-    "sst2": ("resgd.experiments", "reproduce"),
-    "robustness": ("resgd.robustness", "reproduce"),
+    "setup": ("resgd.theorem1.study", "reproduce_setup"),
+    "theorem1": ("resgd.theorem1.study", "reproduce_theorem1"),
+    "collapse": ("resgd.collapse.study", "reproduce"),
+    "jena": ("resgd.experiments.study", "reproduce"),
+    "sst2": ("resgd.experiments.study", "reproduce"),
+    "robustness": ("resgd.robustness.study", "reproduce"),
 }
 """NAME → (module, function). The function is called as ``function(quick, directory, scheduler=...)``;
 for the data sets as ``reproduce(dataset, quick, directory, n_jobs=..., scheduler=...)``."""
@@ -144,7 +144,7 @@ def check_environment() -> None:
     """The ``$RESGD_*`` settings that are read deep inside a part, checked before the first part starts
     (a typo would otherwise surface only after minutes of work)."""
     from .data.locations import resolve_data_dir
-    from .fastgrad.plan import default_backend
+    from .core.fastgrad.plan import default_backend
     from .mkl_path import requested
 
     default_backend()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..data.spec import DATASETS
-from ..model import LOGIT_SCALES
+from ..core.model import LOGIT_SCALES
 from ..validation import ConfigError, check_choice
 
 # --------------------------------------------------------------------------- Theorem 1 (01, 02)
@@ -46,7 +46,7 @@ def theory(quick: bool) -> dict:
 DQK_GRID = tuple(2**k for k in range(15))  # 1 … 16384
 QK_SCALES = (1.0, 4.0)
 INPUT_N, INPUT_TOKENS, INPUT_D, INPUT_SEED = 16, 16, 8, 1234
-"""The collapse sweep's defaults (companion's choices), shared by :func:`collapse` and :mod:`resgd.collapse`."""
+"""The collapse sweep's defaults (companion's choices), shared by :func:`collapse` and :mod:`resgd.collapse.study`."""
 
 
 def collapse(quick: bool) -> dict:
@@ -123,7 +123,7 @@ def experiments(dataset: str, quick: bool) -> dict[str, Any]:
 
     Keys: ``N`` (training samples), ``n`` (tokens), ``n_test``, ``iterations``, ``seeds``,
     ``betas``, ``depths``, ``widths`` (``d_qk``, ``m``) and the rest of
-    :class:`resgd.experiments.Settings`.
+    :class:`resgd.experiments.study.Settings`.
     """
     check_choice("dataset", dataset, DATASETS)
     if not isinstance(quick, bool):

@@ -1,7 +1,7 @@
 """Figures of the rank-collapse notebook: one function per figure kind, tidy table in, Figure out.
 
 Lines are medians over seeds and bands span the seeds (min to max). No computation happens here
-beyond selecting rows and labelling; the tables come from :mod:`resgd.collapse`.
+beyond selecting rows and labelling; the tables come from :mod:`resgd.collapse.study`.
 """
 
 from __future__ import annotations

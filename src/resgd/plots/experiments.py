@@ -1,6 +1,6 @@
 """Figures of the experiments (paper's Figs. 1, 3a, 3b, and the conditioning behind Theorem 1).
 
-One function per figure kind; each takes a tidy table made by :mod:`resgd.experiments`
+One function per figure kind; each takes a tidy table made by :mod:`resgd.experiments.study`
 (``loss_curves``, ``conditioning_curves``, ``per_run_table``) and returns a Figure. No
 computation happens here: means, bands and divergence flags are already in the table. Figures
 made from synthetic stand-in data carry the stand-in banner.
@@ -217,7 +217,7 @@ def plot_rate(per_run: pd.DataFrame, dataset: str = "") -> plt.Figure:
 
 def plot_verdicts(verdicts: pd.DataFrame) -> plt.Figure:
     """The claims page's overview: one cell per claim (rows) and data set (columns), green when
-    reproduced, orange when not. Input: :func:`resgd.claims.load_verdicts`."""
+    reproduced, orange when not. Input: :func:`resgd.experiments.claims.load_verdicts`."""
     use_style()
     names = list(dict.fromkeys(verdicts["name"]))
     datasets = list(dict.fromkeys(verdicts["dataset"]))

@@ -5,7 +5,7 @@ the Q/K initialisation under the √d_QK logit scale) × step fraction (the step
 fraction of that configuration's own measured stability limit) × size (``N`` training samples).
 Every cell holds the runs of all three claims (β sweep at L = 1 for (a) and (b), twins with and
 without residual at L = 2, 6, 10 for (c)), ``seeds`` initialisation seeds each, under two
-protocols (see :mod:`resgd.robustness.runs`).
+protocols (see :mod:`resgd.robustness.map_runs`).
 
 The quick grid is a subset of the full grid's cells, with the same seeds, and a shorter horizon
 ``iterations`` (so the quick/full agreement test compares a short with a long horizon on the
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
-from .. import experiments as ex
+from ..experiments import study as ex
 from ..validation import ConfigError, check_choice
 
 PROTOCOLS = ("common", "own")

@@ -1,8 +1,8 @@
 """Each configuration's own stability limit: the largest stable step size on the probe grid.
 
-The rule reuses the headline experiments' probe (:func:`resgd.experiments.probe_stable`): a
+The rule reuses the headline experiments' probe (:func:`resgd.experiments.study.probe_stable`): a
 step size is stable when ``probe_iterations`` GD steps from seed ``seeds[0]`` neither diverge
-nor end above the starting loss. Unlike :func:`resgd.experiments.choose_lr`, which probes only
+nor end above the starting loss. Unlike :func:`resgd.experiments.study.choose_lr`, which probes only
 the β = 1 model, the map probes every (β, L) it trains, so the ``own`` protocol can put each
 configuration at the same fraction of *its own* limit. The grid is spaced by about 3×, so the
 true limit lies between the reported one and the next grid value above it.
@@ -14,7 +14,7 @@ import os
 
 import pandas as pd
 
-from .. import experiments as ex
+from ..experiments import study as ex
 from .grid import MapGrid
 
 
@@ -54,7 +54,7 @@ def stability_limits(grid: MapGrid, *, n_jobs: int = 2, cache_dir: str | os.Path
 
 
 def tagged_sweep(items: list[tuple[ex.RunConfig, dict]], **kwargs) -> pd.DataFrame:
-    """:func:`resgd.experiments.sweep` of the configs, each run's rows joined with its tags (a run
+    """:func:`resgd.experiments.study.sweep` of the configs, each run's rows joined with its tags (a run
     with several tags, e.g. shared by two protocols, appears once per tag)."""
     configs = [config for config, _ in items]
     runs = ex.sweep(configs, **kwargs)

@@ -13,7 +13,7 @@ folders (``$RESGD_RESULTS_DIR`` of two runs that differ only in the dtype) this 
   (:func:`map_cell_diffs`) is identical.
 
 The tolerances (``rtol`` = 1e-3, ``atol`` = 1e-6) were fixed before any float32 run was looked at.
-``python -m resgd.dtype_check A B`` prints the report.
+``python -m resgd.experiments.dtype_check A B`` prints the report.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .pipeline.cache import ResultsCache
+from ..pipeline.cache import ResultsCache
 
 RUN_KEYS = ["dataset", "n_train", "n_tokens", "beta", "n_layers", "d_qk", "m", "seed", "lr", "iterations", "reduction"]
 RTOL, ATOL = 1e-3, 1e-6
@@ -118,7 +118,7 @@ def neutral(report: dict) -> bool:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m resgd.dtype_check REFERENCE_RESULTS_DIR OTHER_RESULTS_DIR", file=sys.stderr)
+        print("usage: python -m resgd.experiments.dtype_check REFERENCE_RESULTS_DIR OTHER_RESULTS_DIR", file=sys.stderr)
         return 2
     report = compare(*args)
     print(f"claims compared: {report['claims']}; differing verdicts: {len(report['verdict_diffs'])}; "

@@ -23,7 +23,7 @@ from typing import Literal
 
 import torch
 
-from .validation import ConfigError, check_choice, check_inputs
+from ..validation import ConfigError, check_choice, check_inputs
 
 LOGIT_SCALES = ("sqrt", "linear")
 ACTIVATIONS = ("relu", "gelu", "softplus")

@@ -18,7 +18,7 @@ from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
 from . import fastgrad
 from .conditioning import gram_singular_values, stack
 from .model import ModelConfig, Params, Trace, forward
-from .validation import ConfigError, check_choice, check_inputs
+from ..validation import ConfigError, check_choice, check_inputs
 
 REDUCTIONS = ("sum", "mean")
 HISTORY_COLUMNS = ("iteration", "loss", "grad_norm", "ratio", "sigma_min_Z", "sigma_max_Z")
@@ -101,12 +101,12 @@ def loss_and_grad(
 ) -> tuple[torch.Tensor, Params, Trace]:
     """Φ(θ), ∇Φ(θ) for every weight, and the forward trace (for the spectra) in one pass.
 
-    ``backend="manual"`` (the default, see :mod:`resgd.fastgrad`) uses the hand-derived backward
-    pass; ``"autograd"`` builds the graph of :func:`resgd.model.forward` and differentiates it
+    ``backend="manual"`` (the default, see :mod:`resgd.core.fastgrad`) uses the hand-derived backward
+    pass; ``"autograd"`` builds the graph of :func:`resgd.core.model.forward` and differentiates it
     (slower; the reference the manual pass is tested against). ``None`` means
-    :func:`resgd.fastgrad.default_backend` (``$RESGD_GRAD_BACKEND``, else ``"manual"``).
+    :func:`resgd.core.fastgrad.default_backend` (``$RESGD_GRAD_BACKEND``, else ``"manual"``).
     Both return the same ``(loss, grads, trace)``: a 0-d loss tensor, one gradient per
-    weight (keys and order of ``params``) and the :class:`~resgd.model.Trace`.
+    weight (keys and order of ``params``) and the :class:`~resgd.core.model.Trace`.
     """
     if backend is None:
         backend = fastgrad.default_backend()

@@ -1,6 +1,6 @@
 """Figures of the theory notebooks (01_setup, 02_theorem1): each takes a tidy table, returns a Figure.
 
-No computation happens here beyond selecting columns: the tables come from :mod:`resgd.theory`.
+No computation happens here beyond selecting columns: the tables come from :mod:`resgd.theorem1.study`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def loss_curves(history: pd.DataFrame) -> plt.Figure:
 def special_case(frame: pd.DataFrame) -> plt.Figure:
     """Measured Φ − Φ* of the linear read-out against the closed form and the slowest-mode line.
 
-    Columns ``iteration``, ``excess``, ``predicted``, ``asymptote`` (:func:`resgd.theory.readout_gd`).
+    Columns ``iteration``, ``excess``, ``predicted``, ``asymptote`` (:func:`resgd.theorem1.study.readout_gd`).
     """
     fig, ax = plt.subplots(figsize=(6.0, 3.8))
     pal = sns.color_palette()
@@ -82,7 +82,7 @@ def bound_check(sweep: pd.DataFrame) -> plt.Figure:
 
 def sigma_trajectories(traj: pd.DataFrame) -> plt.Figure:
     """σ_min and σ_max of Z⁽ᵗ⁾ relative to t = 0, and the loss, per scenario (long table from
-    :func:`resgd.theory.sigma_trajectories`: ``scenario``, ``iteration``, ``sigma_min_rel``, ``sigma_max_rel``, ``loss_rel``)."""
+    :func:`resgd.theorem1.study.sigma_trajectories`: ``scenario``, ``iteration``, ``sigma_min_rel``, ``sigma_max_rel``, ``loss_rel``)."""
     fig, axes = plt.subplots(1, 3, figsize=(11.5, 3.6), sharex=True)
     for name, g in traj.groupby("scenario", sort=False):
         line, = axes[0].plot(g["iteration"], g["sigma_min_rel"], label=name)

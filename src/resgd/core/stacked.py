@@ -10,8 +10,8 @@ gradient. Each operation then serves all R runs. (A first version took one autog
 of the summed losses; its graph cost 1.6x the forward pass, the hand-derived pass ~1.4x: the
 robustness map's quick grid in one process went from 55 s to 37 s, AMD EPYC, shared machine.)
 
-Semantics are those of :func:`resgd.train.train_gd`, run by run: the same model
-(:func:`resgd.model.forward`'s math, masks and mean pooling included, the same association of the
+Semantics are those of :func:`resgd.core.train.train_gd`, run by run: the same model
+(:func:`resgd.core.model.forward`'s math, masks and mean pooling included, the same association of the
 attention logits), the same loss, the same per-iteration history (loss, ‖∇Φ‖, the loss ratio and,
 every ``record_every`` iterations and at the end, σ_min/σ_max of the stacked first-layer Z), the
 same divergence rule (loss not finite or above ``divergence_factor`` × the run's loss at t = 0:
@@ -22,16 +22,16 @@ Equality (tested in ``tests/test_stacked.py``):
 * a run's history does not depend on which other runs share its stack — bit for bit (every
   operation acts on each run's slice with the same kernel whatever R is), so a run trained alone
   (a stack of one) and inside any stack give the same numbers;
-* against the one-run-at-a-time :func:`~resgd.train.train_gd` (its hand-derived backward pass,
-  :mod:`resgd.fastgrad`) it agrees to floating-point rounding (the two sum in different orders),
+* against the one-run-at-a-time :func:`~resgd.core.train.train_gd` (its hand-derived backward pass,
+  :mod:`resgd.core.fastgrad`) it agrees to floating-point rounding (the two sum in different orders),
   not bit for bit: losses to a relative 1e-10 over short horizons, the same divergence iteration,
   ‖∇Φ‖ to 1e-8 and σ(Z) to 1e-6 (the Gram route squares the condition number).
 
 Speed (``benchmarks/bench_stacked.py``): worth it only for small problems, where one run cannot
 fill the kernels; at the headline experiments' sizes one ``train_gd`` run is faster per run
-than any stack, so :func:`worth_stacking` (used by :func:`resgd.runs.stackable`) keeps those one at a time.
+than any stack, so :func:`worth_stacking` (used by :func:`resgd.experiments.runs.stackable`) keeps those one at a time.
 
-:mod:`resgd.runs` computes every cached run through this module (a single run is a stack of one),
+:mod:`resgd.experiments.runs` computes every cached run through this module (a single run is a stack of one),
 so one configuration has one cached answer whichever path asked for it.
 """
 
@@ -48,7 +48,7 @@ import torch
 from .conditioning import gram_singular_values
 from .model import ModelConfig, Params, _activation, weight_shapes
 from .train import DivergenceError, GDConfig, history_frame, output_shape, train_gd
-from .validation import ConfigError, check_inputs
+from ..validation import ConfigError, check_inputs
 
 STACK_MAX_TOKENS = 512
 """Stack only runs with at most this many training tokens N·n (:func:`worth_stacking`)."""
@@ -57,7 +57,7 @@ STACK_MAX_WEIGHTS = 50_000
 
 
 def worth_stacking(cfg: ModelConfig, n_train: int, n_tokens: int) -> bool:
-    """Whether runs of this shape train faster stacked than one at a time with :func:`resgd.train.train_gd`.
+    """Whether runs of this shape train faster stacked than one at a time with :func:`resgd.core.train.train_gd`.
 
     Stacking pays where per-operation overhead dominates: few tokens (``benchmarks/bench_stacked.py``:
     1.4-2.3x at the map's 128-256 tokens, slower at the headline experiments' 2048-3072) and few
@@ -82,7 +82,7 @@ def shape_gd(gd: GDConfig) -> GDConfig:
 
 @dataclass
 class StackedRun:
-    """One run's outcome: its history (columns :data:`resgd.train.HISTORY_COLUMNS`), its final
+    """One run's outcome: its history (columns :data:`resgd.core.train.HISTORY_COLUMNS`), its final
     weights (``None`` when it diverged) and whether it diverged."""
 
     history: pd.DataFrame
@@ -130,7 +130,7 @@ def _forward(weights: list[torch.Tensor], cfg: ModelConfig, beta: torch.Tensor, 
              X: torch.Tensor, mask: torch.Tensor | None, record: bool,
              saved: list[_Saved] | None = None) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """``Ŷ`` of every run, shape (R, N, k) or (R, N, n, k), the first layer's Z (R, N, n, d) if
-    ``record``, and the last layer's output H (R, N, n, d). :func:`resgd.model.forward` with a run
+    ``record``, and the last layer's output H (R, N, n, d). :func:`resgd.core.model.forward` with a run
     axis in front (the same association of the logits). Appends each layer's :class:`_Saved` to
     ``saved`` when given (for :func:`_backward`)."""
     R = weights[0].shape[0]
@@ -295,8 +295,8 @@ def _loss_and_output_grad(Y_hat: torch.Tensor, Y: torch.Tensor, mask: torch.Tens
 
 
 def _sigma(Z: torch.Tensor, mask: torch.Tensor | None) -> tuple[np.ndarray, np.ndarray]:
-    """σ_max and σ_min of every run's stacked Z (real tokens only), as :func:`resgd.train.train_gd`
-    records them (:func:`resgd.conditioning.gram_singular_values`, batched over the runs)."""
+    """σ_max and σ_min of every run's stacked Z (real tokens only), as :func:`resgd.core.train.train_gd`
+    records them (:func:`resgd.core.conditioning.gram_singular_values`, batched over the runs)."""
     sigma = gram_singular_values(Z.flatten(1, 2) if mask is None else Z[:, mask])
     return sigma[:, 0], sigma[:, -1]
 
@@ -379,7 +379,7 @@ def train_stacked(
 def train_runs(params: Sequence[Params], models: Sequence[ModelConfig], X: torch.Tensor, Y: torch.Tensor,
                gds: Sequence[GDConfig], mask: torch.Tensor | None = None) -> list[StackedRun]:
     """Runs of one shape trained the way that pays (:func:`worth_stacking`): in one stack
-    (:func:`train_stacked`), or one at a time by :func:`resgd.train.train_gd`; same report either way."""
+    (:func:`train_stacked`), or one at a time by :func:`resgd.core.train.train_gd`; same report either way."""
     if worth_stacking(models[0], X.shape[0], X.shape[1]):
         return train_stacked(params, models, X, Y, gds, mask)
     out = []

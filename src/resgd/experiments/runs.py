@@ -1,7 +1,7 @@
 """One training run of the empirical section, complete and cached, and sweeps of many.
 
-* :class:`RunConfig` — one training run, complete (data set, :class:`~resgd.model.ModelConfig`,
-  :class:`~resgd.train.GDConfig`, seed, dtype); frozen and hashable.
+* :class:`RunConfig` — one training run, complete (data set, :class:`~resgd.core.model.ModelConfig`,
+  :class:`~resgd.core.train.GDConfig`, seed, dtype); frozen and hashable.
 * :func:`run` — one run as a tidy table (the trainer's history plus configuration columns),
   cached under a key that hashes the complete configuration, ``resgd.__version__`` and a
   fingerprint of the loaded data (:func:`config_key`).
@@ -11,11 +11,11 @@
 
 One way to compute a run: :func:`_compute_stack`. Small configurations (:func:`stackable`: the
 robustness map's N·n ≤ 512 tokens) are always trained by the stacked trainer
-(:func:`resgd.stacked.train_stacked`) — :func:`sweep` groups the missing runs that share a
+(:func:`resgd.core.stacked.train_stacked`) — :func:`sweep` groups the missing runs that share a
 :func:`stack_key` into stacks (:func:`stack_groups`), :func:`run` trains a stack of one — and a
 run's numbers inside a stack are bit for bit those it gets alone, so a configuration has one
 cached answer whichever path computed it. Larger configurations (the headline experiments) are
-always trained one at a time by :func:`resgd.train.train_gd`, where stacking does not pay. The
+always trained one at a time by :func:`resgd.core.train.train_gd`, where stacking does not pay. The
 two trainers agree to rounding (``tests/test_stacked.py``), and which one a configuration gets
 depends on the configuration only.
 """
@@ -33,13 +33,13 @@ import pandas as pd
 import torch
 from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
 
-from .data.spec import DTYPES, DatasetSpec, data_fingerprint, load_dataset
-from .model import ModelConfig, forward, init_params
-from .pipeline.cache import ResultsCache, hash_key
-from .pipeline.sweep import Group, Task, cached_sweep, check_n_jobs
-from .stacked import predict_stacked, shape_gd, shape_model, stacked_losses, train_runs, worth_stacking
-from .train import GDConfig, loss_from_output
-from .validation import ConfigError, check_choice
+from ..data.spec import DTYPES, DatasetSpec, data_fingerprint, load_dataset
+from ..core.model import ModelConfig, forward, init_params
+from ..pipeline.cache import ResultsCache, hash_key
+from ..pipeline.sweep import Group, Task, cached_sweep, check_n_jobs
+from ..core.stacked import predict_stacked, shape_gd, shape_model, stacked_losses, train_runs, worth_stacking
+from ..core.train import GDConfig, loss_from_output
+from ..validation import ConfigError, check_choice
 
 FIGURE_KINDS = ("residual", "beta", "depth", "conditioning", "rate")
 
@@ -118,12 +118,12 @@ def _accuracy(Y_hat: torch.Tensor, Y: torch.Tensor) -> float:
 
 
 def stackable(config: RunConfig) -> bool:
-    """Whether ``config`` is trained by the stacked trainer (:mod:`resgd.stacked`) — decided by
+    """Whether ``config`` is trained by the stacked trainer (:mod:`resgd.core.stacked`) — decided by
     the configuration alone, so a configuration always takes the same path (see the module doc).
 
     Stacking pays where per-operation overhead dominates: small problems (most of the robustness
-    map; :func:`resgd.stacked.worth_stacking`). At the headline experiments' sizes one run already
-    fills the kernels and the hand-derived step of :func:`resgd.train.train_gd` is faster."""
+    map; :func:`resgd.core.stacked.worth_stacking`). At the headline experiments' sizes one run already
+    fills the kernels and the hand-derived step of :func:`resgd.core.train.train_gd` is faster."""
     return worth_stacking(config.model, config.dataset.n_train, config.dataset.n_tokens)
 
 
@@ -138,7 +138,7 @@ def stack_key(config: RunConfig) -> tuple:
 
 def _train(configs: list[RunConfig], data) -> list[tuple[pd.DataFrame, dict | None, bool, dict]]:
     """(history, final weights or None, diverged, end-of-run metrics) of each run: one stack, or one
-    run of train_gd (:func:`resgd.stacked.train_runs`; a configuration that is not stackable comes alone)."""
+    run of train_gd (:func:`resgd.core.stacked.train_runs`; a configuration that is not stackable comes alone)."""
     dtype = DTYPES[configs[0].dtype]
     params = [init_params(c.model, c.seed, dtype=dtype) for c in configs]
     out = train_runs(params, [c.model for c in configs], data.X_train, data.Y_train, [c.gd for c in configs],

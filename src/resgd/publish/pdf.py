@@ -1,10 +1,10 @@
 """The whole book as one PDF: ``make pdf`` (after ``make book``).
 
-    python -m resgd.book_pdf [--root DIR]
+    python -m resgd.publish.pdf [--root DIR]
 
 ``make pdf`` first renders the book's executed notebooks and pages into one HTML page
 (``jupyter-book build . --builder singlehtml`` → ``_build/singlehtml/book/intro.html``). This module
-then prints that page with Debian's headless Chromium (:mod:`resgd.browser`, the browser tests'
+then prints that page with Debian's headless Chromium (:mod:`resgd.publish.browser`, the browser tests'
 Chromium): served from a local port, every image loaded and MathJax finished typesetting, then
 DevTools ``Page.printToPDF``. Jupyter Book's own ``pdfhtml`` builder would need pyppeteer, which
 downloads a Chromium build of its own. The PDF is written atomically to ``_build/pdf/`` and
@@ -23,8 +23,8 @@ from typing import Sequence
 import yaml
 
 from . import browser
-from .atomic import write_bytes
-from .book_build import find_root
+from ..atomic import write_bytes
+from .build import find_root
 
 PDF_NAME = "resgd-companion.pdf"
 SINGLEHTML = Path("_build") / "singlehtml"
@@ -117,7 +117,7 @@ def print_pdf(page: Path, out: Path, log=print) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m resgd.book_pdf", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m resgd.publish.pdf", description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, help="book root (default: nearest folder with _toc.yml)")
     args = parser.parse_args(argv)
     start = time.perf_counter()

@@ -4,7 +4,7 @@ The statement checked is the companion's reconstruction (``book/theorem1_proof.m
 ``Φ(θ⁽ᵗ⁺¹⁾) ≤ (1 − μα) Φ(θ⁽ᵗ⁾)`` with ``α = alpha_factor · β_ffn² · σ_min²(Z⁽⁰⁾)`` and
 ``μ = lr_factor / L̂``, ``L̂ = max(‖∇²Φ(θ⁽⁰⁾)‖₂, λ_max(J⁽⁰⁾J⁽⁰⁾ᵀ))`` (our rule). The special case
 (only a linear read-out trained on fixed features) is solved in closed form by :func:`readout_gd`.
-:mod:`resgd.theory` runs these over its sweeps.
+:mod:`resgd.theorem1.study` runs these over its sweeps.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .conditioning import singular_values, stack
-from .model import ModelConfig, Params, forward, init_params, weight_shapes
-from .stats import empirical_rate
-from .train import loss_from_output
-from .validation import ConfigError, check_choice
+from ..core.conditioning import singular_values, stack
+from ..core.model import ModelConfig, Params, forward, init_params, weight_shapes
+from ..core.stats import empirical_rate
+from ..core.train import loss_from_output
+from ..validation import ConfigError, check_choice
 
 X_KINDS = ("orthogonal", "gaussian")
 TARGETS = ("gaussian", "teacher")

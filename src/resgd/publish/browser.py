@@ -1,4 +1,4 @@
-"""Headless Chromium for the built book: the PDF (:mod:`resgd.book_pdf`) and the browser tests.
+"""Headless Chromium for the built book: the PDF (:mod:`resgd.publish.pdf`) and the browser tests.
 
 Debian's ``chromium`` and ``chromium-driver`` (``make chromium``), driven by selenium; nothing is
 downloaded (Selenium Manager is kept offline). The built site is served from a local port, so that

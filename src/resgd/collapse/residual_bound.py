@@ -4,9 +4,9 @@
   (Weyl's inequality, before and after removing each sample's token mean);
 * :func:`column_sigma_min`, :func:`center_tokens` — its ingredients;
 * :func:`spectrum_summaries` — σ_min, σ_max, distance to rank 1 and stable rank, vectorised
-  over samples (the definitions of :class:`resgd.conditioning.Spectrum`).
+  over samples (the definitions of :class:`resgd.core.conditioning.Spectrum`).
 
-Used by :mod:`resgd.collapse` (the d_QK sweep and its figures).
+Used by :mod:`resgd.collapse.study` (the d_QK sweep and its figures).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .conditioning import singular_values, stack
-from .validation import ConfigError
+from ..core.conditioning import singular_values, stack
+from ..validation import ConfigError
 
 def column_sigma_min(M: torch.Tensor) -> float:
     """``min_{‖u‖=1} ‖M u‖`` for a 2-D ``M``: its d-th singular value, 0 if it has fewer rows than columns."""

@@ -2,7 +2,7 @@
 
 
 Everything the theory notebooks (``01_setup``, ``02_theorem1``) compute lives here or in
-:mod:`resgd.theorem` (the theorem's quantities and its exact special case), so that
+:mod:`resgd.theorem1.quantities` (the theorem's quantities and its exact special case), so that
 :func:`reproduce` regenerates their figures without Jupyter; sizes come from
 :func:`resgd.pipeline.presets.theory` (``preset`` here).
 
@@ -35,20 +35,20 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .conditioning import spectrum, stack
-from .model import ModelConfig, forward, init_params
-from .pipeline.presets import theory as preset
-from .pipeline.reproduce import Outputs, reproduce_part
-from .pipeline.sweep import Group, execute
-from .stacked import train_stacked
-from .stats import empirical_rate, spearman
-from .theorem import (  # noqa: F401 - part of this module's interface (tests, notebooks)
+from ..core.conditioning import spectrum, stack
+from ..core.model import ModelConfig, forward, init_params
+from ..pipeline.presets import theory as preset
+from ..pipeline.reproduce import Outputs, reproduce_part
+from ..pipeline.sweep import Group, execute
+from ..core.stacked import train_stacked
+from ..core.stats import empirical_rate, spearman
+from .quantities import (  # noqa: F401 - part of this module's interface (tests, notebooks)
     TARGETS, X_KINDS, bound_check, hessian_norm, jacobian, make_task, ntk_eigenvalues, readout_gd, readout_summary,
     row_sigma_min, shapes_table, smoothness_estimate, step_size, theorem_alpha,
 )
-from .threads import torch_threads
-from .validation import ConfigError
-from .train import DivergenceError, GDConfig, loss_from_output, train_gd
+from ..threads import torch_threads
+from ..validation import ConfigError
+from ..core.train import DivergenceError, GDConfig, loss_from_output, train_gd
 
 # --------------------------------------------------------------------------------------------
 # The exactly solvable special case.
@@ -163,8 +163,8 @@ def run_configs(configs: Sequence[SweepConfig], iterations: int, *, lr_factor: f
     """The rows of :func:`rate_sweep` for configurations of one :func:`task_key`, in order.
 
     Everything but the training is per configuration; the GD runs (each at its own step size
-    ``lr_factor / L̂``) train together in one stack (:func:`resgd.stacked.train_stacked`: each
-    run's history is the one :func:`resgd.train.train_gd` gives, to rounding; tiny models, where
+    ``lr_factor / L̂``) train together in one stack (:func:`resgd.core.stacked.train_stacked`: each
+    run's history is the one :func:`resgd.core.train.train_gd` gives, to rounding; tiny models, where
     one run at a time is mostly per-operation overhead).
     """
     configs = list(configs)
@@ -306,7 +306,7 @@ def sigma_trajectory(config: SweepConfig, iterations: int, *, lr_factor: float =
                      label: str | None = None, alpha_factor: float = 0.25) -> pd.DataFrame:
     """σ_min and σ_max of the stacked Z⁽ᵗ⁾ every ``record_every`` steps of full GD, with the loss.
 
-    The run is :func:`resgd.train.train_gd` in chunks of ``record_every`` steps (same step size, so
+    The run is :func:`resgd.core.train.train_gd` in chunks of ``record_every`` steps (same step size, so
     the same iterates as one run); the spectrum is computed by SVD of the stacked Z at each chunk
     boundary. (The trainer's own ``sigma_min_Z`` column comes from the d×d Gram matrix, which is
     exactly singular when N·n < d, as here.) Columns: ``scenario``, ``iteration``, ``loss``,
@@ -436,7 +436,7 @@ SWEEP_CSV = "02_theorem1_sweep.csv"
 
 def make_figures(tables: dict[str, pd.DataFrame]) -> dict:
     """The figures of the two notebooks that ``tables`` allows, by key of :data:`FIGURE_NAMES`."""
-    from .plots import theory as tplots
+    from ..plots import theorem1 as tplots
 
     makers = {
         "setup": ("setup", tplots.loss_curves),

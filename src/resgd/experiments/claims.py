@@ -1,6 +1,6 @@
 """The paper's empirical claims as explicit, checkable statements.
 
-Each check reads the per-run table of :func:`resgd.experiment_tables.per_run_table` (columns
+Each check reads the per-run table of :func:`resgd.experiments.tables.per_run_table` (columns
 ``experiment``, ``beta``, ``n_layers``, ``seed``, ``loss_T``, ``diverged``; a diverged run has
 ``loss_T = +inf``) and returns a :class:`Verdict`. The three claims (paper's Figs. 1, 3a, 3b):
 
@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .atomic import json_text, write_json
-from .pipeline.cache import resolve_results_dir
-from .stats import spearman
+from ..atomic import json_text, write_json
+from ..pipeline.cache import resolve_results_dir
+from ..core.stats import spearman
 
 DEFAULT_THRESHOLD = -0.8
 CLAIMS = {
@@ -146,7 +146,7 @@ def check_beta_monotone(per_run: pd.DataFrame, *, threshold: float = DEFAULT_THR
     """Claim (b): Spearman(β, seed-averaged loss at T) ≤ ``threshold`` (single layer, β sweep runs).
 
     A diverged configuration (+∞) ranks as the worst: it is given the largest float so that
-    :func:`resgd.stats.spearman` (which drops non-finite pairs) keeps it.
+    :func:`resgd.core.stats.spearman` (which drops non-finite pairs) keeps it.
     """
     _check_table(per_run)
     rows = _subset(per_run, "beta")

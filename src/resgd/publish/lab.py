@@ -1,4 +1,4 @@
-"""Open the book's notebooks in JupyterLab: ``make lab`` (``python -m resgd.lab [JUPYTER ARGS]``).
+"""Open the book's notebooks in JupyterLab: ``make lab`` (``python -m resgd.publish.lab [JUPYTER ARGS]``).
 
 The committed notebooks are MyST text files (``notebooks/*.md``). jupytext's server extension
 (installed with the pinned ``jupytext``) serves them to JupyterLab as notebooks, and
@@ -7,7 +7,7 @@ notebook, not the Markdown editor. Saving writes the ``.md`` (and its ``.ipynb``
 
 The kernel is this interpreter's (the project's ``.venv``): ``JUPYTER_PREFER_ENV_PATH=1`` puts
 the environment's kernel specs before a user's own ``python3``. The kernel sees the book build's
-settings (:func:`resgd.book_build.notebook_env`): figures and the results cache at the repository
+settings (:func:`resgd.publish.build.notebook_env`): figures and the results cache at the repository
 root, the inline figure backend, ``RESGD_DATA_DIR``/``RESGD_OFFLINE`` as exported by the caller,
 and ``RESGD_MODE`` as set (unset: the notebooks run their quick sizes).
 """
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .book_build import find_root, notebook_env
+from .build import find_root, notebook_env
 
 SETTINGS_DIR = "lab"  # holds overrides.json: JupyterLab settings for this project (also used by binder/)
 FIRST_NOTEBOOK = "notebooks/01_setup.md"
@@ -49,8 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = find_root()
     env = lab_env(root)
     data = env.get("RESGD_DATA_DIR") or "unset: downloads into the cache"
-    print(f"resgd.lab: JupyterLab on {root}; open notebooks/*.md (they open as notebooks)\n"
-          f"resgd.lab: kernel {sys.executable}; RESGD_MODE={env.get('RESGD_MODE') or 'unset (quick)'};"
+    print(f"resgd.publish.lab: JupyterLab on {root}; open notebooks/*.md (they open as notebooks)\n"
+          f"resgd.publish.lab: kernel {sys.executable}; RESGD_MODE={env.get('RESGD_MODE') or 'unset (quick)'};"
           f" RESGD_DATA_DIR={data}", flush=True)
     os.execve(sys.executable, lab_command(root, args), env)
     return 0  # not reached

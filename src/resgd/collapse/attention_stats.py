@@ -1,6 +1,6 @@
 """Summaries of an attention matrix, and what they should be for random or uniform attention.
 
-Used by :mod:`resgd.collapse` to tell apart the regimes of the attention as d_QK grows
+Used by :mod:`resgd.collapse.study` to tell apart the regimes of the attention as d_QK grows
 (spread out, one-hot, uniform) and to put reference values next to the measured ones.
 """
 
@@ -11,10 +11,10 @@ import math
 import numpy as np
 import torch
 
-from .model import LOGIT_SCALES
-from .pipeline.presets import INPUT_TOKENS
+from ..core.model import LOGIT_SCALES
+from ..pipeline.presets import INPUT_TOKENS
 from .residual_bound import spectrum_summaries
-from .validation import check_choice
+from ..validation import check_choice
 
 
 def attention_statistics(A: torch.Tensor, logits: torch.Tensor | None = None) -> dict[str, float]:

@@ -12,8 +12,8 @@ of that study and the definition of its sweeps:
 * :func:`run_experiments` — the whole section for one data set; :func:`reproduce` — its figures,
   tables and claim verdicts without Jupyter, published together.
 
-Runs, their cache and the sweep engine are in :mod:`resgd.runs` and :mod:`resgd.pipeline`; the
-data in :mod:`resgd.data.spec`; the tables in :mod:`resgd.experiment_tables`. Their names are
+Runs, their cache and the sweep engine are in :mod:`resgd.experiments.runs` and :mod:`resgd.pipeline`; the
+data in :mod:`resgd.data.spec`; the tables in :mod:`resgd.experiments.tables`. Their names are
 re-exported here (``RunConfig``, ``run``, ``sweep``, ``DatasetSpec``, ``load_dataset``, …).
 Companion's choices (the paper's text was not available to us) are listed, with the parameter
 that holds each, by :func:`choices_table`.
@@ -31,20 +31,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .data.spec import (  # noqa: F401 - re-exported: the experiments' public names
+from ..data.spec import (  # noqa: F401 - re-exported: the experiments' public names
     CLASSIFICATION, DATASETS, DTYPES, FEATURES, PAPER_DATASETS, POOLING, DatasetSpec, data_fingerprint, load_dataset,
 )
-from .experiment_tables import (  # noqa: F401
+from .tables import (  # noqa: F401
     RUN_KEYS, SPIKE_FACTOR, beta_findings, conditioning_curves, loss_curves, per_run_table, rate_agreement,
     summary_table,
 )
-from .model import ModelConfig
-from .pipeline.cache import RESULTS_ENV, resolve_cache_dir, resolve_results_dir  # noqa: F401
-from .pipeline.presets import experiments as preset
-from .pipeline.reproduce import Outputs, publish, reproduce_part
+from ..core.model import ModelConfig
+from ..pipeline.cache import RESULTS_ENV, resolve_cache_dir, resolve_results_dir  # noqa: F401
+from ..pipeline.presets import experiments as preset
+from ..pipeline.reproduce import Outputs, publish, reproduce_part
 from .runs import CONFIG_COLUMNS, RunConfig, config_key, run, sweep  # noqa: F401
-from .train import GDConfig
-from .validation import ConfigError, check_choice
+from ..core.train import GDConfig
+from ..validation import ConfigError, check_choice
 
 EXPERIMENTS = ("beta", "depth")
 FIGURE_KINDS = ("residual", "beta", "depth", "conditioning", "rate")
@@ -178,7 +178,7 @@ def choices_table(s: Settings) -> pd.DataFrame:
         ("divergence", "a run stops when Φ exceeds 10⁶ Φ(θ⁽⁰⁾) or is not finite; it is kept (partial history, diverged=True) and its loss at T counts as +∞", "GDConfig.divergence_factor"),
         ("loss at T", "the training loss after the last iteration T, per seed; averaged over seeds", "Settings.iterations"),
         ("target loss", f"iterations to reach Φ ≤ {s.target_fraction} × Φ(Ŷ = 0), the loss of the zero predictor", "Settings.target_fraction"),
-        ("measured rate", f"minus the least-squares slope of log Φ over the last {s.rate_window:.0%} of the iterations (resgd.theory.empirical_rate)", "Settings.rate_window"),
+        ("measured rate", f"minus the least-squares slope of log Φ over the last {s.rate_window:.0%} of the iterations (resgd.theorem1.study.empirical_rate)", "Settings.rate_window"),
         ("predicted rate", "σ_min²(Z⁽⁰⁾)/σ_max²(Z⁽⁰⁾) of the stacked first-layer Z at initialisation, compared with measured rate / μ", "—"),
         ("claim thresholds", f"(b) holds when Spearman(β, loss at T) ≤ {s.spearman_threshold}; (a), (c) compare seed-averaged losses at T", "Settings.spearman_threshold"),
         ("precision", f"{s.dtype} throughout", "Settings.dtype"),
@@ -329,7 +329,7 @@ def figure_name(dataset: str, kind: str) -> str:
 
 def make_figure(results: ExperimentResults, kind: str):
     """The figure ``kind`` ∈ FIGURE_KINDS of ``results``, drawn by :mod:`resgd.plots.experiments`."""
-    from .plots import experiments as plots
+    from ..plots import experiments as plots
 
     check_choice("kind", kind, FIGURE_KINDS)
     name = results.settings.dataset

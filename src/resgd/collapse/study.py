@@ -8,7 +8,7 @@ Everything behind ``notebooks/03_rank_collapse.md`` (and ``resgd reproduce``) li
 * :func:`attention_regimes` / :func:`attention_maps` — what the attention matrix ``A`` itself
   looks like (row entropy, largest weight, whether queries agree on a key; one sample's ``A``);
 * :func:`z_lower_bound` — a rigorous lower bound on σ_min(Z) in terms of β and the centred input
-  (in :mod:`resgd.residual_bound`);
+  (in :mod:`resgd.collapse.residual_bound`);
 * :func:`training_comparison` — full-batch GD with and without the residual at a small and at a
   collapsed d_QK, same initialization and step size;
 * :func:`preset` / :func:`reproduce` — the sizes (quick or full, from
@@ -21,12 +21,12 @@ Two notions of "the attention output" are reported (column ``scope``):
     (companion's choice). Rank collapse in the sense of the paper happens here: uniform attention
     makes ``Attn(X_p) = 1 v_pᵀ`` with ``v_p = W_Vᵀ mean_i(x_{p,i})``, exactly rank 1.
 ``"stacked"``
-    the (N·n)×d matrix ``[Attn(X_1); …; Attn(X_N)]`` that :mod:`resgd.conditioning` and the trainer
+    the (N·n)×d matrix ``[Attn(X_1); …; Attn(X_N)]`` that :mod:`resgd.core.conditioning` and the trainer
     use. Under uniform attention it is ``[1 v_1ᵀ; …; 1 v_Nᵀ]``: rank ≤ min(N, d), *not* 1, because
     each sample collapses onto its own direction ``v_p``.
 
 σ_min of a matrix with d columns means ``min_{‖u‖=1} ‖M u‖`` (the d-th singular value, 0 when the
-matrix has fewer than d rows); :class:`resgd.conditioning.Spectrum` agrees whenever rows ≥ d, which
+matrix has fewer than d rows); :class:`resgd.core.conditioning.Spectrum` agrees whenever rows ≥ d, which
 holds for every default here (n = 16 tokens, d = 8 features).
 """
 
@@ -42,19 +42,19 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .conditioning import spectrum, stack
-from .model import LOGIT_SCALES, ModelConfig, forward, init_params
-from .pipeline.presets import DQK_GRID, INPUT_D, INPUT_N, INPUT_SEED, INPUT_TOKENS, QK_SCALES
-from .pipeline.presets import collapse as preset
-from .pipeline.reproduce import Outputs, reproduce_part
+from ..core.conditioning import spectrum, stack
+from ..core.model import LOGIT_SCALES, ModelConfig, forward, init_params
+from ..pipeline.presets import DQK_GRID, INPUT_D, INPUT_N, INPUT_SEED, INPUT_TOKENS, QK_SCALES
+from ..pipeline.presets import collapse as preset
+from ..pipeline.reproduce import Outputs, reproduce_part
 from .residual_bound import (  # noqa: F401 - part of this module's interface (tests, notebooks)
     ZBound, center_tokens, column_sigma_min, per_sample_bounds, spectrum_summaries, z_lower_bound,
 )
 from .attention_stats import attention_statistics, predicted_logit_std, random_argmax_agreement  # noqa: F401
-from .threads import torch_threads
-from .stacked import train_runs
-from .train import GDConfig
-from .validation import ConfigError, check_choice, check_inputs
+from ..threads import torch_threads
+from ..core.stacked import train_runs
+from ..core.train import GDConfig
+from ..validation import ConfigError, check_choice, check_inputs
 
 MATRICES = ("Attn", "Z")
 SCOPES = ("per_sample", "stacked")
@@ -122,7 +122,7 @@ def dqk_sweep(
     ``Z`` rows carry :func:`z_lower_bound` (per-sample rows: the median over samples of the
     per-sample bound, which stays below the median of the measured σ_min); ``Attn`` rows have NaN.
 
-    Weights come from :func:`resgd.model.init_params` (seeded, the trainer's initialization), so
+    Weights come from :func:`resgd.core.model.init_params` (seeded, the trainer's initialization), so
     the same ``seed`` gives the same W_Q, W_K for both logit scalings. ``X`` defaults to
     :func:`make_input` ``(N, n, d, input_seed)``.
     """
@@ -198,7 +198,7 @@ def bound_table(sweep: pd.DataFrame, betas: Sequence[float] = (0.5, 1.0)) -> pd.
 # --------------------------------------------------------------------------------------------
 
 def _logits(trace_X: torch.Tensor, d: int, d_qk: int, logit_scale: str, qk_scale: float, seed: int) -> torch.Tensor:
-    from .model import attention_logits
+    from ..core.model import attention_logits
 
     cfg = ModelConfig(d=d, d_qk=int(d_qk), m=d, logit_scale=logit_scale, qk_scale=float(qk_scale))
     params = init_params(cfg, seed)
@@ -319,8 +319,8 @@ def training_comparison(
     (``beta_ffn`` follows ``beta``, so β = 0 removes both residuals), so β = 0 and β = 1 start from
     identical weights. Returns the trainer's history (tidy) with columns d_qk, beta, seed,
     logit_scale, qk_scale, diverged added (a diverged run keeps its partial history). The runs of
-    one d_qk train together where that pays (:func:`resgd.stacked.worth_stacking`; each run's
-    history is the one :func:`resgd.train.train_gd` gives, to rounding), else one at a time.
+    one d_qk train together where that pays (:func:`resgd.core.stacked.worth_stacking`; each run's
+    history is the one :func:`resgd.core.train.train_gd` gives, to rounding), else one at a time.
     """
     X = _sweep_input(X, N, n, d, input_seed)
     Y = make_target(X, target) if Y is None else Y
@@ -441,7 +441,7 @@ def run_all(quick: bool = True) -> dict:
 
 def make_figures(results: dict) -> dict:
     """Every figure of the notebook from :func:`run_all`'s tables: name → Figure."""
-    from .plots import collapse as plots
+    from ..plots import collapse as plots
 
     return {
         "collapse_sweep_per_sample": plots.plot_dqk_sweep(results["sweep"], scope="per_sample"),

@@ -1,6 +1,6 @@
 """Execute the book's notebooks before ``jupyter-book build`` (whose own execution is off).
 
-    python -m resgd.book_build [--mode quick|full] [--only NAME] [--timeout SECONDS] [--jobs J]
+    python -m resgd.publish.build [--mode quick|full] [--only NAME] [--timeout SECONDS] [--jobs J]
 
 For each notebook in ``_toc.yml`` order (entries under ``notebooks/``), up to ``--jobs`` at a
 time (default 1; ``make book`` uses 2, see :func:`build`):
@@ -43,8 +43,8 @@ from typing import Mapping, Sequence
 
 import yaml
 
-from .atomic import write_text, write_with
-from .mkl_path import child_env
+from ..atomic import write_text, write_with
+from ..mkl_path import child_env
 
 MODES = ("quick", "full")
 MODE_ENV = "RESGD_MODE"
@@ -161,7 +161,7 @@ def select(names: Sequence[str], only: Sequence[str] | None) -> list[str]:
 
 
 def notebook_env(root: Path, mode: str | None, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment the notebooks execute in (the book build's, and JupyterLab's: :mod:`resgd.lab`).
+    """The environment the notebooks execute in (the book build's, and JupyterLab's: :mod:`resgd.publish.lab`).
 
     ``mode=None`` leaves ``RESGD_MODE`` as ``base`` has it (a reader's session: quick unless set).
     """
@@ -454,7 +454,7 @@ def build(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m resgd.book_build", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m resgd.publish.build", description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=MODES, help=f"default: ${MODE_ENV}, else {DEFAULT_MODE}")
     parser.add_argument("--only", action="append", metavar="NAME", help="run only this notebook (name or prefix; repeatable)")
     parser.add_argument("--timeout", type=float, help="seconds per notebook (default: quick 900, full 14400)")

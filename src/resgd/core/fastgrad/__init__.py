@@ -2,7 +2,7 @@
 
 Full-batch GD calls ``loss_and_grad`` once per iteration and every figure of the book is made of
 thousands of such calls, so this is the product's inner loop. :func:`loss_and_grad_manual`
-returns what the autograd version (:func:`resgd.train.loss_and_grad` with
+returns what the autograd version (:func:`resgd.core.train.loss_and_grad` with
 ``backend="autograd"``) returns — ``(loss, grads, trace)`` — up to floating-point rounding;
 ``tests/test_fastgrad.py`` checks it against autograd and against central finite differences.
 

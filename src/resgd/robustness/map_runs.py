@@ -19,7 +19,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from .. import experiments as ex
+from ..experiments import study as ex
 from .grid import PROTOCOLS, MapGrid
 from .limits import model_points, tagged_sweep
 

@@ -1,6 +1,6 @@
 """The empirical section's tables: one row per run, one per configuration, curves, numbers for the prose.
 
-Everything here reads the tidy run table of :func:`resgd.runs.sweep` (one row per recorded
+Everything here reads the tidy run table of :func:`resgd.experiments.runs.sweep` (one row per recorded
 iteration of every run) and computes without training, so the notebooks, the claims and
 ``reproduce`` summarize the same runs the same way.
 """
@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .stats import empirical_rate, spearman
+from ..core.stats import empirical_rate, spearman
 
 RUN_KEYS = ["experiment", "dataset", "beta", "n_layers", "lr", "seed"]
 SPIKE_FACTOR = 1.5

@@ -25,9 +25,9 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ..theory import spearman
+from ..theorem1.study import spearman
 from .grid import MapGrid
-from .runs import TAGS
+from .map_runs import TAGS
 
 CLAIM_NAMES = ("residual_helps", "beta_monotone", "depth_residual_helps")
 CLAIM_LABELS = {"residual_helps": "(a) residual vs none", "beta_monotone": "(b) β ordering",

@@ -12,7 +12,7 @@ import math
 import torch
 
 from ..model import LayerTrace, ModelConfig, Params, Trace
-from ..validation import ConfigError, check_choice
+from ...validation import ConfigError, check_choice
 from .plan import chunk_samples, fold_logits
 from .sublayers import (Block, Chunk, Readout, attention_backward, attention_forward, ffn_backward, ffn_forward,
                         finish_attention_grads, output_backward, output_forward)
@@ -40,12 +40,12 @@ def loss_and_grad_manual(
     *,
     chunk_bytes: int | None = None,
 ) -> tuple[torch.Tensor, Params, Trace]:
-    """Φ(θ), ∇Φ(θ) for every weight and the forward :class:`~resgd.model.Trace`, without autograd.
+    """Φ(θ), ∇Φ(θ) for every weight and the forward :class:`~resgd.core.model.Trace`, without autograd.
 
-    Same contract as :func:`resgd.train.loss_and_grad`: ``loss`` is a 0-d tensor, ``grads`` has
+    Same contract as :func:`resgd.core.train.loss_and_grad`: ``loss`` is a 0-d tensor, ``grads`` has
     the keys of ``params`` (same order, same shapes), ``trace.layers[l]`` holds ``X, A, Attn, Z,
     H`` of shapes (N, n, ·) (``A`` is a transposed view of keys-major storage) and
-    ``trace.Y_hat`` the output. Only shapes are checked here; :func:`resgd.train.train_gd` checks
+    ``trace.Y_hat`` the output. Only shapes are checked here; :func:`resgd.core.train.train_gd` checks
     the values once per run. ``chunk_bytes`` overrides :data:`CHUNK_BYTES`.
     """
     check_choice("reduction", reduction, ("sum", "mean"))

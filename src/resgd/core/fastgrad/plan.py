@@ -11,7 +11,7 @@ import os
 import torch
 
 from ..model import ModelConfig
-from ..validation import check_choice
+from ...validation import check_choice
 
 BACKENDS = ("manual", "autograd")
 BACKEND_ENV = "RESGD_GRAD_BACKEND"

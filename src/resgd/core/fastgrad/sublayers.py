@@ -1,6 +1,6 @@
 """Forward and backward of each sublayer — attention, FFN, read-out and loss — for one chunk of samples.
 
-Each function is one line group of the notation in :mod:`resgd.fastgrad` (``model.py`` has the
+Each function is one line group of the notation in :mod:`resgd.core.fastgrad` (``model.py`` has the
 same math with autograd). They write into the workspace's buffers and the caller's gradient
 tensors: on the first chunk a weight gradient is set (``torch.mm(…, out=g)``), on later chunks
 accumulated (``g.addmm_(…)``), see :func:`_gemm_into`. Shapes: ``c`` samples of ``n`` tokens,

@@ -1,0 +1,1 @@
+"""The book tooling: execute the notebooks, print the PDF, drive Chromium, open JupyterLab."""
