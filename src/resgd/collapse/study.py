@@ -270,6 +270,7 @@ def summary_numbers(
     training: pd.DataFrame | None = None,
     *,
     d_small: int = 4,
+    d_reference: int = 16,
     inputs: pd.DataFrame | None = None,
     floor: float | None = None,
 ) -> dict[str, float]:
@@ -277,7 +278,8 @@ def summary_numbers(
 
     σ_min at the largest d_qk (qk_scale = the smallest in the sweep, median over seeds) per scope,
     scaling, matrix and β, with the centred bound; distance to rank 1 and attention statistics at
-    ``d_small`` and at the largest d_qk; σ_min of X and of the centred PX (from
+    ``d_small``, at ``d_reference`` (the experiment chapters' d_QK; keys ``r1-*-ref``) and at the
+    largest d_qk; σ_min of X and of the centred PX (from
     :func:`input_spectra`); training losses (median over seeds) and the collapse floor.
     """
     out: dict[str, float] = {}
@@ -296,8 +298,9 @@ def summary_numbers(
     per = sweep[(sweep["scope"] == "per_sample") & (sweep["matrix"] == "Attn") & (sweep["qk_scale"] == qk)]
     for logit_scale in LOGIT_SCALES:
         sub = per[per["logit_scale"] == logit_scale]
-        for label, d_qk in (("small", d_small), ("max", sub["d_qk"].max())):
-            out[f"r1-{logit_scale}-{label}"] = float(sub[sub["d_qk"] == d_qk]["rank1_distance"].median())
+        for label, d_qk in (("small", d_small), ("max", sub["d_qk"].max()), ("ref", d_reference)):
+            if (sub["d_qk"] == d_qk).any():
+                out[f"r1-{logit_scale}-{label}"] = float(sub[sub["d_qk"] == d_qk]["rank1_distance"].median())
     for logit_scale in LOGIT_SCALES:
         for q in sorted(regimes["qk_scale"].unique()):
             for label, d_qk in (("small", d_small), ("max", int(regimes["d_qk"].max()))):
