@@ -279,3 +279,14 @@ def _tiny_preset() -> dict:
         "training": {"d_qks": (4, 16), "betas": (0.0, 1.0), "seeds": (0,), "logit_scale": "linear", "qk_scale": 1.0, "m": 4,
                      "lr": 0.01, "iterations": 10, "record_every": 5, "target": "linear", **common},
     }
+
+
+def test_one_list_of_figure_names_and_no_literal_name_in_the_notebook():
+    """Issue 20: the notebook names its figures through collapse.FIGURE_NAMES, never by typing them."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "notebooks" / "03_rank_collapse.md").read_text()
+    for name in collapse.FIGURE_NAMES.values():
+        assert name not in text, f"{name!r} typed in the notebook"
+    with pytest.raises(KeyError, match="figure key 'nope'"):
+        collapse.make_figure("nope", {})

@@ -296,3 +296,13 @@ def test_reproduce_parts_split_the_figures(tmp_path, monkeypatch):
     monkeypatch.setattr(theory, "preset", lambda quick: tiny)
     paths = theory.reproduce_setup(True, tmp_path)
     assert set(paths) == {"01_setup_loss", "01_setup_loss.pdf"}
+
+
+def test_no_literal_figure_name_in_the_theory_notebooks():
+    """Issue 20: the notebooks name their figures through theory.FIGURE_NAMES, never by typing them."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "notebooks"
+    text = (root / "01_setup.md").read_text() + (root / "02_theorem1.md").read_text()
+    for name in theory.FIGURE_NAMES.values():
+        assert name not in text, f"{name!r} typed in a notebook"

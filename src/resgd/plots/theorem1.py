@@ -1,6 +1,6 @@
 """Figures of the theory notebooks (01_setup, 02_theorem1): each takes a tidy table, returns a Figure.
 
-No computation happens here beyond selecting columns: the tables come from :mod:`resgd.theorem1.study`.
+No computation happens here beyond selecting columns: the tables come from :mod:`resgd.theorem1.study`, :mod:`resgd.theorem1.sweep` and :mod:`resgd.theorem1.regime_map`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def loss_curves(history: pd.DataFrame) -> plt.Figure:
 def special_case(frame: pd.DataFrame) -> plt.Figure:
     """Measured Φ − Φ* of the linear read-out against the closed form and the slowest-mode line.
 
-    Columns ``iteration``, ``excess``, ``predicted``, ``asymptote`` (:func:`resgd.theorem1.study.readout_gd`).
+    Columns ``iteration``, ``excess``, ``predicted``, ``asymptote`` (:func:`resgd.theorem1.quantities.readout_gd`).
     """
     fig, ax = plt.subplots(figsize=(6.0, 3.8))
     pal = sns.color_palette()
@@ -134,22 +134,25 @@ def regime_map(table: pd.DataFrame) -> plt.Figure:
     (step factor c, read-out scale), marker per Q/K scale, colour per verdict.
 
     Columns ``lr_factor``, ``out_scale``, ``qk_rel``, ``target_scale``, ``rate_over_bound``, ``verdict``.
-    Points whose ratio is not a positive finite number (a diverged run, a rate ≤ 0) sit on the bottom edge.
+    Points whose ratio is not a positive finite number (a diverged run, a rate ≤ 0) are crosses on the bottom edge.
     """
     cs, outs = sorted(table["lr_factor"].unique()), sorted(table["out_scale"].unique())
     fig, axes = plt.subplots(len(outs), len(cs), figsize=(3.4 * len(cs) + 1.8, 2.9 * len(outs)), sharex=True,
                              sharey=True, squeeze=False)
     ratio = table["rate_over_bound"].where(np.isfinite(table["rate_over_bound"]) & (table["rate_over_bound"] > 0))
-    floor = float(ratio.min()) / 3 if ratio.notna().any() else 0.1
+    floor = min(float(ratio.min()), 1.0) / 5 if ratio.notna().any() else 0.1
     markers = dict(zip(sorted(table["qk_rel"].unique()), "os^D"))
     for i, out in enumerate(outs):
         for j, c in enumerate(cs):
             ax = axes[i, j]
             sub = table[(table["out_scale"] == out) & (table["lr_factor"] == c)]
             for (verdict, qk), g in sub.groupby(["verdict", "qk_rel"]):
-                y = ratio.loc[g.index].fillna(floor)
-                ax.scatter(g["target_scale"], y, color=VERDICT_COLOURS.get(verdict, "0.5"), marker=markers[qk], s=30,
+                y = ratio.loc[g.index]
+                colour = VERDICT_COLOURS.get(verdict, "0.5")
+                ax.scatter(g["target_scale"][y.notna()], y[y.notna()], color=colour, marker=markers[qk], s=30,
                            alpha=0.85, edgecolor="white", lw=0.4)
+                ax.scatter(g["target_scale"][y.isna()], np.full(int(y.isna().sum()), floor), color=colour, marker="x",
+                           s=34, lw=1.4)
             ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
             ax.axhline(10.0, color="0.3", lw=0.8, ls=":")
             ax.set(xscale="log", yscale="log", title=f"c = {c:g}, read-out scale {out:g}")
@@ -160,7 +163,8 @@ def regime_map(table: pd.DataFrame) -> plt.Figure:
     handles = [plt.Line2D([], [], color=col, marker="o", ls="", label=v) for v, col in VERDICT_COLOURS.items()
                if v in set(table["verdict"])]
     handles += [plt.Line2D([], [], color="0.4", marker=m, ls="", label=f"Q/K scale ×{q:g}") for q, m in markers.items()]
-    handles += [plt.Line2D([], [], color="0.3", ls="--", label="bound attained (1)"),
+    handles += [plt.Line2D([], [], color="0.4", marker="x", ls="", label="diverged or rate ≤ 0 (bottom)"),
+                plt.Line2D([], [], color="0.3", ls="--", label="bound attained (1)"),
                 plt.Line2D([], [], color="0.3", ls=":", label="informative limit (10)")]
     fig.legend(handles=handles, loc="center right", fontsize="x-small", frameon=False)
     fig.tight_layout(rect=(0, 0, 0.8, 1))
