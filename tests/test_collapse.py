@@ -259,7 +259,7 @@ def test_figures_from_small_tables(tmp_path, monkeypatch):
     paths = collapse.reproduce(True, tmp_path)
     names = {
         "collapse_sweep_per_sample", "collapse_sweep_stacked", "collapse_attention_maps", "collapse_attention_regimes",
-        "collapse_bound_per_sample", "collapse_bound_stacked", "collapse_training",
+        "collapse_bound_per_sample", "collapse_bound_stacked", "collapse_training", "collapse_training_interaction",
     }
     assert set(collapse.FIGURE_NAMES.values()) == names
     assert set(paths) == names | {f"{name}.pdf" for name in names}
@@ -277,7 +277,8 @@ def _tiny_preset() -> dict:
         "sweep": {"d_qks": (1, 16), "logit_scales": ("sqrt", "linear"), "qk_scales": (1.0, 4.0), "betas": (0.0, 0.5, 1.0), "seeds": (0, 1), **common},
         "maps": {"d_qks": (4, 16), "logit_scales": ("sqrt", "linear"), "qk_scales": (1.0, 4.0), "seed": 0, "sample": 0, **common},
         "training": {"d_qks": (4, 16), "betas": (0.0, 1.0), "seeds": (0,), "logit_scale": "linear", "qk_scale": 1.0, "m": 4,
-                     "lr": 0.01, "iterations": 10, "record_every": 5, "target": "linear", **common},
+                     "lr": 0.01, "iterations": 10, "record_every": 5, "target": "linear",
+                     "interaction_target": "interaction", **common},
     }
 
 
@@ -290,3 +291,32 @@ def test_one_list_of_figure_names_and_no_literal_name_in_the_notebook():
         assert name not in text, f"{name!r} typed in the notebook"
     with pytest.raises(KeyError, match="figure key 'nope'"):
         collapse.make_figure("nope", {})
+
+
+def test_interaction_target_is_out_of_reach_of_the_skip_path():
+    X = inputs.make_input(6, 10, 4, 0)
+    Y = training.make_target(X, "interaction")
+    assert Y.shape == (6, 10, 1) and float(Y.pow(2).mean()) == pytest.approx(1.0)
+    # orthogonal to every [x_i, mean x, 1] feature: the best linear fit from them is 0, its loss ½‖Y‖²
+    F = training.skip_features(X)
+    assert torch.allclose(F.T @ Y.reshape(-1, 1), torch.zeros(F.shape[1], 1, dtype=F.dtype), atol=1e-9)
+    assert training.skip_floor(X, Y, "sum") == pytest.approx(0.5 * float(Y.pow(2).sum()))
+    # the linear target is in that span: its skip floor is 0
+    assert training.skip_floor(X, training.make_target(X, "linear"), "sum") == pytest.approx(0.0, abs=1e-18)
+    assert torch.allclose(Y, training.make_target(X, "interaction"), rtol=1e-10, atol=1e-12)  # seeded
+
+
+def test_speed_verdicts_paired_rule():
+    def runs(ratios):  # ratios[(d_qk, beta)] = per-seed Φ(T)/Φ(0)
+        rows = []
+        for (d_qk, beta), values in ratios.items():
+            for seed, r in enumerate(values):
+                rows += [{"d_qk": d_qk, "beta": beta, "seed": seed, "iteration": 0, "loss": 2.0},
+                         {"d_qk": d_qk, "beta": beta, "seed": seed, "iteration": 10, "loss": 2.0 * r}]
+        return pd.DataFrame(rows)
+
+    table = training.speed_verdicts(runs({(4, 0.0): [0.5, 0.6], (4, 1.0): [0.1, 0.2],
+                                          (8, 0.0): [0.5, 0.1], (8, 1.0): [0.2, 0.2],
+                                          (16, 0.0): [0.1, 0.1], (16, 1.0): [0.3, 0.2]})).set_index("d_qk")
+    assert list(table["verdict"]) == ["residual faster", "undecided", "residual slower"]
+    assert table.loc[4, "ratio_residual"] == pytest.approx(0.15) and table.loc[4, "ratio_no_residual"] == pytest.approx(0.55)

@@ -366,8 +366,11 @@ FIGURE_NAMES = {
     "bound_per_sample": "collapse_bound_per_sample",
     "bound_stacked": "collapse_bound_stacked",
     "training": "collapse_training",
+    "training_interaction": "collapse_training_interaction",
 }
 """Figure key → file name: the one list of this study's figures (the notebook and :func:`reproduce` use it)."""
+FIGURE_TABLE = {"training_interaction": "training_interaction"}
+"""Figures drawn only when their table was computed (the preset names an interaction target)."""
 
 
 def make_figure(key: str, results: dict):
@@ -383,6 +386,8 @@ def make_figure(key: str, results: dict):
         "bound_per_sample": lambda r: plots.plot_bound(r["bounds"], scope="per_sample"),
         "bound_stacked": lambda r: plots.plot_bound(r["bounds"], scope="stacked"),
         "training": lambda r: plots.plot_training(r["training"], floor=r["floor"]),
+        "training_interaction": lambda r: plots.plot_training(r["training_interaction"], floor=r["skip_floor_interaction"],
+                                                              floor_label="best linear fit from [x_i, mean x, 1]"),
     }
     if key not in makers:
         raise KeyError(f"figure key {key!r}: expected one of {', '.join(FIGURE_NAMES)}")
@@ -392,7 +397,8 @@ def make_figure(key: str, results: dict):
 def outputs(quick: bool = True) -> Outputs:
     """Every figure of ``03_rank_collapse`` at the preset sizes."""
     results = run_all(quick)
-    return Outputs(figures={name: make_figure(key, results) for key, name in FIGURE_NAMES.items()})
+    return Outputs(figures={name: make_figure(key, results) for key, name in FIGURE_NAMES.items()
+                            if FIGURE_TABLE.get(key, "sweep") in results})
 
 
 def reproduce(quick: bool, figures_dir: str | Path | None = None, *, n_jobs: int = 2,

@@ -17,18 +17,81 @@ from ..threads import torch_threads
 from ..validation import check_choice
 from .inputs import make_input, sweep_input
 
-TARGETS = ("linear", "random")
+TARGETS = ("linear", "random", "interaction")
+TEACHER_SHARPNESS = 3.0
+"""Scale of the interaction target's teacher logits x_iᵀBx_j, B = sharpness·G/d with G a seeded Gaussian d×d (companion's choice)."""
 
 
 def make_target(X: torch.Tensor, kind: str = "linear", seed: int = 4321) -> torch.Tensor:
-    """Per-token regression target (N, n, 1): ``X w*/√d`` (``"linear"``) or i.i.d. N(0, 1) (``"random"``)."""
+    """Per-token regression target (N, n, 1): ``X w*/√d`` (``"linear"``), i.i.d. N(0, 1) (``"random"``)
+    or ``"interaction"`` (:func:`interaction_target`)."""
     check_choice("target", kind, TARGETS)
     generator = torch.Generator().manual_seed(int(seed))
     N, n, d = X.shape
     if kind == "linear":
         w = torch.randn(d, 1, generator=generator, dtype=torch.float64).to(X.dtype)
         return X @ w / math.sqrt(d)
+    if kind == "interaction":
+        return interaction_target(X, generator)
     return torch.randn(N, n, 1, generator=generator, dtype=torch.float64).to(X.dtype)
+
+
+def skip_features(X: torch.Tensor) -> torch.Tensor:
+    """Per token ``[x_i, x̄_p, 1]`` (stacked, (N·n) × (2d + 1)): what a linear read-out sees of a layer
+    whose attention is uniform, with or without the residual (``Z_i = βx_i + W_Vᵀx̄_p``)."""
+    N, n, d = X.shape
+    mean = X.mean(dim=1, keepdim=True).expand(N, n, d)
+    return torch.cat([X, mean, torch.ones(N, n, 1, dtype=X.dtype)], dim=-1).reshape(N * n, 2 * d + 1)
+
+
+def interaction_target(X: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """A target only token interactions explain: a teacher attention's output with the part a linear
+    read-out of :func:`skip_features` can fit removed, scaled to RMS 1.
+
+    Teacher: ``T_i = Σ_j softmax_j(x_iᵀBx_j) x_jᵀu`` with ``B = TEACHER_SHARPNESS·G/d``, G and u seeded
+    Gaussians. ``y = T − proj(T)`` onto the span of :func:`skip_features`, so the best linear predictor
+    from the skip path and a collapsed attention has loss ½‖y‖² (:func:`skip_floor`).
+    """
+    N, n, d = X.shape
+    X64 = X.to(torch.float64)
+    B = TEACHER_SHARPNESS * torch.randn(d, d, generator=generator, dtype=torch.float64) / d
+    u = torch.randn(d, 1, generator=generator, dtype=torch.float64) / math.sqrt(d)
+    A = torch.softmax(X64 @ B @ X64.transpose(1, 2), dim=-1)
+    T = (A @ X64 @ u).reshape(N * n, 1)
+    F = skip_features(X64)
+    y = T - F @ torch.linalg.lstsq(F, T).solution
+    return (y / y.pow(2).mean().sqrt()).reshape(N, n, 1).to(X.dtype)
+
+
+def skip_floor(X: torch.Tensor, Y: torch.Tensor, reduction: str = "mean") -> float:
+    """Smallest loss of a linear read-out of :func:`skip_features` (no FFN): what the skip path and a
+    collapsed attention can fit linearly. ``½‖Y − proj(Y)‖²`` (÷N for ``"mean"``)."""
+    F = skip_features(X.to(torch.float64))
+    y = Y.to(torch.float64).reshape(F.shape[0], -1)
+    loss = 0.5 * float((y - F @ torch.linalg.lstsq(F, y).solution).pow(2).sum())
+    return loss / X.shape[0] if reduction == "mean" else loss
+
+
+VERDICT_RULE = "paired"
+"""How :func:`speed_verdicts` reads a β = 0 vs β = 1 comparison (pre-registered with the interaction target)."""
+
+
+def speed_verdicts(training: pd.DataFrame) -> pd.DataFrame:
+    """Per d_QK: is GD faster with the residual? Speed = Φ(T)/Φ(0) of each run (same T, same μ; pairs share
+    their seed, hence their initial weights). ``"residual faster"`` if β = 1 has the smaller ratio in every
+    seed, ``"residual slower"`` if the larger in every seed, else ``"undecided"``; with the medians over seeds."""
+    first = training[training["iteration"] == 0].set_index(["d_qk", "beta", "seed"])["loss"]
+    last = training.sort_values("iteration").groupby(["d_qk", "beta", "seed"])["loss"].last()
+    ratio = (last / first).rename("ratio").reset_index()
+    rows = []
+    for d_qk, g in ratio.groupby("d_qk"):
+        wide = g.pivot(index="seed", columns="beta", values="ratio")
+        lo, hi = min(wide.columns), max(wide.columns)
+        faster, slower = bool((wide[hi] < wide[lo]).all()), bool((wide[hi] > wide[lo]).all())
+        rows.append({"d_qk": int(d_qk), "ratio_no_residual": float(wide[lo].median()),
+                     "ratio_residual": float(wide[hi].median()), "seeds": int(len(wide)),
+                     "verdict": "residual faster" if faster else "residual slower" if slower else "undecided"})
+    return pd.DataFrame(rows)
 
 
 def collapse_floor(Y: torch.Tensor, reduction: str = "mean") -> float:
@@ -88,7 +151,16 @@ def training_comparison(
 
 
 def training_tables(p: dict) -> dict:
-    """The training comparison of a :func:`resgd.pipeline.presets.collapse` preset and its collapse floor."""
-    tr = p["training"]
+    """The training comparisons of a :func:`resgd.pipeline.presets.collapse` preset: on its target
+    (``training``, with the collapse floor) and, if the preset names one, on the interaction target
+    (``training_interaction``, with its collapse floor, its skip floor and :func:`speed_verdicts`)."""
+    tr = {k: v for k, v in p["training"].items() if k != "interaction_target"}
+    second = p["training"].get("interaction_target")
     X = make_input(tr["N"], tr["n"], tr["d"], tr["input_seed"])
-    return {"training": training_comparison(**tr), "floor": collapse_floor(make_target(X, tr["target"]), "mean")}
+    out = {"training": training_comparison(**tr), "floor": collapse_floor(make_target(X, tr["target"]), "mean")}
+    if second:
+        Y = make_target(X, second)
+        runs = training_comparison(**{**tr, "target": second})
+        out |= {"training_interaction": runs, "floor_interaction": collapse_floor(Y, "mean"),
+                "skip_floor_interaction": skip_floor(X, Y, "mean"), "verdicts_interaction": speed_verdicts(runs)}
+    return out

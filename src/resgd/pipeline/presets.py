@@ -84,6 +84,9 @@ def collapse(quick: bool) -> dict:
         "iterations": 300 if quick else 1500,
         "record_every": 25 if quick else 100,
         "target": "linear",
+        # a second comparison on a target the skip path cannot fit (collapse/training.py), pre-registered
+        # with its reading rule (speed_verdicts) before its first run
+        "interaction_target": "interaction",
         **common_input,
     }
     return {"quick": bool(quick), "sweep": sweep, "maps": maps, "training": training}
