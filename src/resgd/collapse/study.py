@@ -53,7 +53,7 @@ from .residual_bound import (  # noqa: F401 - part of this module's interface (t
 from .attention_stats import attention_statistics, predicted_logit_std, random_argmax_agreement  # noqa: F401
 from ..threads import torch_threads
 from .inputs import sweep_input
-from .training import training_tables
+from .training import training_numbers, training_tables
 from ..validation import ConfigError, check_choice
 
 MATRICES = ("Attn", "Z")
@@ -317,12 +317,7 @@ def summary_numbers(
     if floor is not None:
         out["floor"] = float(floor)
     if training is not None:
-        last = training.sort_values("iteration").groupby(["d_qk", "beta", "seed"]).tail(1)
-        for (d_qk, beta), group in last.groupby(["d_qk", "beta"]):
-            out[f"final-loss-d{d_qk}-b{beta:g}"] = float(group["loss"].median())
-        first = training[training["iteration"] == 0]
-        for (d_qk, beta), group in first.groupby(["d_qk", "beta"]):
-            out[f"initial-loss-d{d_qk}-b{beta:g}"] = float(group["loss"].median())
+        out.update(training_numbers(training))
     return out
 
 

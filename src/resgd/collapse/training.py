@@ -164,3 +164,16 @@ def training_tables(p: dict) -> dict:
         out |= {"training_interaction": runs, "floor_interaction": collapse_floor(Y, "mean"),
                 "skip_floor_interaction": skip_floor(X, Y, "mean"), "verdicts_interaction": speed_verdicts(runs)}
     return out
+
+
+def training_numbers(training: pd.DataFrame) -> dict[str, float]:
+    """Median over seeds of the first and last loss per d_QK and β (glue keys ``initial-loss-d{d}-b{β}``,
+    ``final-loss-d{d}-b{β}``)."""
+    out: dict[str, float] = {}
+    last = training.sort_values("iteration").groupby(["d_qk", "beta", "seed"]).tail(1)
+    for (d_qk, beta), group in last.groupby(["d_qk", "beta"]):
+        out[f"final-loss-d{d_qk}-b{beta:g}"] = float(group["loss"].median())
+    first = training[training["iteration"] == 0]
+    for (d_qk, beta), group in first.groupby(["d_qk", "beta"]):
+        out[f"initial-loss-d{d_qk}-b{beta:g}"] = float(group["loss"].median())
+    return out
