@@ -11,6 +11,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from resgd.collapse import inputs, training
 from resgd.collapse import study as collapse
 from resgd.core.conditioning import singular_values, spectrum
 from resgd.core.model import ModelConfig, forward, init_params
@@ -19,7 +20,7 @@ from resgd.validation import ConfigError
 
 def _uniform_trace(N: int, n: int, d: int, beta: float, seed: int, v_scale: float = 1.0):
     """A forward pass with W_Q = W_K = 0 (qk_scale=0): every logit is 0, attention exactly uniform."""
-    X = collapse.make_input(N, n, d, input_seed=seed)
+    X = inputs.make_input(N, n, d, input_seed=seed)
     cfg = ModelConfig(d=d, d_qk=3, m=4, beta=beta, qk_scale=0.0, v_scale=v_scale)
     with torch.no_grad():
         return X, forward(init_params(cfg, seed), cfg, X, return_trace=True).layers[0]
@@ -118,7 +119,7 @@ def test_a_wrong_bound_is_caught():
 
 def test_column_sigma_min_and_centering():
     assert collapse.column_sigma_min(torch.ones(2, 3, dtype=torch.float64)) == 0.0  # fewer rows than columns
-    X = collapse.make_input(2, 5, 3, input_seed=0)
+    X = inputs.make_input(2, 5, 3, input_seed=0)
     mask = torch.tensor([[True] * 5, [True, True, True, False, False]])
     centred = collapse.center_tokens(X, mask)
     assert torch.allclose(centred[0].sum(0), torch.zeros(3, dtype=torch.float64), atol=1e-12)
@@ -198,21 +199,21 @@ def test_bad_arguments_are_rejected():
     with pytest.raises(ConfigError):
         collapse.dqk_sweep(d_qks=(2,), logit_scales=("cubic",), N=2, n=3, d=2)
     with pytest.raises(ConfigError):
-        collapse.make_input(0, 3, 2)
+        inputs.make_input(0, 3, 2)
 
 
 # ------------------------------------------------------------------ training, presets, figures
 
 
 def test_training_comparison_collapsed_without_residual_stalls_at_the_floor():
-    X = collapse.make_input(6, 10, 4, input_seed=3)
-    Y = collapse.make_target(X, "linear")
+    X = inputs.make_input(6, 10, 4, input_seed=3)
+    Y = training.make_target(X, "linear")
     kwargs = dict(d_qks=(4, 16384), betas=(0.0, 1.0), seeds=(0,), m=16, lr=0.01, iterations=120, record_every=40, X=X, Y=Y)
-    history = collapse.training_comparison(**kwargs)
+    history = training.training_comparison(**kwargs)
     assert {"d_qk", "beta", "seed", "logit_scale", "diverged", "loss", "iteration"} <= set(history.columns)
     assert len(history) == 4 * 121 and not history["diverged"].any()
     final = history[history["iteration"] == 120].set_index(["d_qk", "beta"])["loss"]
-    floor = collapse.collapse_floor(Y, "mean")
+    floor = training.collapse_floor(Y, "mean")
     assert final[(16384, 0.0)] > 0.95 * floor  # collapsed and no residual: stuck near the floor
     assert final[(16384, 1.0)] < 0.2 * floor  # with the residual: trains
     first = history[history["iteration"] == 0].set_index(["d_qk", "beta"])["loss"]
@@ -221,12 +222,12 @@ def test_training_comparison_collapsed_without_residual_stalls_at_the_floor():
 
 def test_collapse_floor_is_a_lower_bound_for_constant_predictors():
     Y = torch.randn(3, 5, 1, dtype=torch.float64)
-    floor = collapse.collapse_floor(Y, "sum")
+    floor = training.collapse_floor(Y, "sum")
     best = 0.5 * float((Y - Y.mean(dim=1, keepdim=True)).pow(2).sum())
     assert floor == pytest.approx(best)
     other = 0.5 * float((Y - Y.mean(dim=1, keepdim=True) - 0.1).pow(2).sum())
     assert other > floor
-    assert collapse.collapse_floor(Y, "mean") == pytest.approx(floor / 3)
+    assert training.collapse_floor(Y, "mean") == pytest.approx(floor / 3)
 
 
 def test_preset_sizes():
@@ -255,11 +256,12 @@ def test_figures_from_small_tables(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
     monkeypatch.setattr(collapse, "preset", lambda quick: _tiny_preset())
-    paths = collapse.reproduce(quick=True, directory=tmp_path)
+    paths = collapse.reproduce(True, tmp_path)
     names = {
         "collapse_sweep_per_sample", "collapse_sweep_stacked", "collapse_attention_maps", "collapse_attention_regimes",
-        "collapse_bound_per_sample", "collapse_bound_stacked", "collapse_training",
+        "collapse_bound_per_sample", "collapse_bound_stacked", "collapse_training", "collapse_training_interaction",
     }
+    assert set(collapse.FIGURE_NAMES.values()) == names
     assert set(paths) == names | {f"{name}.pdf" for name in names}
     for name in names:
         assert paths[name] == tmp_path / f"{name}.png" and paths[f"{name}.pdf"] == tmp_path / f"{name}.pdf"
@@ -275,5 +277,46 @@ def _tiny_preset() -> dict:
         "sweep": {"d_qks": (1, 16), "logit_scales": ("sqrt", "linear"), "qk_scales": (1.0, 4.0), "betas": (0.0, 0.5, 1.0), "seeds": (0, 1), **common},
         "maps": {"d_qks": (4, 16), "logit_scales": ("sqrt", "linear"), "qk_scales": (1.0, 4.0), "seed": 0, "sample": 0, **common},
         "training": {"d_qks": (4, 16), "betas": (0.0, 1.0), "seeds": (0,), "logit_scale": "linear", "qk_scale": 1.0, "m": 4,
-                     "lr": 0.01, "iterations": 10, "record_every": 5, "target": "linear", **common},
+                     "lr": 0.01, "iterations": 10, "record_every": 5, "target": "linear",
+                     "interaction_target": "interaction", **common},
     }
+
+
+def test_one_list_of_figure_names_and_no_literal_name_in_the_notebook():
+    """Issue 20: the notebook names its figures through collapse.FIGURE_NAMES, never by typing them."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "notebooks" / "03_rank_collapse.md").read_text()
+    for name in collapse.FIGURE_NAMES.values():
+        assert name not in text, f"{name!r} typed in the notebook"
+    with pytest.raises(KeyError, match="figure key 'nope'"):
+        collapse.make_figure("nope", {})
+
+
+def test_interaction_target_is_out_of_reach_of_the_skip_path():
+    X = inputs.make_input(6, 10, 4, 0)
+    Y = training.make_target(X, "interaction")
+    assert Y.shape == (6, 10, 1) and float(Y.pow(2).mean()) == pytest.approx(1.0)
+    # orthogonal to every [x_i, mean x, 1] feature: the best linear fit from them is 0, its loss ½‖Y‖²
+    F = training.skip_features(X)
+    assert torch.allclose(F.T @ Y.reshape(-1, 1), torch.zeros(F.shape[1], 1, dtype=F.dtype), atol=1e-9)
+    assert training.skip_floor(X, Y, "sum") == pytest.approx(0.5 * float(Y.pow(2).sum()))
+    # the linear target is in that span: its skip floor is 0
+    assert training.skip_floor(X, training.make_target(X, "linear"), "sum") == pytest.approx(0.0, abs=1e-18)
+    assert torch.allclose(Y, training.make_target(X, "interaction"), rtol=1e-10, atol=1e-12)  # seeded
+
+
+def test_speed_verdicts_paired_rule():
+    def runs(ratios):  # ratios[(d_qk, beta)] = per-seed Φ(T)/Φ(0)
+        rows = []
+        for (d_qk, beta), values in ratios.items():
+            for seed, r in enumerate(values):
+                rows += [{"d_qk": d_qk, "beta": beta, "seed": seed, "iteration": 0, "loss": 2.0},
+                         {"d_qk": d_qk, "beta": beta, "seed": seed, "iteration": 10, "loss": 2.0 * r}]
+        return pd.DataFrame(rows)
+
+    table = training.speed_verdicts(runs({(4, 0.0): [0.5, 0.6], (4, 1.0): [0.1, 0.2],
+                                          (8, 0.0): [0.5, 0.1], (8, 1.0): [0.2, 0.2],
+                                          (16, 0.0): [0.1, 0.1], (16, 1.0): [0.3, 0.2]})).set_index("d_qk")
+    assert list(table["verdict"]) == ["residual faster", "undecided", "residual slower"]
+    assert table.loc[4, "ratio_residual"] == pytest.approx(0.15) and table.loc[4, "ratio_no_residual"] == pytest.approx(0.55)

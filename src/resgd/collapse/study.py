@@ -9,8 +9,8 @@ Everything behind ``notebooks/03_rank_collapse.md`` (and ``resgd reproduce``) li
   looks like (row entropy, largest weight, whether queries agree on a key; one sample's ``A``);
 * :func:`z_lower_bound` — a rigorous lower bound on σ_min(Z) in terms of β and the centred input
   (in :mod:`resgd.collapse.residual_bound`);
-* :func:`training_comparison` — full-batch GD with and without the residual at a small and at a
-  collapsed d_QK, same initialization and step size;
+* :func:`resgd.collapse.training.training_comparison` — full-batch GD with and without the
+  residual at a small and at a collapsed d_QK, same initialization and step size;
 * :func:`preset` / :func:`reproduce` — the sizes (quick or full, from
   :func:`resgd.pipeline.presets.collapse`) and every figure without Jupyter.
 
@@ -52,9 +52,9 @@ from .residual_bound import (  # noqa: F401 - part of this module's interface (t
 )
 from .attention_stats import attention_statistics, predicted_logit_std, random_argmax_agreement  # noqa: F401
 from ..threads import torch_threads
-from ..core.stacked import train_runs
-from ..core.train import GDConfig
-from ..validation import ConfigError, check_choice, check_inputs
+from .inputs import sweep_input
+from .training import training_numbers, training_tables
+from ..validation import ConfigError, check_choice
 
 MATRICES = ("Attn", "Z")
 SCOPES = ("per_sample", "stacked")
@@ -63,23 +63,6 @@ SWEEP_COLUMNS = (
     "d_qk", "logit_scale", "qk_scale", "beta", "seed", "matrix", "scope",
     *METRICS, "bound_weyl", "bound_centered", "bound",
 )
-TARGETS = ("linear", "random")
-
-
-def make_input(N: int = INPUT_N, n: int = INPUT_TOKENS, d: int = INPUT_D, input_seed: int = INPUT_SEED, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """The fixed input of the sweep: i.i.d. standard Gaussian tokens, shape (N, n, d) (companion's choice)."""
-    for name, value in (("N", N), ("n", n), ("d", d)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"make_input: {name} must be an integer >= 1, got {value!r}")
-    generator = torch.Generator().manual_seed(int(input_seed))
-    return torch.randn(N, n, d, generator=generator, dtype=torch.float64).to(dtype)
-
-
-def _sweep_input(X: torch.Tensor | None, N: int, n: int, d: int, input_seed: int) -> torch.Tensor:
-    """The input every sweep here runs on: ``X`` in float64 (checked), or :func:`make_input` when None."""
-    X = make_input(N, n, d, input_seed) if X is None else X.detach().to(torch.float64)
-    check_inputs(X)
-    return X
 
 
 # --------------------------------------------------------------------------------------------
@@ -133,7 +116,7 @@ def dqk_sweep(
     seeds = _check_list("seeds", seeds)
     for scale in logit_scales:
         check_choice("logit_scales", scale, LOGIT_SCALES)
-    X = _sweep_input(X, N, n, d, input_seed)
+    X = sweep_input(X, N, n, d, input_seed)
     d = X.shape[-1]
     with torch_threads(threads):
         rows = _sweep_rows(X, d, d_qks, logit_scales, qk_scales, betas, seeds)
@@ -170,7 +153,7 @@ def _sweep_rows(X, d, d_qks, logit_scales, qk_scales, betas, seeds) -> list[dict
 
 def input_spectra(X: torch.Tensor | None = None, *, N: int = INPUT_N, n: int = INPUT_TOKENS, d: int = INPUT_D, input_seed: int = INPUT_SEED) -> pd.DataFrame:
     """σ_min of the input and of the centred input, per sample (median) and stacked: the bound's ingredients."""
-    X = _sweep_input(X, N, n, d, input_seed)
+    X = sweep_input(X, N, n, d, input_seed)
     rows = []
     for name, M in (("X", X), ("PX", center_tokens(X))):
         per = torch.linalg.svdvals(M).numpy()[:, -1] if M.shape[1] >= M.shape[2] else np.zeros(M.shape[0])
@@ -219,7 +202,7 @@ def attention_regimes(
     threads: int | None = 1,
 ) -> pd.DataFrame:
     """:func:`attention_statistics` for every d_qk × logit_scale × qk_scale × seed (one row each)."""
-    X = _sweep_input(X, N, n, d, input_seed)
+    X = sweep_input(X, N, n, d, input_seed)
     d = X.shape[-1]
     rows = []
     for d_qk in d_qks:
@@ -251,7 +234,7 @@ def attention_maps(
 
     Columns: d_qk, logit_scale, qk_scale, query, key, prob.
     """
-    X = _sweep_input(X, N, n, d, input_seed)
+    X = sweep_input(X, N, n, d, input_seed)
     if not 0 <= sample < X.shape[0]:
         raise ConfigError(f"attention_maps: sample must be in [0, {X.shape[0]}), got {sample}")
     d = X.shape[-1]
@@ -264,77 +247,6 @@ def attention_maps(
                 q, k = np.meshgrid(np.arange(A.shape[0]), np.arange(A.shape[1]), indexing="ij")
                 frames.append(pd.DataFrame({"d_qk": int(d_qk), "logit_scale": logit_scale, "qk_scale": float(qk_scale),
                                             "query": q.ravel(), "key": k.ravel(), "prob": A.numpy().ravel()}))
-    return pd.concat(frames, ignore_index=True)
-
-
-# --------------------------------------------------------------------------------------------
-# Closing the loop: training
-# --------------------------------------------------------------------------------------------
-
-def make_target(X: torch.Tensor, kind: str = "linear", seed: int = 4321) -> torch.Tensor:
-    """Per-token regression target (N, n, 1): ``X w*/√d`` (``"linear"``) or i.i.d. N(0, 1) (``"random"``)."""
-    check_choice("target", kind, TARGETS)
-    generator = torch.Generator().manual_seed(int(seed))
-    N, n, d = X.shape
-    if kind == "linear":
-        w = torch.randn(d, 1, generator=generator, dtype=torch.float64).to(X.dtype)
-        return X @ w / math.sqrt(d)
-    return torch.randn(N, n, 1, generator=generator, dtype=torch.float64).to(X.dtype)
-
-
-def collapse_floor(Y: torch.Tensor, reduction: str = "mean") -> float:
-    """Smallest loss of any model whose prediction is constant over the tokens of a sample.
-
-    ``½ Σ_p Σ_i (y_{p,i} − ȳ_p)²`` (÷N for ``"mean"``): with β = 0 and exactly uniform attention
-    every token of a sample has the same Z row, so the same output, and the loss cannot go lower.
-    """
-    loss = 0.5 * float((Y - Y.mean(dim=1, keepdim=True)).pow(2).sum())
-    return loss / Y.shape[0] if reduction == "mean" else loss
-
-
-def training_comparison(
-    d_qks: Sequence[int] = (4, 16384),
-    betas: Sequence[float] = (0.0, 1.0),
-    seeds: Sequence[int] = (0, 1),
-    *,
-    logit_scale: str = "linear",
-    qk_scale: float = 1.0,
-    m: int = 32,
-    lr: float = 0.01,
-    iterations: int = 300,
-    record_every: int = 25,
-    reduction: str = "mean",
-    target: str = "linear",
-    X: torch.Tensor | None = None,
-    Y: torch.Tensor | None = None,
-    N: int = INPUT_N,
-    n: int = INPUT_TOKENS,
-    d: int = INPUT_D,
-    input_seed: int = INPUT_SEED,
-    threads: int | None = 1,
-) -> pd.DataFrame:
-    """Full-batch GD for every d_qk × β × seed on the same data, same step size.
-
-    For each seed the weights are ``init_params(cfg, seed)``; β changes only the forward pass
-    (``beta_ffn`` follows ``beta``, so β = 0 removes both residuals), so β = 0 and β = 1 start from
-    identical weights. Returns the trainer's history (tidy) with columns d_qk, beta, seed,
-    logit_scale, qk_scale, diverged added (a diverged run keeps its partial history). The runs of
-    one d_qk train together where that pays (:func:`resgd.core.stacked.worth_stacking`; each run's
-    history is the one :func:`resgd.core.train.train_gd` gives, to rounding), else one at a time.
-    """
-    X = _sweep_input(X, N, n, d, input_seed)
-    Y = make_target(X, target) if Y is None else Y
-    gd = GDConfig(lr=float(lr), iterations=int(iterations), reduction=reduction, record_every=int(record_every))
-    frames = []
-    for d_qk in d_qks:  # the runs of one d_qk share their shapes: one stack where that pays
-        runs = [(float(beta), int(seed)) for beta in betas for seed in seeds]
-        models = [ModelConfig(d=X.shape[-1], d_qk=int(d_qk), m=int(m), beta=beta, logit_scale=logit_scale,
-                              qk_scale=float(qk_scale)) for beta, _ in runs]
-        params = [init_params(cfg, seed) for cfg, (_, seed) in zip(models, runs)]
-        with torch_threads(threads):
-            out = train_runs(params, models, X, Y, [gd] * len(runs))
-        frames += [o.history.assign(d_qk=int(d_qk), beta=beta, seed=seed, logit_scale=logit_scale,
-                                    qk_scale=float(qk_scale), diverged=o.diverged) for o, (beta, seed) in zip(out, runs)]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -358,6 +270,7 @@ def summary_numbers(
     training: pd.DataFrame | None = None,
     *,
     d_small: int = 4,
+    d_reference: int = 16,
     inputs: pd.DataFrame | None = None,
     floor: float | None = None,
 ) -> dict[str, float]:
@@ -365,7 +278,8 @@ def summary_numbers(
 
     σ_min at the largest d_qk (qk_scale = the smallest in the sweep, median over seeds) per scope,
     scaling, matrix and β, with the centred bound; distance to rank 1 and attention statistics at
-    ``d_small`` and at the largest d_qk; σ_min of X and of the centred PX (from
+    ``d_small``, at ``d_reference`` (the experiment chapters' d_QK; keys ``r1-*-ref``) and at the
+    largest d_qk; σ_min of X and of the centred PX (from
     :func:`input_spectra`); training losses (median over seeds) and the collapse floor.
     """
     out: dict[str, float] = {}
@@ -384,8 +298,9 @@ def summary_numbers(
     per = sweep[(sweep["scope"] == "per_sample") & (sweep["matrix"] == "Attn") & (sweep["qk_scale"] == qk)]
     for logit_scale in LOGIT_SCALES:
         sub = per[per["logit_scale"] == logit_scale]
-        for label, d_qk in (("small", d_small), ("max", sub["d_qk"].max())):
-            out[f"r1-{logit_scale}-{label}"] = float(sub[sub["d_qk"] == d_qk]["rank1_distance"].median())
+        for label, d_qk in (("small", d_small), ("max", sub["d_qk"].max()), ("ref", d_reference)):
+            if (sub["d_qk"] == d_qk).any():
+                out[f"r1-{logit_scale}-{label}"] = float(sub[sub["d_qk"] == d_qk]["rank1_distance"].median())
     for logit_scale in LOGIT_SCALES:
         for q in sorted(regimes["qk_scale"].unique()):
             for label, d_qk in (("small", d_small), ("max", int(regimes["d_qk"].max()))):
@@ -402,12 +317,7 @@ def summary_numbers(
     if floor is not None:
         out["floor"] = float(floor)
     if training is not None:
-        last = training.sort_values("iteration").groupby(["d_qk", "beta", "seed"]).tail(1)
-        for (d_qk, beta), group in last.groupby(["d_qk", "beta"]):
-            out[f"final-loss-d{d_qk}-b{beta:g}"] = float(group["loss"].median())
-        first = training[training["iteration"] == 0]
-        for (d_qk, beta), group in first.groupby(["d_qk", "beta"]):
-            out[f"initial-loss-d{d_qk}-b{beta:g}"] = float(group["loss"].median())
+        out.update(training_numbers(training))
     return out
 
 
@@ -416,55 +326,83 @@ def regime_kwargs(p: dict) -> dict:
     return {key: value for key, value in p["sweep"].items() if key != "betas"}
 
 
+def sweep_tables(p: dict) -> dict:
+    """The d_QK sweep of a :func:`preset`, the input's spectra and the bound's long table."""
+    sweep = dqk_sweep(**p["sweep"])
+    return {"sweep": sweep, "bounds": bound_table(sweep),
+            "inputs": input_spectra(**{k: p["sweep"][k] for k in ("N", "n", "d", "input_seed")})}
+
+
+def attention_tables(p: dict) -> dict:
+    """The attention statistics over the sweep's grid and one sample's attention maps."""
+    return {"regimes": attention_regimes(**regime_kwargs(p)), "maps": attention_maps(**p["maps"])}
+
+
 def run_all(quick: bool = True) -> dict:
-    """Every table of the notebook at the preset sizes, with timings (seconds)."""
+    """Every table of the notebook at the preset sizes (the same three functions the notebook calls),
+    with timings in seconds."""
     p = preset(quick)
+    results: dict = {"preset": p}
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    sweep = dqk_sweep(**p["sweep"])
-    timings["sweep"] = time.perf_counter() - start
-    t = time.perf_counter()
-    regimes = attention_regimes(**regime_kwargs(p))
-    maps = attention_maps(**p["maps"])
-    timings["attention"] = time.perf_counter() - t
-    t = time.perf_counter()
-    training = training_comparison(**p["training"])
-    timings["training"] = time.perf_counter() - t
+    for name, step in (("sweep", sweep_tables), ("attention", attention_tables), ("training", training_tables)):
+        t = time.perf_counter()
+        results.update(step(p))
+        timings[name] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - start
-    tr = p["training"]
-    X = make_input(tr["N"], tr["n"], tr["d"], tr["input_seed"])
-    floor = collapse_floor(make_target(X, tr["target"]), "mean")
-    return {"preset": p, "sweep": sweep, "regimes": regimes, "maps": maps, "training": training,
-            "bounds": bound_table(sweep), "inputs": input_spectra(**{k: p["sweep"][k] for k in ("N", "n", "d", "input_seed")}),
-            "floor": floor, "timings": timings}
+    return {**results, "timings": timings}
 
 
-def make_figures(results: dict) -> dict:
-    """Every figure of the notebook from :func:`run_all`'s tables: name → Figure."""
+FIGURE_NAMES = {
+    "sweep_per_sample": "collapse_sweep_per_sample",
+    "sweep_stacked": "collapse_sweep_stacked",
+    "attention_maps": "collapse_attention_maps",
+    "attention_regimes": "collapse_attention_regimes",
+    "bound_per_sample": "collapse_bound_per_sample",
+    "bound_stacked": "collapse_bound_stacked",
+    "training": "collapse_training",
+    "training_interaction": "collapse_training_interaction",
+}
+"""Figure key → file name: the one list of this study's figures (the notebook and :func:`reproduce` use it)."""
+FIGURE_TABLE = {"training_interaction": "training_interaction"}
+"""Figures drawn only when their table was computed (the preset names an interaction target)."""
+
+
+def make_figure(key: str, results: dict):
+    """The figure ``key`` of :data:`FIGURE_NAMES` from the tables of :func:`sweep_tables`,
+    :func:`attention_tables` and :func:`resgd.collapse.training.training_tables` (merged in ``results``)."""
     from ..plots import collapse as plots
 
-    return {
-        "collapse_sweep_per_sample": plots.plot_dqk_sweep(results["sweep"], scope="per_sample"),
-        "collapse_sweep_stacked": plots.plot_dqk_sweep(results["sweep"], scope="stacked"),
-        "collapse_attention_maps": plots.plot_attention_maps(results["maps"]),
-        "collapse_attention_regimes": plots.plot_attention_regimes(results["regimes"]),
-        "collapse_bound_per_sample": plots.plot_bound(results["bounds"], scope="per_sample"),
-        "collapse_bound_stacked": plots.plot_bound(results["bounds"], scope="stacked"),
-        "collapse_training": plots.plot_training(results["training"], floor=results["floor"]),
+    makers = {
+        "sweep_per_sample": lambda r: plots.plot_dqk_sweep(r["sweep"], scope="per_sample"),
+        "sweep_stacked": lambda r: plots.plot_dqk_sweep(r["sweep"], scope="stacked"),
+        "attention_maps": lambda r: plots.plot_attention_maps(r["maps"]),
+        "attention_regimes": lambda r: plots.plot_attention_regimes(r["regimes"]),
+        "bound_per_sample": lambda r: plots.plot_bound(r["bounds"], scope="per_sample"),
+        "bound_stacked": lambda r: plots.plot_bound(r["bounds"], scope="stacked"),
+        "training": lambda r: plots.plot_training(r["training"], floor=r["floor"]),
+        "training_interaction": lambda r: plots.plot_training(r["training_interaction"], floor=r["skip_floor_interaction"],
+                                                              floor_label="best linear fit from [x_i, mean x, 1]"),
     }
+    if key not in makers:
+        raise KeyError(f"figure key {key!r}: expected one of {', '.join(FIGURE_NAMES)}")
+    return makers[key](results)
 
 
 def outputs(quick: bool = True) -> Outputs:
     """Every figure of ``03_rank_collapse`` at the preset sizes."""
-    return Outputs(figures=make_figures(run_all(quick)))
+    results = run_all(quick)
+    return Outputs(figures={name: make_figure(key, results) for key, name in FIGURE_NAMES.items()
+                            if FIGURE_TABLE.get(key, "sweep") in results})
 
 
-def reproduce(quick: bool = True, directory: str | Path | None = None, *, scheduler: str | None = None) -> dict[str, Path]:
+def reproduce(quick: bool, figures_dir: str | Path | None = None, *, n_jobs: int = 2,
+              scheduler: str | None = None) -> dict[str, Path]:
     """Regenerate every figure of ``03_rank_collapse`` without Jupyter; returns name → PNG path
     (and ``name.pdf`` → PDF path).
 
-    Figures go to ``directory`` (else ``$RESGD_FIGURES_DIR``, else ``./figures``), published
-    together (:func:`resgd.pipeline.reproduce.reproduce_part`). ``scheduler`` is accepted for the
-    command line's sake; this part runs no parallel sweep.
+    Figures go to ``figures_dir`` (else ``$RESGD_FIGURES_DIR``, else ``./figures``), published
+    together (:func:`resgd.pipeline.reproduce.reproduce_part`). ``n_jobs`` and ``scheduler`` are
+    accepted for the one signature of every study: this part runs no parallel sweep.
     """
-    return reproduce_part(lambda: outputs(quick), figures_dir=directory)
+    return reproduce_part(lambda: outputs(quick), figures_dir=figures_dir)

@@ -31,14 +31,25 @@ def theory(quick: bool) -> dict:
         "base": {"beta": 0.3, "d_qk": 16, "init_scale": 1.0},
         "special": {"N": 8, "n": 6, "d": 8, "d_qk": 8, "m": 16, "beta": 0.3, "iterations": 150},  # tall: N·n = 48 > d
         "n_jobs": 2,
+        # the hypotheses along the path (theorem1/path.py): GD stops this many times to test them;
+        # power iterations of the Hessian norm at each stop
+        "checkpoints": 3, "hess_iterations": 10,
     }
+    # The regime map (theorem1/regime_map.py), pre-registered: fixed before its first run. The whole
+    # grid is 5 target scales × 2 read-out scales × 2 Q/K scales × 3 step factors × 3 seeds = 180
+    # points (full mode, `python -m resgd reproduce --only theorem1`); the book runs seed 0 (60
+    # points); quick mode runs 3 target scales × 2 × 2 × 2 step factors, seed 0 (24 points).
+    regime = {"base": {"beta": 0.3, "d_qk": 16, "init_scale": 1.0}, "out_scales": (0.1, 1.0), "qk_rels": (1.0, 4.0)}
     if quick:
+        regime |= {"target_scales": (0.1, 1.0, 10.0), "lr_factors": (0.5, 2.0), "seeds": (0,), "book_seeds": (0,)}
         return {**common, "betas": (0.0, 0.1, 0.3, 1.0), "d_qks": (1, 16, 256), "init_scales": (0.5, 1.0, 2.0),
                 "seeds": (0, 1), "iterations": 300, "setup_iterations": 150, "trajectory_iterations": 300,
-                "record_every": 5}
+                "record_every": 5, "regime": regime}
+    regime |= {"target_scales": (0.1, 0.3, 1.0, 3.0, 10.0), "lr_factors": (0.5, 1.0, 2.0), "seeds": (0, 1, 2),
+               "book_seeds": (0,)}
     return {**common, "betas": (0.0, 0.1, 0.3, 0.6, 1.0), "d_qks": (1, 4, 16, 64, 256), "init_scales": (0.5, 1.0, 2.0),
             "seeds": (0, 1, 2, 3), "iterations": 600, "setup_iterations": 300, "trajectory_iterations": 600,
-            "record_every": 5}
+            "record_every": 5, "regime": regime}
 
 
 # --------------------------------------------------------------------------- rank collapse (03)
@@ -73,6 +84,9 @@ def collapse(quick: bool) -> dict:
         "iterations": 300 if quick else 1500,
         "record_every": 25 if quick else 100,
         "target": "linear",
+        # a second comparison on a target the skip path cannot fit (collapse/training.py), pre-registered
+        # with its reading rule (speed_verdicts) before its first run
+        "interaction_target": "interaction",
         **common_input,
     }
     return {"quick": bool(quick), "sweep": sweep, "maps": maps, "training": training}

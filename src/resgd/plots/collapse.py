@@ -162,11 +162,12 @@ def plot_bound(bounds: pd.DataFrame, scope: str = "per_sample") -> plt.Figure:
     return fig
 
 
-def plot_training(training: pd.DataFrame, floor: float | None = None) -> plt.Figure:
+def plot_training(training: pd.DataFrame, floor: float | None = None,
+                  floor_label: str = "per-sample-constant floor") -> plt.Figure:
     """GD loss and σ_min of the stacked first-layer Z against the iteration.
 
-    Hue: β (with / without residual); line style: d_QK. ``floor``: the loss no per-sample-constant
-    predictor can beat (drawn as a grey line).
+    Hue: β (with / without residual); line style: d_QK. ``floor``: a loss level named by
+    ``floor_label`` (by default the loss no per-sample-constant predictor can beat), a grey line.
     """
     data = training.assign(residual=training["beta"].map(lambda b: f"β={b:g}"), dqk=training["d_qk"].map(lambda d: f"d_QK={d}"))
     hue_order = sorted(data["residual"].unique())
@@ -175,8 +176,8 @@ def plot_training(training: pd.DataFrame, floor: float | None = None) -> plt.Fig
     sns.lineplot(data=data, x="iteration", y="loss", hue="residual", hue_order=hue_order, style="dqk", style_order=style_order,
                  estimator="median", errorbar=SEED_BAND, ax=axes[0], legend=False)
     if floor is not None and np.isfinite(floor):
-        axes[0].axhline(floor, color="0.4", lw=1, ls=":", label="collapse floor")
-        axes[0].annotate("per-sample-constant floor", (0.98, floor), xycoords=("axes fraction", "data"), ha="right", va="bottom", fontsize=8, color="0.3")
+        axes[0].axhline(floor, color="0.4", lw=1, ls=":", label=floor_label)
+        axes[0].annotate(floor_label, (0.98, floor), xycoords=("axes fraction", "data"), ha="right", va="bottom", fontsize=8, color="0.3")
     axes[0].set_yscale("log")
     axes[0].set_ylabel("training loss Φ")
     recorded = data.dropna(subset=["sigma_min_Z"])

@@ -1,11 +1,12 @@
 """Figures of the theory notebooks (01_setup, 02_theorem1): each takes a tidy table, returns a Figure.
 
-No computation happens here beyond selecting columns: the tables come from :mod:`resgd.theorem1.study`.
+No computation happens here beyond selecting columns: the tables come from :mod:`resgd.theorem1.study`, :mod:`resgd.theorem1.sweep` and :mod:`resgd.theorem1.regime_map`.
 """
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
@@ -24,7 +25,7 @@ def loss_curves(history: pd.DataFrame) -> plt.Figure:
 def special_case(frame: pd.DataFrame) -> plt.Figure:
     """Measured Φ − Φ* of the linear read-out against the closed form and the slowest-mode line.
 
-    Columns ``iteration``, ``excess``, ``predicted``, ``asymptote`` (:func:`resgd.theorem1.study.readout_gd`).
+    Columns ``iteration``, ``excess``, ``predicted``, ``asymptote`` (:func:`resgd.theorem1.quantities.readout_gd`).
     """
     fig, ax = plt.subplots(figsize=(6.0, 3.8))
     pal = sns.color_palette()
@@ -97,4 +98,74 @@ def sigma_trajectories(traj: pd.DataFrame) -> plt.Figure:
         ax.axhline(1.0, color="0.3", lw=0.8, ls=":")
     axes[0].legend(fontsize="x-small")
     fig.tight_layout()
+    return fig
+
+
+def distance_vs_radius(sweep: pd.DataFrame) -> plt.Figure:
+    """Largest distance ‖θ_t − θ⁰‖ travelled against the radius ρ the proof needs, one point per configuration.
+
+    Columns ``rho``, ``max_distance``, ``beta``, ``in_regime``; points above the diagonal left the ball.
+    Configurations with an infinite ρ (α = 0) cannot be drawn; their number is in the title.
+    """
+    finite = np.isfinite(sweep["rho"]) & (sweep["rho"] > 0) & (sweep["max_distance"] > 0)
+    data = sweep[finite].assign(β=lambda f: f["beta"].map("{:g}".format),
+                                regime=lambda f: f["in_regime"].map({True: "in regime", False: "out of regime"}))
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    sns.scatterplot(data=data, x="rho", y="max_distance", hue="β", style="regime", style_order=["in regime", "out of regime"],
+                    s=34, ax=ax)
+    lo = float(min(data["rho"].min(), data["max_distance"].min())) if len(data) else 1e-3
+    hi = float(max(data["rho"].max(), data["max_distance"].max())) if len(data) else 1.0
+    ax.plot([lo, hi], [lo, hi], color="0.3", ls="--", lw=1, label="distance = ρ")
+    ax.set(xscale="log", yscale="log", xlabel=r"radius $\rho = 2\bar J\sqrt{2\Phi(\theta^0)}/\alpha$",
+           ylabel=r"$\max_t \|\theta_t - \theta^0\|$ (checkpoints)")
+    dropped = int((~finite).sum())
+    ax.set_title("Distance travelled vs the proof's radius" + (f" ({dropped} with ρ = ∞ not drawn)" if dropped else ""))
+    ax.legend(fontsize="x-small", ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+VERDICT_COLOURS = {"true and informative": "#1b9e77", "true, loose": "#7570b3", "holds outside the regime": "#e6ab02",
+                   "fails outside the regime": "#d95f02", "fails inside the regime": "#000000"}
+
+
+def regime_map(table: pd.DataFrame) -> plt.Figure:
+    """The regime map: measured rate / guaranteed rate against the target scale, one panel per
+    (step factor c, read-out scale), marker per Q/K scale, colour per verdict.
+
+    Columns ``lr_factor``, ``out_scale``, ``qk_rel``, ``target_scale``, ``rate_over_bound``, ``verdict``.
+    Points whose ratio is not a positive finite number (a diverged run, a rate ≤ 0) are crosses on the bottom edge.
+    """
+    cs, outs = sorted(table["lr_factor"].unique()), sorted(table["out_scale"].unique())
+    fig, axes = plt.subplots(len(outs), len(cs), figsize=(3.4 * len(cs) + 1.8, 2.9 * len(outs)), sharex=True,
+                             sharey=True, squeeze=False)
+    ratio = table["rate_over_bound"].where(np.isfinite(table["rate_over_bound"]) & (table["rate_over_bound"] > 0))
+    floor = min(float(ratio.min()), 1.0) / 5 if ratio.notna().any() else 0.1
+    markers = dict(zip(sorted(table["qk_rel"].unique()), "os^D"))
+    for i, out in enumerate(outs):
+        for j, c in enumerate(cs):
+            ax = axes[i, j]
+            sub = table[(table["out_scale"] == out) & (table["lr_factor"] == c)]
+            for (verdict, qk), g in sub.groupby(["verdict", "qk_rel"]):
+                y = ratio.loc[g.index]
+                colour = VERDICT_COLOURS.get(verdict, "0.5")
+                ax.scatter(g["target_scale"][y.notna()], y[y.notna()], color=colour, marker=markers[qk], s=30,
+                           alpha=0.85, edgecolor="white", lw=0.4)
+                ax.scatter(g["target_scale"][y.isna()], np.full(int(y.isna().sum()), floor), color=colour, marker="x",
+                           s=34, lw=1.4)
+            ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
+            ax.axhline(10.0, color="0.3", lw=0.8, ls=":")
+            ax.set(xscale="log", yscale="log", title=f"c = {c:g}, read-out scale {out:g}")
+            if i == len(outs) - 1:
+                ax.set_xlabel("target scale")
+            if j == 0:
+                ax.set_ylabel("measured / guaranteed rate")
+    handles = [plt.Line2D([], [], color=col, marker="o", ls="", label=v) for v, col in VERDICT_COLOURS.items()
+               if v in set(table["verdict"])]
+    handles += [plt.Line2D([], [], color="0.4", marker=m, ls="", label=f"Q/K scale ×{q:g}") for q, m in markers.items()]
+    handles += [plt.Line2D([], [], color="0.4", marker="x", ls="", label="diverged or rate ≤ 0 (bottom)"),
+                plt.Line2D([], [], color="0.3", ls="--", label="bound attained (1)"),
+                plt.Line2D([], [], color="0.3", ls=":", label="informative limit (10)")]
+    fig.legend(handles=handles, loc="center right", fontsize="x-small", frameon=False)
+    fig.tight_layout(rect=(0, 0, 0.8, 1))
     return fig
