@@ -235,3 +235,26 @@ def test_end_to_end_on_toy_data(tmp_path):
     plt.close(fig)
     with pytest.raises(ValueError, match="no cells for protocol"):
         plot_phase_diagram(results.final(), results.grid, protocol="tuned")
+
+
+def test_verdict_and_measure_tables():
+    cells = stats.cell_table(per_run(lambda b, L, s: (0.2 + 0.01 * s) * (1 + b), start=lambda b: 1 + 3 * b), GRID)
+    table = summary.verdict_table(stats.tally(cells, 50))
+    assert table.loc[("(a) residual vs none", "toy"), "common"].startswith("1 / 0 / 0 of 1 (chance 0.0")
+    changed = summary.measure_changes(cells, 50)
+    a = changed[(changed["claim"] == "residual_helps") & (changed["protocol"] == "common")].iloc[0]
+    assert (a["changed"], a["K"]) == (1, 1)  # holds on Φ(T)/Φ(0), fails on the loss at T
+
+
+def test_figure_names_are_one_per_kind_and_the_preregistration_is_found():
+    names = {rb.figure_name(kind, "quick") for kind in rb.FIGURE_KINDS}
+    assert len(names) == len(rb.FIGURE_KINDS) and "robustness_phase_theory_quick" in names
+    with pytest.raises(ConfigError, match="figure kind"):
+        rb.figure_name("phase_tuned", "quick")
+    commit = summary.preregistration_commit()
+    assert commit.startswith("not available") or len(commit.split()[0]) >= 7
+
+
+def test_a_missing_map_names_what_to_run(tmp_path):
+    with pytest.raises(FileNotFoundError, match="make book"):
+        rb.load_cells("book", tmp_path)
