@@ -43,6 +43,7 @@ from ..pipeline.cache import RESULTS_ENV, resolve_cache_dir, resolve_results_dir
 from ..pipeline.presets import experiments as preset
 from ..pipeline.reproduce import Outputs, publish, reproduce_part
 from .runs import CONFIG_COLUMNS, RunConfig, config_key, run, sweep  # noqa: F401
+from .step_size import PROTOCOLS, THEORY_FACTORS, THEORY_PRIMARY, check_protocol, choose_lr, probe_stable, theory_lr  # noqa: F401
 from ..core.train import GDConfig
 from ..validation import ConfigError, check_choice
 
@@ -79,6 +80,9 @@ class Settings:
     activation: str
     logit_scale: str
     dtype: str
+    twin_init: str = "living"
+    start: str = "equal"
+    equal_out_scale: float = 0.01
     data_seed: int = 0
     test_metrics: bool = True
 
@@ -92,6 +96,10 @@ class Settings:
         if not 0 < self.rate_window <= 1:
             raise ConfigError(f"Settings.rate_window: expected a fraction in (0, 1], got {self.rate_window!r}")
         check_choice("Settings.branch_scale", self.branch_scale, ("1/sqrt(L)", "1"))
+        check_choice("Settings.twin_init", self.twin_init, TWIN_INITS)
+        check_choice("Settings.start", self.start, STARTS)
+        if not 0 < self.equal_out_scale <= 1:
+            raise ConfigError(f"Settings.equal_out_scale: expected 0 < scale <= 1, got {self.equal_out_scale!r}")
 
     @property
     def mode(self) -> str:
@@ -101,20 +109,50 @@ class Settings:
     def spec(self) -> DatasetSpec:
         return DatasetSpec(self.dataset, n_train=self.N, n_tokens=self.n, n_test=self.n_test, seed=self.data_seed)
 
-    def model(self, beta: float, n_layers: int) -> ModelConfig:
-        branch = 1.0 / math.sqrt(n_layers) if self.branch_scale == "1/sqrt(L)" else 1.0
+    def model(self, beta: float, n_layers: int, beta_ffn: float | None = None) -> ModelConfig:
+        """The model at (β, L) (β_ffn: the FFN skip's weight, β when None), with the init scales
+        of :func:`branch_scales` and the read-out scale of ``start``."""
+        v_scale, ffn_scale = branch_scales(self.branch_scale, self.twin_init, n_layers, beta,
+                                           beta if beta_ffn is None else beta_ffn)
         return ModelConfig(
             d=FEATURES[self.dataset], d_qk=self.d_qk, m=self.m, k=1, n_layers=n_layers, beta=float(beta),
+            beta_ffn=None if beta_ffn is None else float(beta_ffn),
             logit_scale=self.logit_scale, activation=self.activation, pooling=POOLING[self.dataset],
-            qk_scale=self.qk_scale, v_scale=branch, ffn_scale=branch, out_scale=self.out_scale,
+            qk_scale=self.qk_scale, v_scale=v_scale, ffn_scale=ffn_scale,
+            out_scale=self.equal_out_scale if self.start == "equal" else self.out_scale,
         )
 
-    def config(self, beta: float, n_layers: int, seed: int, lr: float, iterations: int | None = None) -> RunConfig:
+    def config(self, beta: float, n_layers: int, seed: int, lr: float, iterations: int | None = None, *,
+               beta_ffn: float | None = None) -> RunConfig:
         iterations = self.iterations if iterations is None else iterations
         gd = GDConfig(lr=float(lr), iterations=iterations, reduction=self.reduction,
                       record_every=min(self.record_every, max(iterations, 1)))
-        return RunConfig(self.spec, self.model(beta, n_layers), gd, seed=seed, dtype=self.dtype,
+        return RunConfig(self.spec, self.model(beta, n_layers, beta_ffn), gd, seed=seed, dtype=self.dtype,
                          test_metrics=self.test_metrics)
+
+
+TWIN_INITS = ("living", "scaled")
+"""How a sublayer without its skip (coefficient 0) is initialised: ``"living"`` keeps its forward
+signal (:data:`LIVING_SCALES`); ``"scaled"`` gives it the residual model's depth scaling, which at
+L = 6, 10 leaves the model without residual dead at initialisation (its loss never moves)."""
+STARTS = ("equal", "free")
+"""``"equal"``: a small read-out (``Settings.equal_out_scale``) so Ŷ⁰ ≈ 0 and every β starts from the
+loss of the zero predictor; ``"free"``: the read-out scale ``Settings.out_scale``."""
+LIVING_SCALES = (1.0, math.sqrt(2.0))
+"""(W_V, W_1 and W_2) init scales of a sublayer without skip under ``twin_init="living"``: the
+value map keeps the norm of its input, the ReLU FFN too (He's √2; ``tests/test_twins.py``
+checks the output and gradient norms at t = 0 against the residual model's)."""
+
+
+def branch_scales(branch_scale: str, twin_init: str, n_layers: int, beta: float, beta_ffn: float) -> tuple[float, float]:
+    """(v_scale, ffn_scale): the depth scaling ``branch_scale`` for a sublayer with its skip; for
+    one without (coefficient 0) the same under ``twin_init="scaled"``, :data:`LIVING_SCALES` under
+    ``"living"``."""
+    branch = 1.0 / math.sqrt(n_layers) if branch_scale == "1/sqrt(L)" else 1.0
+    living = twin_init == "living"
+    v_scale = LIVING_SCALES[0] if living and beta == 0 else branch
+    ffn_scale = LIVING_SCALES[1] if living and beta_ffn == 0 else branch
+    return v_scale, ffn_scale
 
 
 def settings(
@@ -184,53 +222,6 @@ def choices_table(s: Settings) -> pd.DataFrame:
         ("precision", f"{s.dtype} throughout", "Settings.dtype"),
     ]
     return pd.DataFrame(rows, columns=["choice", "value", "parameter"])
-
-
-# --------------------------------------------------------------------------- step size
-
-def probe_stable(history: pd.DataFrame, diverged: bool) -> bool:
-    """A probe is stable when it did not diverge, every loss is finite and the last is below the first."""
-    loss = history["loss"].to_numpy(dtype=float)
-    return (not diverged) and len(loss) > 1 and bool(np.isfinite(loss).all()) and loss[-1] < loss[0]
-
-
-def choose_lr(
-    s: Settings,
-    n_layers: Sequence[int],
-    *,
-    n_jobs: int = 2,
-    cache_dir: str | os.PathLike | None = None,
-    progress: bool = False,
-    scheduler: str | None = None,
-) -> tuple[float, pd.DataFrame]:
-    """The step size of one comparison and the probe table behind it.
-
-    Rule (companion's choice): for each depth in ``n_layers``, the β = 1 model (seed
-    ``s.seeds[0]``) is trained for ``s.probe_iterations`` steps at every step size of
-    ``s.lr_grid``; the largest step size that is stable (:func:`probe_stable`) at every depth,
-    times ``s.safety``, is the comparison's step size.
-    """
-    configs = [s.config(1.0, L, s.seeds[0], lr, iterations=s.probe_iterations) for L in n_layers for lr in s.lr_grid]
-    runs = sweep(configs, n_jobs=n_jobs, cache_dir=cache_dir, scheduler=scheduler, progress=progress,
-                 desc=f"{s.dataset}: step-size probe")
-    rows = []
-    for (L, lr), h in runs.groupby(["n_layers", "lr"], sort=False):
-        diverged = bool(h["diverged"].iloc[0])
-        rows.append({"n_layers": int(L), "lr": float(lr), "loss_start": float(h["loss"].iloc[0]),
-                     "loss_end": float(h["loss"].iloc[-1]), "diverged": diverged, "stable": probe_stable(h, diverged)})
-    table = pd.DataFrame(rows).sort_values(["n_layers", "lr"], ascending=[True, False], ignore_index=True)
-    stable = table[table["stable"]].groupby("lr")["n_layers"].nunique()
-    common = [lr for lr, count in stable.items() if count == len(set(n_layers))]
-    if not common:
-        raise ConfigError(
-            f"choose_lr: no step size in {list(s.lr_grid)} is stable for the β = 1 model at depth(s) "
-            f"{list(n_layers)} on {s.dataset}; extend Settings.lr_grid downwards"
-        )
-    largest = max(common)
-    table["chosen"] = False
-    lr = largest * s.safety
-    table.loc[table["lr"] == largest, "chosen"] = True
-    return lr, table
 
 
 # --------------------------------------------------------------------------- the section
