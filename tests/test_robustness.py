@@ -211,12 +211,16 @@ def test_theory_link_and_tally():
 def test_end_to_end_on_toy_data(tmp_path):
     results = rb.build_map(True, datasets=("toy",), qk_scales=(1.0,), fractions=(0.5,), sizes=(6,), n_tokens=4,
                            iterations=10, horizons=(5, 10), depths=(2,), lr_grid=(0.3, 0.1, 0.03),
-                           probe_iterations=5, n_jobs=1, cache_dir=tmp_path / "cache", protocols=("common", "own"),
-                           twins=("scaled",))
-    assert set(results.cells["claim"]) == set(stats.CLAIM_NAMES)
-    assert set(results.cells["protocol"]) == {"common", "own", "best"}
+                           probe_iterations=5, n_jobs=1, cache_dir=tmp_path / "cache", theory_c=(0.5,),
+                           twins=("living", "scaled"))
+    assert set(results.cells["claim"]) == {*stats.CLAIM_NAMES, "depth_residual_helps_second"}
+    assert set(results.cells["protocol"]) == {"common", "own", "theory", "best"}
     assert set(results.cells["verdict"]) <= set(stats.VERDICTS)
-    assert len(results.cells) == 3 * 2 * 2 * 3  # protocols × horizons × measures × claims
+    assert len(results.cells) == 4 * 2 * 2 * 4  # protocols × horizons × measures × claims
+    theory = results.per_run[results.per_run["protocol"] == "theory"]
+    assert theory["lr"].notna().all() and theory.groupby(["beta", "n_layers", "init"])["lr"].nunique().eq(1).all()
+    assert set(results.per_run.loc[(results.per_run["beta"] == 0) & (results.per_run["n_layers"] == 2), "init"]) == {
+        "living", "scaled"}
     assert set(results.limits["status"]) <= {"learns", "stalled", "diverged"}
     assert set(results.per_run["outcome"]) <= {"learns", "stalled", "diverged"}
     trained = results.per_run[results.per_run["trained"]]
@@ -231,7 +235,9 @@ def test_end_to_end_on_toy_data(tmp_path):
     fig = plot_horizons(pd.concat([results.tally(T).assign(horizon=T) for T in (5, 10)]))
     plt.close(fig)
     fig = plot_theory_link(results.final())
-    assert len(fig.axes) == 3  # one panel per protocol
+    assert len(fig.axes) == 4  # one panel per protocol
+    plt.close(fig)
+    fig = plot_phase_diagram(results.final(), results.grid, protocol="theory")
     plt.close(fig)
     with pytest.raises(ValueError, match="no cells for protocol"):
         plot_phase_diagram(results.final(), results.grid, protocol="tuned")

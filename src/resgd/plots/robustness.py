@@ -12,11 +12,14 @@ from matplotlib.patches import Rectangle
 
 from .style import label_standin
 
-CLAIM_ROWS = ("residual_helps", "beta_monotone", "depth_residual_helps")
+CLAIM_ROWS = ("residual_helps", "beta_monotone", "depth_residual_helps", "depth_residual_helps_second")
+"""Rows in this order; (c) against the second twin only where the map has it."""
 ROW_LABELS = {"residual_helps": "(a) median log ratio\nΦ(T)/Φ(0) without / with",
               "beta_monotone": "(b) median −Spearman\n(β, Φ(T)/Φ(0))",
-              "depth_residual_helps": "(c) min over L of\nmedian log ratio"}
-SHORT = {"residual_helps": "(a)", "beta_monotone": "(b)", "depth_residual_helps": "(c)"}
+              "depth_residual_helps": "(c) min over L of\nmedian log ratio",
+              "depth_residual_helps_second": "(c), second twin:\nmin over L of median"}
+SHORT = {"residual_helps": "(a)", "beta_monotone": "(b)", "depth_residual_helps": "(c)",
+         "depth_residual_helps_second": "(c'')"}
 LETTER = {"holds": "✓", "fails": "✗", "undecided": "?"}
 
 
@@ -44,11 +47,12 @@ def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str
         raise ValueError(f"plot_phase_diagram: no cells for protocol {protocol!r}")
     columns = [(d, n) for d in grid.datasets for n in grid.sizes]
     fractions, scales = list(grid.steps(protocol)), list(grid.qk_scales)
-    fig, axes = plt.subplots(len(CLAIM_ROWS), len(columns), figsize=(2.3 * len(columns) + 1.6, 2.2 * len(CLAIM_ROWS)),
+    claims = [c for c in CLAIM_ROWS if c in set(cells["claim"])]
+    fig, axes = plt.subplots(len(claims), len(columns), figsize=(2.3 * len(columns) + 1.6, 2.2 * len(claims)),
                              squeeze=False, constrained_layout=True)
     cmap = plt.get_cmap("RdBu")
     horizon = int(cells["horizon"].iloc[0])
-    for r, claim in enumerate(CLAIM_ROWS):
+    for r, claim in enumerate(claims):
         rows = cells[cells["claim"] == claim]
         norm = _norm(claim, rows["effect"].to_numpy(dtype=float))
         for c, (dataset, N) in enumerate(columns):
@@ -77,7 +81,7 @@ def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str
             ax.grid(False)
             if r == 0:
                 ax.set_title(f"{dataset}, N = {N}")
-            if r == len(CLAIM_ROWS) - 1:
+            if r == len(claims) - 1:
                 ax.set_xlabel(XLABEL.get(protocol, "step / own stability limit"))
             if c == 0:
                 ax.set_ylabel(f"{ROW_LABELS[claim]}\n\nQ/K init scale")

@@ -5,7 +5,8 @@ Protocols (the step size of a configuration at step ``fraction`` f, or constant 
 * ``common`` — f × the stability limit of the β = 1 model at the same depth, for every β (the
   headline experiments' rule: one step size per comparison);
 * ``own`` — f × the configuration's own stability limit (:mod:`.limits`);
-* ``theory`` — μ = c / L̂(θ⁰) for each configuration and seed (the theorem's step).
+* ``theory`` — μ = c / L̂(θ⁰) for each configuration (the theorem's step; the experiments' rule,
+  L̂ at the first seed's initial weights).
 
 A configuration with no learning step on the probe grid is not trained under ``own``: it is booked
 with the outcome of its probes (``stalled``: Φ(T)/Φ(0) = 1 and no loss at T; ``diverged``: +∞),
@@ -17,13 +18,14 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from ..core.stats import empirical_rate
 from ..experiments import study as ex
-from ..validation import ConfigError
+from ..experiments.step_size import theory_lr
 from .grid import MapGrid
 from .limits import POINT_KEYS, model_points, point_config, tagged_sweep
 from .outcomes import outcome
@@ -32,14 +34,12 @@ TAGS = ["dataset", "qk_scale", "fraction", "N", "protocol"]
 RUN_KEYS = TAGS + POINT_KEYS + ["seed"]
 
 
-def theory_config(s: ex.Settings, beta: float, n_layers: int, init: str, seed: int, c: float) -> ex.RunConfig:
-    """The run at the theorem's step μ = c / L̂(θ⁰) (the experiments' ``theory`` step rule)."""
-    raise ConfigError("protocol 'theory': needs the experiments' theory step rule (RunConfig interface)")
-
-
-def run_items(grid: MapGrid, limits: pd.DataFrame) -> tuple[list[tuple[ex.RunConfig, dict]], pd.DataFrame]:
+def run_items(grid: MapGrid, limits: pd.DataFrame, *, cache_dir: str | os.PathLike | None = None,
+              ) -> tuple[list[tuple[ex.RunConfig, dict]], pd.DataFrame]:
     """The runs to train (config, tags) and the table of configurations left untrained (no
-    learning step size), with the same tags and their probes' ``status``."""
+    learning step size), with the same tags and their probes' ``status``. Under ``theory`` the
+    step is the experiments' rule :func:`resgd.experiments.step_size.theory_lr` (L̂ at the first
+    seed's θ⁰, one μ per configuration; cached in ``cache_dir``)."""
     table = limits.set_index(["dataset", "qk_scale", "N", *POINT_KEYS])
     items, missing = [], []
     for cell in grid.cells():
@@ -48,7 +48,8 @@ def run_items(grid: MapGrid, limits: pd.DataFrame) -> tuple[list[tuple[ex.RunCon
         for beta, L, init in model_points(grid):
             tags = {**cell, "init": init}
             if protocol == "theory":
-                items += [(theory_config(s, beta, L, init, seed, step), tags) for seed in grid.seeds]
+                lr = theory_lr(replace(s, twin_init=init), beta, L, step, cache_dir=cache_dir)
+                items += [(point_config(s, beta, L, init, seed, lr), tags) for seed in grid.seeds]
                 continue
             reference = (1.0, L, grid.twins[0]) if protocol == "common" else (beta, L, init)
             key = (cell["dataset"], cell["qk_scale"], cell["N"], *reference)
@@ -109,7 +110,7 @@ def untrained_rows(missing: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
 def map_runs(grid: MapGrid, limits: pd.DataFrame, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None,
              progress: bool = False, scheduler: str | None = None) -> pd.DataFrame:
     """Train (or read from the cache) every run of the map; the per-run table."""
-    items, missing = run_items(grid, limits)
+    items, missing = run_items(grid, limits, cache_dir=cache_dir)
     runs = tagged_sweep(items, n_jobs=n_jobs, cache_dir=cache_dir, progress=progress, scheduler=scheduler,
                         desc="robustness: map runs")
     targets = {d: ex.preset(d, True)["target_fraction"] for d in grid.datasets}
