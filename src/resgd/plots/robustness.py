@@ -142,3 +142,26 @@ def plot_theory_link(cells: pd.DataFrame, standin: str | None = None) -> plt.Fig
         fig.suptitle(" ", fontsize=10)
     label_standin(fig, standin)
     return fig
+
+
+def plot_readout_link(predictions: pd.DataFrame, standin: str | None = None) -> plt.Figure:
+    """Measured against predicted Φ(T)/Φ(0) (read-out closed form on frozen H or H̄ at θ⁰), one
+    point per single-layer run, one panel per data set, colour = protocol, log axes."""
+    datasets = sorted(predictions["dataset"].unique())
+    fig, axes = plt.subplots(1, len(datasets), figsize=(3.8 * len(datasets), 3.5), squeeze=False,
+                             constrained_layout=True)
+    for ax, dataset in zip(axes[0], datasets):
+        at = predictions[predictions["dataset"] == dataset]
+        for i, (protocol, g) in enumerate(at.groupby("protocol")):
+            keep = (g["predicted"] > 0) & (g["measured"] > 0) & np.isfinite(g["predicted"]) & np.isfinite(g["measured"])
+            ax.scatter(g.loc[keep, "predicted"], g.loc[keep, "measured"], s=10, alpha=0.6, color=f"C{i}", label=protocol)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(dataset)
+        ax.set_xlabel("predicted Φ(T)/Φ(0)\n(read-out only, features frozen at θ⁰)")
+    axes[0, 0].set_ylabel("measured Φ(T)/Φ(0)")
+    axes[0, -1].legend(fontsize=7, loc="best")
+    if standin:
+        fig.suptitle(" ", fontsize=10)
+    label_standin(fig, standin)
+    return fig

@@ -14,7 +14,8 @@ and a verdict holds / fails / undecided (:mod:`.verdicts`); runs are learns / st
 
 The book's full mode runs the ``book`` grid (``build_map(False)``); ``reproduce(False)`` runs the
 whole design (``complete=True``). Results go to ``<results dir>/robustness/map_<mode>.csv`` (the
-cell table), ``..._runs.csv`` (per run) and ``..._limits.csv``, written atomically.
+cell table), ``..._runs.csv`` (per run), ``..._limits.csv`` and ``..._readout.csv`` (the read-out
+link), written atomically.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .grid import PROTOCOLS, MapGrid, map_grid
 from .limits import stability_limits
 from .map_runs import map_runs
 from .outcomes import OUTCOMES
+from .readout_link import readout_link, readout_predictions
 from .verdicts import CLAIM_LABELS, CLAIM_NAMES, VERDICTS, agreement, cell_table, tally, theory_link
 
 __all__ = ["CLAIM_LABELS", "CLAIM_NAMES", "FIGURE_KINDS", "PROTOCOLS", "VERDICTS", "MapGrid", "MapResults",
@@ -49,6 +51,8 @@ class MapResults:
     limits: pd.DataFrame
     per_run: pd.DataFrame
     cells: pd.DataFrame
+    readout: pd.DataFrame
+    """Single-layer runs: the read-out closed form's Φ_pred(T)/Φ(0) beside the measured one (:mod:`.readout_link`)."""
     seconds: float
 
     def final(self, measure: str | None = None) -> pd.DataFrame:
@@ -70,9 +74,13 @@ class MapResults:
     def theory_link(self, horizon: int | None = None) -> pd.DataFrame:
         return theory_link(self.cells, self.grid.iterations if horizon is None else horizon, self.grid.primary)
 
+    def readout_link(self) -> pd.DataFrame:
+        """Spearman(predicted, measured log Φ(T)/Φ(0)) per data set × protocol, with its power."""
+        return readout_link(self.readout)
+
     def outcomes(self) -> pd.DataFrame:
         """Runs per outcome (learns / stalled / diverged) for every data set × protocol × (β, L)."""
-        counts = self.per_run.groupby(["dataset", "protocol", "n_layers", "beta"])["outcome"].value_counts()
+        counts = self.per_run.groupby(["dataset", "protocol", "n_layers", "beta", "init"])["outcome"].value_counts()
         return counts.unstack(fill_value=0).reindex(columns=list(OUTCOMES), fill_value=0).reset_index()
 
 
@@ -86,11 +94,13 @@ def build_map(quick: bool = True, *, complete: bool = False, n_jobs: int = 2, ca
     limits = stability_limits(grid, **sweep_options)
     per_run = map_runs(grid, limits, **sweep_options)
     cells = cell_table(per_run, grid)
-    return MapResults(grid, limits, per_run, cells, time.perf_counter() - start)
+    readout = readout_predictions(per_run, grid)
+    return MapResults(grid, limits, per_run, cells, readout, time.perf_counter() - start)
 
 
 def map_path(mode: str, directory: str | os.PathLike | None = None, kind: str = "cells") -> Path:
-    """``<results dir>/robustness/map_<mode>.csv`` (``kind="cells"``), ``..._runs.csv``, ``..._limits.csv``."""
+    """``<results dir>/robustness/map_<mode>.csv`` (``kind="cells"``), ``..._runs.csv``, ``..._limits.csv``,
+    ``..._readout.csv``."""
     suffix = "" if kind == "cells" else f"_{kind}"
     return resolve_results_dir(directory) / "robustness" / f"map_{mode}{suffix}.csv"
 
@@ -99,7 +109,8 @@ def map_files(results: MapResults) -> dict[str, tuple[str, Any]]:
     """The map's tables as ``label → (path relative to the results folder, writer)``."""
     return {kind: (str(Path("robustness") / map_path(results.grid.mode, ".", kind).name),
                    lambda tmp, table=table: table.to_csv(tmp, index=False))
-            for kind, table in (("cells", results.cells), ("runs", results.per_run), ("limits", results.limits))}
+            for kind, table in (("cells", results.cells), ("runs", results.per_run), ("limits", results.limits),
+                                ("readout", results.readout))}
 
 
 def write_map(results: MapResults, directory: str | os.PathLike | None = None) -> dict[str, Path]:
@@ -119,8 +130,9 @@ def load_cells(mode: str, directory: str | os.PathLike | None = None) -> pd.Data
     return pd.read_csv(path)
 
 
-FIGURE_KINDS = (*(f"phase_{p}" for p in PROTOCOLS), "horizons", "theory_link")
-"""The map's figures: one phase diagram per protocol, the verdicts by horizon, the theory link."""
+FIGURE_KINDS = (*(f"phase_{p}" for p in PROTOCOLS), "horizons", "theory_link", "readout_link")
+"""The map's figures: one phase diagram per protocol, the verdicts by horizon, the Z⁰ theory link
+and the read-out link."""
 
 
 def figure_name(kind: str, mode: str) -> str:
@@ -132,7 +144,7 @@ def figure_name(kind: str, mode: str) -> str:
 def make_figure(results: MapResults, kind: str):
     """One of the map's figures (:data:`FIGURE_KINDS`), drawn from the results; the notebook and
     :func:`reproduce` both call this."""
-    from ..plots.robustness import plot_horizons, plot_phase_diagram, plot_theory_link
+    from ..plots.robustness import plot_horizons, plot_phase_diagram, plot_readout_link, plot_theory_link
 
     check_choice("figure kind", kind, FIGURE_KINDS)
     standin, grid = results.standin_label(), results.grid
@@ -141,6 +153,8 @@ def make_figure(results: MapResults, kind: str):
     if kind == "horizons":
         by_horizon = pd.concat([results.tally(T).assign(horizon=T) for T in grid.horizons], ignore_index=True)
         return plot_horizons(by_horizon, standin=standin)
+    if kind == "readout_link":
+        return plot_readout_link(results.readout, standin=standin)
     return plot_theory_link(results.final(), standin=standin)
 
 
