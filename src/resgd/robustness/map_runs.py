@@ -25,13 +25,33 @@ import pandas as pd
 
 from ..core.stats import empirical_rate
 from ..experiments import study as ex
-from ..experiments.step_size import theory_lr
+from ..experiments.step_size import smoothness, theory_lr
 from .grid import MapGrid
 from .limits import POINT_KEYS, model_points, point_config, tagged_sweep
 from .outcomes import outcome
 
 TAGS = ["dataset", "qk_scale", "fraction", "N", "protocol"]
 RUN_KEYS = TAGS + POINT_KEYS + ["seed"]
+
+
+def _smoothness_task(s: ex.Settings, beta: float, n_layers: int, cache_dir) -> float:
+    import torch
+
+    torch.set_num_threads(1)  # one thread per worker, like the sweep engine's
+    return smoothness(s, beta, n_layers, cache_dir=cache_dir)
+
+
+def warm_smoothness(grid: MapGrid, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None) -> None:
+    """Compute (in ``n_jobs`` local processes) and cache L̂(θ⁰) of every configuration the
+    ``theory`` protocol trains, so :func:`run_items` only reads them (each costs about one short
+    unstacked run; c does not enter L̂, so every c shares them)."""
+    if "theory" not in grid.protocols:
+        return
+    from joblib import Parallel, delayed
+
+    jobs = [delayed(_smoothness_task)(replace(grid.settings(d, q, N), twin_init=init), beta, L, cache_dir)
+            for d in grid.datasets for q in grid.qk_scales for N in grid.sizes for beta, L, init in model_points(grid)]
+    Parallel(n_jobs=n_jobs)(jobs)
 
 
 def run_items(grid: MapGrid, limits: pd.DataFrame, *, cache_dir: str | os.PathLike | None = None,
@@ -110,6 +130,7 @@ def untrained_rows(missing: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
 def map_runs(grid: MapGrid, limits: pd.DataFrame, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None,
              progress: bool = False, scheduler: str | None = None) -> pd.DataFrame:
     """Train (or read from the cache) every run of the map; the per-run table."""
+    warm_smoothness(grid, n_jobs=n_jobs, cache_dir=cache_dir)
     items, missing = run_items(grid, limits, cache_dir=cache_dir)
     runs = tagged_sweep(items, n_jobs=n_jobs, cache_dir=cache_dir, progress=progress, scheduler=scheduler,
                         desc="robustness: map runs")
