@@ -264,3 +264,10 @@ def test_figure_names_are_one_per_kind_and_the_preregistration_is_found():
 def test_a_missing_map_names_what_to_run(tmp_path):
     with pytest.raises(FileNotFoundError, match="make book"):
         rb.load_cells("book", tmp_path)
+
+
+def test_twin_losses_show_both_ends_and_outcomes():
+    table = per_run(lambda b, L, s: 0.5 if b else 0.9, start=lambda b: 1.0)
+    t = summary.twin_losses(table, GRID)
+    row = t[(t["n_layers"] == 6) & (t["beta"] == 0.0)].iloc[0]
+    assert (row["loss_0"], row["loss_T"], row["runs"], row["learns"]) == (1.0, 0.9, len(SEEDS), len(SEEDS))

@@ -106,3 +106,15 @@ def headline(final: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
     at = final[(final["qk_scale"] == qk) & (final["fraction"] == fraction) & (final["N"] == max(grid.sizes))
                & (final["protocol"] == "common")]
     return at[["claim", "dataset", "effect", "lo", "hi", "verdict"]].reset_index(drop=True)
+
+
+def twin_losses(per_run: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
+    """Per data set × protocol × L > 1 × (β, twin init): the median over runs of Φ(0) and Φ(T), and
+    the runs of each outcome — whether each twin learns, not only whether it loses."""
+    deep = per_run[per_run["n_layers"] > 1]
+    T = grid.iterations
+    keys = ["dataset", "protocol", "n_layers", "beta", "init"]
+    out = deep.groupby(keys).agg(loss_0=("loss_start", "median"), loss_T=(f"loss_{T}", "median"),
+                                 relative_T=(f"relative_{T}", "median"), runs=("seed", "size"))
+    counts = deep.groupby(keys)["outcome"].value_counts().unstack(fill_value=0)
+    return out.join(counts).reset_index()
