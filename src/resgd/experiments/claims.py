@@ -37,7 +37,7 @@ from ..pipeline.cache import resolve_results_dir
 from .design import SPEARMAN_BOUND
 
 CLAIMS = {
-    "residual_helps": "(a) A single-layer model with the residual connection (β = 1) trains faster than without (β = 0) (paper's Fig. 1).",
+    "residual_helps": "(a) A single-layer model with the residual connection (β = 1) trains faster than without (β = 0) (the paper: residual connections matter).",
     "beta_monotone": "(b) A larger residual weight β trains faster (paper's Fig. 3a).",
     "depth_residual_helps": "(c) At every depth L the model with residual connections trains faster than its twin without (paper's Fig. 3b).",
     "factorial": "Which skip carries the effect at L = 1: attention skip (β) × FFN skip (β_ffn) (ours, not the paper's).",
@@ -120,6 +120,18 @@ def paired(faster: pd.Series, slower: pd.Series) -> dict[str, Any]:
             "median_rate_without": float(np.median(slower[common])) if n else math.nan}
 
 
+def spearman_chance(n_values: int, bound: float = SPEARMAN_BOUND) -> float:
+    """Probability that |Spearman ρ| ≥ ``bound`` between ``n_values`` distinct points and a random
+    order (no effect): exact, by enumerating the n! orders (n ≤ 8)."""
+    from itertools import permutations
+
+    if not 2 <= n_values <= 8:
+        raise ValueError(f"spearman_chance: expected 2 <= n_values <= 8, got {n_values!r}")
+    x = np.arange(n_values, dtype=float)
+    hits = [abs(spearman(x, np.array(p, dtype=float))) >= bound - 1e-12 for p in permutations(range(n_values))]
+    return float(np.mean(hits))
+
+
 def _need(series: pd.Series, what: str) -> pd.Series:
     if series.empty:
         raise ValueError(f"claims: {what} has no runs in the table")
@@ -154,7 +166,7 @@ def check_beta_monotone(per_run: pd.DataFrame, *, dataset: str = "", figure: str
     rho = float(spearman(ranked.index.to_numpy(dtype=float), ranked.to_numpy(dtype=float)))
     outcome = ("holds" if rho >= SPEARMAN_BOUND else "fails" if rho <= -SPEARMAN_BOUND else "undecided") \
         if math.isfinite(rho) else "undecided"
-    numbers = {"outcome": outcome, "spearman": rho, "bound": SPEARMAN_BOUND,
+    numbers = {"outcome": outcome, "spearman": rho, "bound": SPEARMAN_BOUND, "chance": spearman_chance(len(medians)),
                "rate_by_beta": {f"{b:g}": float(v) for b, v in medians.items()}}
     detail = (f"Spearman(β, median rate) = {rho:.3g} (holds ≥ {SPEARMAN_BOUND:g}, fails ≤ −{SPEARMAN_BOUND:g}); "
               + ", ".join(f"β={b:g}: {_fmt(v)}" for b, v in medians.items()))
@@ -175,10 +187,12 @@ def check_depth_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figu
                 for L in depths}
     outcomes = [v["outcome"] for v in by_depth.values()]
     outcome = "holds" if all(o == "holds" for o in outcomes) else ("fails" if "fails" in outcomes else "undecided")
+    p = [v["chance"] / 2 for v in by_depth.values()]  # per depth: holds, or fails, by chance
+    chance = float(np.prod(p) + 1 - np.prod([1 - q for q in p]))
     detail = "; ".join(f"L={L}: {v['outcome']} (faster in {v['faster_in']}/{v['seeds']}; median rate "
                        f"{_fmt(v['median_rate_with'])} vs {_fmt(v['median_rate_without'])})" for L, v in by_depth.items())
     return Verdict("depth_residual_helps", CLAIMS["depth_residual_helps"], outcome,
-                   {"outcome": outcome, "by_depth": by_depth}, detail, dataset, str(per_run["protocol"].iloc[0]), figure)
+                   {"outcome": outcome, "by_depth": by_depth, "chance": chance}, detail, dataset, str(per_run["protocol"].iloc[0]), figure)
 
 
 def check_factorial(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "") -> Verdict:
@@ -195,7 +209,7 @@ def check_factorial(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "
         diffs = np.concatenate([(rate[hi] - rate[lo]).dropna().to_numpy(dtype=float) for hi, lo in pairs])
         n = len(diffs)
         verdict = "speeds up" if n and (diffs > 0).all() else ("slows" if n and (diffs < 0).all() else "undecided")
-        return {"effect": verdict, "differences": n, "positive": int((diffs > 0).sum()),
+        return {"effect": verdict, "differences": n, "positive": int((diffs > 0).sum()), "chance": 2 * 0.5**n if n else math.nan,
                 "median_difference": float(np.median(diffs)) if n else math.nan}
 
     attention = effect([((1.0, 0.0), (0.0, 0.0)), ((1.0, 1.0), (0.0, 1.0))])
@@ -203,7 +217,8 @@ def check_factorial(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "
     carried = [name for name, e in (("attention", attention), ("FFN", ffn)) if e["effect"] == "speeds up"]
     outcome = "holds" if carried else "undecided"
     medians = {f"β={b:g}, β_ffn={f:g}": float(rate[(b, f)].median()) for b, f in rate}
-    numbers = {"outcome": outcome, "attention": attention, "ffn": ffn, "carried_by": " and ".join(carried) or "neither",
+    chance = 1 - (1 - attention["chance"] / 2) * (1 - ffn["chance"] / 2)  # a skip "speeds up" by chance
+    numbers = {"outcome": outcome, "chance": chance, "attention": attention, "ffn": ffn, "carried_by": " and ".join(carried) or "neither",
                "median_rate": medians}
     detail = (f"attention skip: {attention['effect']} ({attention['positive']}/{attention['differences']} differences > 0); "
               f"FFN skip: {ffn['effect']} ({ffn['positive']}/{ffn['differences']} > 0); median rates "
@@ -260,6 +275,21 @@ def write_verdicts(verdicts: Sequence[Verdict], path: str | os.PathLike, *, data
     return write_json(path, verdicts_payload(verdicts, dataset=dataset, mode=mode, meta=meta))
 
 
+def _chance(numbers: dict) -> float:
+    """The verdict's chance of a decided outcome under no effect (JSON writes non-finite floats as strings)."""
+    return float(numbers.get("chance", "nan"))
+
+
+def verdict_counts(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Per protocol: how many claims hold, fail or stay undecided (of K checks), and how many
+    decided outcomes no effect at all would give in expectation (the sum of each check's chance)."""
+    table = verdicts.groupby("protocol", sort=False).agg(
+        K=("verdict", "size"), holds=("verdict", lambda v: int((v == "holds").sum())),
+        fails=("verdict", lambda v: int((v == "fails").sum())), undecided=("verdict", lambda v: int((v == "undecided").sum())),
+        decided_by_chance=("chance", "sum"))
+    return table.reset_index()
+
+
 def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick",
                   datasets: Sequence[str] = ("jena", "sst2")) -> pd.DataFrame:
     """Every data set's verdicts as one table (rows: claim × data set × protocol), from
@@ -284,7 +314,7 @@ def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick
                 "claim": v.claim, "name": v.name, "dataset": payload.get("dataset", dataset),
                 "data": "synthetic stand-in" if payload.get("is_standin") else "real",
                 "protocol": v.protocol, "figure": v.figure, "notebook": NOTEBOOK.get(dataset, dataset),
-                "verdict": v.outcome,
+                "verdict": v.outcome, "chance": _chance(v.numbers),
                 "numbers": v.detail, "mode": payload.get("mode", mode),
             })
     order = {name: i for i, name in enumerate(CLAIMS)}

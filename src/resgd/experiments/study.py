@@ -41,7 +41,8 @@ from ..core.model import ModelConfig
 from ..pipeline.cache import RESULTS_ENV, resolve_cache_dir, resolve_results_dir  # noqa: F401
 from ..pipeline.presets import experiments as preset
 from ..pipeline.reproduce import Outputs, publish, reproduce_part
-from .runs import CONFIG_COLUMNS, RunConfig, config_key, run, sweep  # noqa: F401
+from .run_config import RunConfig, config_key  # noqa: F401 - re-exported: the map builds runs through the study
+from .runs import CONFIG_COLUMNS, run, sweep  # noqa: F401
 from .design import RATE_WINDOW, RELATIVE_TARGET, SPEARMAN_BOUND, STALL_RATIO, arms
 from .step_size import PROTOCOLS, THEORY_FACTORS, THEORY_PRIMARY, check_protocol, choose_lr, probe_stable, theory_lr  # noqa: F401
 from ..core.train import GDConfig
@@ -412,6 +413,8 @@ def result_files(results: ExperimentResults) -> dict[str, tuple[str, Any]]:
     files["claims"] = (f"claims/{tag}.json", verdicts_writer(
         results.verdicts(), dataset=s.dataset, mode=s.mode,
         meta={"source_label": results.source_label, "is_standin": results.is_standin,
+              "lr": {f"{r.experiment}/{r.protocol}/{r.twin_init}/L={r.n_layers}/β={r.beta:g}/β_ffn={r.beta_ffn:g}": r.lr
+                     for r in results.lr.itertuples()},
               "iterations": s.iterations, "depth_iterations": s.depth_iterations, "seeds": list(s.seeds), "N": s.N},
     ))
     return files
