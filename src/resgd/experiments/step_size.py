@@ -24,7 +24,7 @@ import resgd
 
 from ..core.model import init_params
 from ..core.smoothness import smoothness_fast
-from ..data.spec import DTYPES, load_dataset
+from ..data.spec import load_dataset
 from ..pipeline.cache import ResultsCache, hash_key
 from ..validation import ConfigError, check_choice
 from .runs import sweep
@@ -92,15 +92,17 @@ def choose_lr(
 def smoothness(s: "Settings", beta: float, n_layers: int, *, beta_ffn: float | None = None,
                seed: int | None = None, cache_dir: str | os.PathLike | None = None) -> float:
     """L̂(β, L, θ⁰) of the loss the runs minimise (``s.reduction``), at the initial weights of
-    ``seed`` (default: the first seed); cached like a run."""
+    ``seed`` (default: the first seed); cached like a run. Computed in float64 whatever the runs'
+    dtype, so a float32 rerun trains with the same steps (``resgd.experiments.dtype_check``)."""
     seed = s.seeds[0] if seed is None else seed
     config = s.config(beta, n_layers, seed, 1.0, iterations=1, beta_ffn=beta_ffn)
-    key = hash_key({"smoothness": "fast/20", "config": config.to_dict(), "version": resgd.__version__})
+    key = hash_key({"smoothness": "fast/20/float64", "config": {**config.to_dict(), "dtype": "float64"},
+                    "version": resgd.__version__})
     cache = ResultsCache(cache_dir)
     frame = cache.read(key)
     if frame is None:
-        data = load_dataset(config.dataset, config.dtype)
-        params = init_params(config.model, seed, dtype=DTYPES[config.dtype])
+        data = load_dataset(config.dataset, "float64")
+        params = init_params(config.model, seed)
         value = smoothness_fast(params, config.model, data.X_train, data.Y_train, data.mask_train,
                                 reduction=s.reduction)
         frame = pd.DataFrame({"L_hat": [value]})

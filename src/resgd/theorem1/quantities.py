@@ -20,7 +20,6 @@ from ..core.conditioning import singular_values, stack
 from ..core.smoothness import hessian_norm, jacobian, ntk_eigenvalues, smoothness_estimate  # noqa: F401 - the theorem's L̂
 from ..core.model import ModelConfig, Params, forward, init_params, weight_shapes
 from ..core.stats import empirical_rate
-from ..core.train import loss_from_output
 from ..validation import ConfigError, check_choice
 
 X_KINDS = ("orthogonal", "gaussian")
