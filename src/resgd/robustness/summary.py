@@ -39,12 +39,16 @@ def measure_changes(cells: pd.DataFrame, horizon: int) -> pd.DataFrame:
     return changed.rename(columns={"sum": "changed", "size": "K"}).reset_index()
 
 
+PREREGISTRATION = "^pre-registered: the robustness map"
+"""How the commit that fixed the map's design begins (other studies pre-register their own)."""
+
+
 def preregistration_commit(root: str | Path | None = None) -> str:
-    """The commit that fixed the map's design (message starting 'pre-registered:'), as
-    'hash (date)', or a note when git or the history is not available."""
+    """The commit that fixed the map's design (:data:`PREREGISTRATION`), as 'hash (date)', or a
+    note when git or the history is not available."""
     root = Path(__file__).resolve().parents[3] if root is None else Path(root)
     try:
-        out = subprocess.run(["git", "log", "-1", "--format=%h (%cs)", "--grep=^pre-registered:"], cwd=root,
+        out = subprocess.run(["git", "log", "-1", "--format=%h (%cs)", f"--grep={PREREGISTRATION}"], cwd=root,
                              capture_output=True, text=True, timeout=20, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         out = ""
