@@ -241,6 +241,11 @@ def test_end_to_end_on_toy_data(tmp_path):
     plt.close(fig)
     with pytest.raises(ValueError, match="no cells for protocol"):
         plot_phase_diagram(results.final(), results.grid, protocol="tuned")
+    figures = rb.figures(results)  # what reproduce publishes: every kind, one name each
+    assert set(figures) == {rb.figure_name(kind, "quick") for kind in rb.FIGURE_KINDS}
+    for fig in figures.values():
+        plt.close(fig)
+    assert set(results.readout["protocol"]) == {"common", "own", "theory"} and results.readout["predicted"].notna().all()
 
 
 def test_verdict_and_measure_tables():
