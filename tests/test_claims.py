@@ -1,127 +1,147 @@
-"""Each claim check passes and fails on hand-made per-run tables; verdict files round-trip."""
+"""Each claim check holds, fails and stays undecided on hand-made per-run tables, by the
+pre-registered rules of resgd.experiments.design; verdict files round-trip.
+
+(The checks of the former design decided on the loss at T and passed/failed; issue 21 replaced
+them by speed and a third outcome, undecided. These tests follow the new rules.)"""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from resgd.experiments import claims
 
 
-def table(beta_losses: dict[float, list[float]], depth_losses: dict[int, tuple[list[float], list[float]]] | None = None,
-          diverged: set[tuple[str, int, float, int]] = frozenset()) -> pd.DataFrame:
-    """Rows (experiment, n_layers, beta, seed, loss_T, diverged); ``depth_losses[L] = (β=1 losses, β=0 losses)``."""
+def table(beta_rates: dict[float, list[float]], depth_rates: dict[int, tuple[list[float], list[float]]] | None = None,
+          factorial: dict[tuple[float, float], list[float]] | None = None, protocol: str = "theory c=0.5") -> pd.DataFrame:
+    """Per-run rows with their primary rate; ``depth_rates[L] = (β = 1 rates, living twin rates)``."""
     rows = []
-    for beta, losses in beta_losses.items():
-        for seed, loss in enumerate(losses):
-            rows.append(("beta", 1, beta, seed, loss))
-    for L, (with_res, without) in (depth_losses or {2: ([0.1, 0.1], [0.5, 0.5])}).items():
-        for beta, losses in ((1.0, with_res), (0.0, without)):
-            for seed, loss in enumerate(losses):
-                rows.append(("depth", L, beta, seed, loss))
-    frame = pd.DataFrame(rows, columns=["experiment", "n_layers", "beta", "seed", "loss_T"])
-    frame["diverged"] = [(e, L, b, s) in diverged for e, L, b, s in
-                         zip(frame["experiment"], frame["n_layers"], frame["beta"], frame["seed"])]
-    frame.loc[frame["diverged"], "loss_T"] = math.inf
-    return frame
+    for beta, rates in beta_rates.items():
+        rows += [("beta", 1, beta, beta, seed, r) for seed, r in enumerate(rates)]
+    for L, (with_res, without) in (depth_rates or {2: ([0.1, 0.1], [0.05, 0.05])}).items():
+        for beta, rates in ((1.0, with_res), (0.0, without)):
+            rows += [("depth", L, beta, beta, seed, r) for seed, r in enumerate(rates)]
+    for (beta, beta_ffn), rates in (factorial or {}).items():
+        rows += [("factorial", 1, beta, beta_ffn, seed, r) for seed, r in enumerate(rates)]
+    frame = pd.DataFrame(rows, columns=["experiment", "n_layers", "beta", "beta_ffn", "seed", "rate"])
+    return frame.assign(protocol=protocol, twin_init="living")
 
 
-MONOTONE = {0.0: [1.0, 1.2], 0.25: [0.8, 0.9], 0.5: [0.6, 0.7], 0.75: [0.4, 0.5], 1.0: [0.2, 0.3]}
+MONOTONE = {0.0: [0.01, 0.012], 0.25: [0.02, 0.025], 0.5: [0.03, 0.035], 0.75: [0.04, 0.045], 1.0: [0.05, 0.055]}
 
 
-def test_residual_helps_passes_and_fails():
+def test_residual_helps_holds_fails_and_stays_undecided():
     good = claims.check_residual_helps(table(MONOTONE))
-    assert good.passed and good.numbers["seeds_won"] == 2
-    assert good.numbers["loss_T_beta1"] == pytest.approx(0.25) and good.numbers["loss_T_beta0"] == pytest.approx(1.1)
-    bad = claims.check_residual_helps(table({**MONOTONE, 1.0: [1.5, 1.6]}))
-    assert not bad.passed and bad.numbers["seeds_won"] == 0
-    assert "β = 1" in bad.detail
+    assert good.outcome == "holds" and good.numbers["faster_in"] == 2 and good.numbers["chance"] == pytest.approx(0.5)
+    bad = claims.check_residual_helps(table({**MONOTONE, 1.0: [0.001, 0.002]}))
+    assert bad.outcome == "fails" and bad.numbers["slower_in"] == 2
+    mixed = claims.check_residual_helps(table({**MONOTONE, 1.0: [0.02, 0.005]}))
+    assert mixed.outcome == "undecided" and "1 of 2" in mixed.detail
+    tie = claims.check_residual_helps(table({**MONOTONE, 1.0: [0.01, 0.012]}))
+    assert tie.outcome == "undecided"
 
 
-def test_a_diverged_run_counts_as_infinitely_bad():
-    no_res_diverged = table(MONOTONE, diverged={("beta", 1, 0.0, 1)})
-    verdict = claims.check_residual_helps(no_res_diverged)
-    assert verdict.passed and verdict.numbers["loss_T_beta0"] == math.inf and verdict.numbers["diverged_beta0"] == 1
-    res_diverged = table(MONOTONE, diverged={("beta", 1, 1.0, 0)})
-    assert not claims.check_residual_helps(res_diverged).passed
+def test_one_seed_never_decides():
+    assert claims.check_residual_helps(table({b: v[:1] for b, v in MONOTONE.items()})).outcome == "undecided"
 
 
-def test_beta_monotone_threshold():
-    assert claims.check_beta_monotone(table(MONOTONE)).numbers["spearman"] == pytest.approx(-1.0)
-    assert claims.check_beta_monotone(table(MONOTONE)).passed
-    one_swap = {**MONOTONE, 0.75: [0.15, 0.2]}  # β = 0.75 better than β = 1: ρ = -0.9
-    assert claims.check_beta_monotone(table(one_swap)).passed
+def test_a_diverged_run_is_the_slowest():
+    verdict = claims.check_residual_helps(table({**MONOTONE, 0.0: [-math.inf, 0.01]}))
+    assert verdict.outcome == "holds"
+    assert claims.check_residual_helps(table({**MONOTONE, 1.0: [-math.inf, -math.inf]})).outcome == "fails"
+
+
+def test_beta_monotone_bounds():
+    assert claims.check_beta_monotone(table(MONOTONE)).outcome == "holds"
+    one_swap = {**MONOTONE, 0.75: [0.06, 0.07]}  # ρ = 0.9
+    assert claims.check_beta_monotone(table(one_swap)).numbers["spearman"] == pytest.approx(0.9)
+    assert claims.check_beta_monotone(table(one_swap)).outcome == "holds"
     reversed_ = {b: v for b, v in zip(MONOTONE, reversed(list(MONOTONE.values())))}
-    verdict = claims.check_beta_monotone(table(reversed_))
-    assert not verdict.passed and verdict.numbers["spearman"] == pytest.approx(1.0)
-    flat_ish = {0.0: [1.0], 0.25: [0.9], 0.5: [0.7], 0.75: [0.8], 1.0: [0.95]}  # ρ = -0.3
+    assert claims.check_beta_monotone(table(reversed_)).outcome == "fails"
+    flat_ish = {0.0: [0.1], 0.25: [0.09], 0.5: [0.07], 0.75: [0.08], 1.0: [0.095]}
     verdict = claims.check_beta_monotone(table(flat_ish))
-    assert not verdict.passed and verdict.numbers["spearman"] == pytest.approx(-0.3)
-    assert claims.check_beta_monotone(table(flat_ish), threshold=-0.5).passed is False
-    assert claims.check_beta_monotone(table(flat_ish), threshold=-0.2).passed
+    assert verdict.outcome == "undecided" and -0.8 < verdict.numbers["spearman"] < 0.8
+    diverged_zero = {**MONOTONE, 0.0: [-math.inf, -math.inf]}
+    assert claims.check_beta_monotone(table(diverged_zero)).outcome == "holds"
 
 
-def test_beta_monotone_keeps_diverged_configurations():
-    diverged_low_beta = table(MONOTONE, diverged={("beta", 1, 0.0, 0)})
-    verdict = claims.check_beta_monotone(diverged_low_beta)
-    assert verdict.passed and verdict.numbers["spearman"] == pytest.approx(-1.0)
-    diverged_high_beta = table(MONOTONE, diverged={("beta", 1, 1.0, 0), ("beta", 1, 0.75, 0)})
-    assert not claims.check_beta_monotone(diverged_high_beta).passed
+def test_spearman_chance_is_exact():
+    # five β: |ρ| ≥ 0.8 for 8 of the 120 orders each way (Σd² ≤ 4)
+    assert claims.spearman_chance(5) == pytest.approx(16 / 120)
+    x = list(range(4))
+    # orders without ties: Spearman's ρ is Pearson's r of the ranks themselves
+    brute = sum(abs(np.corrcoef(x, p)[0, 1]) >= 0.8 - 1e-12 for p in itertools.permutations(x)) / 24
+    assert claims.spearman_chance(4) == pytest.approx(brute)
 
 
 def test_depth_claim_needs_every_depth():
-    depths = {2: ([0.1, 0.2], [0.5, 0.6]), 6: ([0.1, 0.1], [0.5, 0.5]), 10: ([0.3, 0.3], [0.4, 0.5])}
-    good = claims.check_depth_residual_helps(table(MONOTONE, depths))
-    assert good.passed and set(good.numbers["by_depth"]) == {"2", "6", "10"}
-    one_fails = {**depths, 10: ([0.6, 0.6], [0.4, 0.5])}
-    bad = claims.check_depth_residual_helps(table(MONOTONE, one_fails))
-    assert not bad.passed and bad.numbers["by_depth"]["10"]["residual_lower"] is False
-    assert bad.numbers["by_depth"]["2"]["residual_lower"] is True
+    every = {2: ([0.1, 0.1], [0.05, 0.05]), 6: ([0.1, 0.2], [0.0, 0.0])}
+    assert claims.check_depth_residual_helps(table(MONOTONE, every)).outcome == "holds"
+    one_mixed = {**every, 10: ([0.1, 0.01], [0.05, 0.05])}
+    assert claims.check_depth_residual_helps(table(MONOTONE, one_mixed)).outcome == "undecided"
+    one_fails = {**every, 10: ([0.01, 0.01], [0.05, 0.05])}
+    verdict = claims.check_depth_residual_helps(table(MONOTONE, one_fails))
+    assert verdict.outcome == "fails" and verdict.numbers["by_depth"]["10"]["outcome"] == "fails"
+    assert 0 < verdict.numbers["chance"] < 1
+
+
+def test_factorial_names_the_skip_that_carries_the_effect():
+    attention_only = {(0.0, 0.0): [0.01, 0.01], (0.0, 1.0): [0.012, 0.009], (1.0, 0.0): [0.05, 0.06], (1.0, 1.0): [0.05, 0.07]}
+    verdict = claims.check_factorial(table(MONOTONE, factorial=attention_only))
+    assert verdict.outcome == "holds" and verdict.numbers["carried_by"] == "attention"
+    assert verdict.numbers["attention"]["effect"] == "speeds up" and verdict.numbers["ffn"]["effect"] == "undecided"
+    both = {(0.0, 0.0): [0.01, 0.01], (0.0, 1.0): [0.02, 0.02], (1.0, 0.0): [0.03, 0.03], (1.0, 1.0): [0.05, 0.05]}
+    assert claims.check_factorial(table(MONOTONE, factorial=both)).numbers["carried_by"] == "attention and FFN"
+    none = {cell: [0.01, 0.01] for cell in both}
+    assert claims.check_factorial(table(MONOTONE, factorial=none)).outcome == "undecided"
 
 
 def test_missing_runs_are_an_error_not_a_verdict():
-    no_beta0 = table({b: v for b, v in MONOTONE.items() if b != 0.0})
-    with pytest.raises(ValueError, match="β = 1 and β = 0"):
-        claims.check_residual_helps(no_beta0)
+    with pytest.raises(ValueError, match="β = 0"):
+        claims.check_residual_helps(table({b: v for b, v in MONOTONE.items() if b != 0.0}))
     with pytest.raises(ValueError, match="at least 3"):
         claims.check_beta_monotone(table({0.0: [1.0], 1.0: [0.5]}))
     with pytest.raises(ValueError, match="lacks column"):
-        claims.check_residual_helps(table(MONOTONE).drop(columns=["loss_T"]))
+        claims.check_residual_helps(table(MONOTONE).drop(columns=["rate"]))
+    with pytest.raises(ValueError, match="one protocol"):
+        claims.check_residual_helps(pd.concat([table(MONOTONE), table(MONOTONE, protocol="common")]))
+
+
+def _both_protocols(beta_rates, factorial=None):
+    return pd.concat([table(beta_rates, factorial=factorial), table(beta_rates, protocol="common")], ignore_index=True)
 
 
 def test_verdicts_round_trip_and_missing_file_is_named(tmp_path):
-    verdicts = claims.evaluate(table(MONOTONE, diverged={("beta", 1, 0.0, 0)}), "jena")
-    assert [v.figure for v in verdicts] == ["fig-jena-residual", "fig-jena-beta", "fig-jena-depth"]
+    cells = {(0.0, 0.0): [0.01, 0.01], (0.0, 1.0): [0.02, 0.02], (1.0, 0.0): [0.03, 0.03], (1.0, 1.0): [0.05, 0.05]}
+    verdicts = claims.evaluate(_both_protocols({**MONOTONE, 0.0: [-math.inf, 0.01]}, cells), "jena")
+    assert [(v.protocol, v.name) for v in verdicts] == [
+        ("theory c=0.5", "residual_helps"), ("theory c=0.5", "beta_monotone"), ("theory c=0.5", "depth_residual_helps"),
+        ("theory c=0.5", "factorial"), ("common", "residual_helps"), ("common", "beta_monotone"),
+        ("common", "depth_residual_helps")]
+    assert verdicts[0].figure == "fig-jena-residual"
     claims.write_verdicts(verdicts, tmp_path / "jena_quick.json", dataset="jena", mode="quick", meta={"is_standin": True})
     payload = json.loads((tmp_path / "jena_quick.json").read_text())  # strict JSON: no Infinity
-    assert payload["verdicts"][0]["numbers"]["loss_T_beta0"] == "inf"
+    assert payload["verdicts"][0]["outcome"] == "holds"
     with pytest.raises(FileNotFoundError, match="sst2_quick.json.*05_sst2"):
         claims.load_verdicts(tmp_path, mode="quick")
-    sst2 = claims.evaluate(table({**MONOTONE, 1.0: [2.0, 2.0]}), "sst2")
+    sst2 = claims.evaluate(_both_protocols({**MONOTONE, 1.0: [0.001, 0.001]}), "sst2")
     claims.write_verdicts(sst2, tmp_path / "sst2_quick.json", dataset="sst2", mode="quick")
     loaded = claims.load_verdicts(tmp_path, mode="quick")
-    assert len(loaded) == 6
-    assert list(loaded["name"][:2]) == ["residual_helps", "residual_helps"]
-    row = loaded[(loaded["dataset"] == "sst2") & (loaded["name"] == "residual_helps")].iloc[0]
-    assert row["verdict"] == "not reproduced" and row["data"] == "real"
+    assert len(loaded) == 13
+    row = loaded[(loaded["dataset"] == "sst2") & (loaded["name"] == "residual_helps") & (loaded["protocol"] == "common")].iloc[0]
+    assert row["verdict"] == "fails" and row["data"] == "real" and row["chance"] == pytest.approx(0.5)
     assert set(loaded.loc[loaded["dataset"] == "jena", "data"]) == {"synthetic stand-in"}
+    counts = claims.verdict_counts(loaded).set_index("protocol")
+    assert counts.loc["common", "K"] == 6 and counts.loc["theory c=0.5", "K"] == 7
+    assert counts.loc["common", ["holds", "fails", "undecided"]].sum() == 6
+    assert 0 < counts.loc["common", "decided_by_chance"] < 6
     with pytest.raises(FileNotFoundError, match="jena_full.json"):
         claims.load_verdicts(tmp_path, mode="full")
-
-
-def test_iterations_to_target_is_supplementary_only():
-    frame = table(MONOTONE)
-    frame["iterations_to_target"] = [float("nan") if b == 0.0 else 100 * (2 - b) for b in frame["beta"]]
-    verdict = claims.check_beta_monotone(frame)
-    assert verdict.passed  # decided by the loss at T
-    assert verdict.numbers["spearman_iterations_to_target"] == pytest.approx(-1.0)
-    assert verdict.numbers["iterations_to_target_by_beta"]["0"] == math.inf
-    frame["iterations_to_target"] = [100 * (1 + b) for b in frame["beta"]]  # slower with β: reported, not decisive
-    verdict = claims.check_beta_monotone(frame)
-    assert verdict.passed and verdict.numbers["spearman_iterations_to_target"] == pytest.approx(1.0)
 
 
 def test_verdict_grid_figure(tmp_path):
@@ -132,11 +152,11 @@ def test_verdict_grid_figure(tmp_path):
 
     from resgd.plots.experiments import plot_verdicts
 
-    for dataset, losses in (("jena", MONOTONE), ("sst2", {**MONOTONE, 1.0: [2.0, 2.0]})):
-        claims.write_verdicts(claims.evaluate(table(losses), dataset), tmp_path / f"{dataset}_full.json",
+    for dataset, rates in (("jena", MONOTONE), ("sst2", {**MONOTONE, 1.0: [0.001, 0.001]})):
+        claims.write_verdicts(claims.evaluate(_both_protocols(rates), dataset), tmp_path / f"{dataset}_full.json",
                               dataset=dataset, mode="full", meta={"is_standin": dataset == "jena"})
     fig = plot_verdicts(claims.load_verdicts(tmp_path, mode="full"))
     texts = [t.get_text() for t in fig.axes[0].texts]
-    assert texts.count("not reproduced") == 2 and any("stand-in" in t for t in texts)
+    assert texts.count("fails") == 2 and "holds" in texts
     assert any("SYNTHETIC" in t.get_text() for t in fig.texts)
     plt.close(fig)

@@ -1,6 +1,6 @@
 """The Dask backend against a real LocalCluster (2 worker processes × 1 thread).
 
-The tasks are real training runs on the tiny ``toy`` data (``resgd.experiments.runs._run_task``, what the sweep engine sends), so
+The tasks are real training runs on the tiny ``toy`` data (``resgd.experiments.runs._compute``, what the sweep engine sends), so
 "identical results" compares whole loss histories bit for bit with the in-process computation.
 The last test runs a whole cached sweep (``resgd.experiments.study.sweep``) through the engine's
 ``scheduler`` seam against the local backend.
@@ -34,7 +34,7 @@ def toy_tasks(n: int, iterations: int = 30) -> list[Task]:
     base = ex.RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
                         GDConfig(lr=0.05, iterations=iterations, reduction="mean", record_every=5))
     configs = [replace(base, seed=s, model=replace(base.model, beta=b)) for s in range(n // 2) for b in (0.0, 1.0)]
-    return [Task(f"run{i}", runs._run_task, c) for i, c in enumerate(configs)]
+    return [Task(f"run{i}", runs._compute, c) for i, c in enumerate(configs)]
 
 
 def slow_square(x: int) -> int:

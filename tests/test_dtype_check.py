@@ -45,7 +45,7 @@ def test_a_changed_verdict_and_a_changed_curve_are_caught(toy_runs, tmp_path):
     shutil.copytree(toy_runs["float64"], changed)
     claims = next((changed / "claims").glob("*.json"))
     data = json.loads(claims.read_text())
-    data["verdicts"][0]["passed"] = str(data["verdicts"][0]["passed"]) != "True"
+    data["verdicts"][0]["outcome"] = "fails" if data["verdicts"][0]["outcome"] != "fails" else "holds"
     claims.write_text(json.dumps(data))
     report = dtype_check.compare(toy_runs["float64"], changed)
     assert len(report["verdict_diffs"]) == 1 and not dtype_check.neutral(report)

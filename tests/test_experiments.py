@@ -192,11 +192,13 @@ def test_divergence_is_recorded_not_dropped(tmp_path):
     assert len(diverged) < bad.gd.iterations + 1  # partial history kept
     assert math.isfinite(diverged["diverged_at"].iloc[0])
     assert not table[table["lr"] == good.gd.lr]["diverged"].any()
-    per_run = ex.per_run_table(table.assign(experiment="beta"))
-    assert per_run.loc[per_run["lr"] == 1e4, "loss_T"].iloc[0] == math.inf
-    curves = ex.loss_curves(table.assign(experiment="beta"))
+    tagged = table.assign(experiment="beta", protocol=table["lr"].map(str), twin_init="living", beta_ffn=1.0)
+    per_run = ex.per_run_table(tagged)
+    bad_row = per_run.loc[per_run["lr"] == 1e4].iloc[0]
+    assert bad_row["loss_T"] == math.inf and bad_row["rate"] == -math.inf and bad_row["outcome"] == "diverged"
+    curves = ex.loss_curves(tagged)
     assert (curves["kind"] == "diverged").any()
-    assert int(curves.loc[curves["lr"] == 1e4, "n_diverged"].iloc[0]) == 1
+    assert int(curves.loc[curves["protocol"] == str(1e4), "n_diverged"].iloc[0]) == 1
 
 
 def test_sweep_rejects_bad_n_jobs(tmp_path):
@@ -218,6 +220,10 @@ def test_preset_has_the_documented_keys(dataset):
     assert s.seeds == (5, 6) and s.iterations == 7 and s.N == 3 and s.data_seed == 5
     assert ex.settings(dataset, True, seeds=3).seeds == (0, 1, 2)
     assert s.config(0.5, 2, 5, 0.1).model.v_scale == pytest.approx(2**-0.5)
+    assert s.config(0.0, 2, 5, 0.1).model.v_scale == 1.0  # the living twin
+    assert ex.settings(dataset, True, twin_init="scaled").config(0.0, 2, 5, 0.1).model.v_scale == pytest.approx(2**-0.5)
+    assert s.config(1.0, 1, 0, 0.1).model.out_scale == s.equal_out_scale  # equal start
+    assert s.depth().N == quick["depth_N"] and s.depth().iterations == quick["depth_iterations"]
 
 
 def test_settings_errors_are_clear():
@@ -242,14 +248,24 @@ def test_choose_lr_is_the_largest_stable_step_times_safety(tmp_path):
 @pytest.mark.parametrize("dataset", ["toy", "toy_cls"])
 def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     monkeypatch.setenv(ex.RESULTS_ENV, str(tmp_path / "results"))
-    s = ex.settings(dataset, True, betas=(0.0, 0.5, 1.0))
+    s = ex.settings(dataset, True, betas=(0.0, 0.5, 1.0), iterations=10, depth_iterations=10)
     results = ex.run_experiments(s, n_jobs=1)
-    assert set(results.runs["experiment"]) == {"beta", "depth"}
-    assert results.runs.groupby(["experiment", "beta", "n_layers", "seed"]).ngroups == 3 * 2 + 2 * 2 * 2
+    assert set(results.runs["experiment"]) == {"beta", "depth", "factorial"}
+    per_run = results.per_run()
+    # β sweep: 3 β × 2 seeds × (common, theory 0.5) + 2 β × 2 seeds × (c = 0.25, 1); factorial 4 × 2;
+    # depth: 2 L × 2 seeds × 2 models × 2 protocols + 2 L × 1 seed dead twin
+    assert len(per_run) == 12 + 8 + 8 + 16 + 2
+    assert set(per_run["protocol"]) == {"common", "theory c=0.25", "theory c=0.5", "theory c=1"}
+    assert set(per_run["outcome"]) <= {"learning", "stalled", "diverged"}
+    theory = results.lr[results.lr["protocol"] == "theory c=0.5"]
+    assert theory["lr"].nunique() > 1  # the theorem's step differs per configuration
     summary = results.summary()
-    assert {"loss_T", "iterations_to_target", "rate", "sigma_min_Z0", "diverged"} <= set(summary.columns)
+    assert {"loss_T", "iterations_to_target", "rate", "stalled", "diverged", "loss_ratio_T"} <= set(summary.columns)
     assert ("train_acc" in summary.columns) == (dataset == "toy_cls")
-    assert [v.name for v in results.verdicts()] == ["residual_helps", "beta_monotone", "depth_residual_helps"]
+    names = [(v.protocol, v.name) for v in results.verdicts()]
+    assert ("theory c=0.5", "factorial") in names and ("common", "depth_residual_helps") in names
+    numbers = ex.page_numbers(results)
+    assert {"theory-a", "common-b", "theory-f-carried", "common-L3-dead-lossT"} <= set(numbers)
     paths = ex.write_outputs(results)
     assert paths["claims"] == tmp_path / "results" / "claims" / f"{dataset}_quick.json"
     for kind in ex.FIGURE_KINDS:
@@ -258,17 +274,19 @@ def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
         plt.close(fig)
 
 
-def test_beta_findings_from_a_hand_made_table():
+def test_per_run_measures_on_hand_made_histories():
+    """The pre-registered measures: rate on the first half, iterations to ½Φ(0), stalled vs learning."""
     rows = []
-    for beta, losses in {0.0: [2.0, 2.2], 0.5: [1.0, 1.1], 1.0: [0.9, 1.2]}.items():
-        for seed, loss in enumerate(losses):
-            rows.append({"experiment": "beta", "n_layers": 1, "beta": beta, "seed": seed, "loss_T": loss,
-                         "diverged": False, "sigma_min_Z0": 0.01 if beta == 0 else 1.0})
-    rows.append({"experiment": "depth", "n_layers": 2, "beta": 1.0, "seed": 0, "loss_T": 99.0, "diverged": False,
-                 "sigma_min_Z0": 1.0})
-    found = ex.beta_findings(pd.DataFrame(rows))
-    assert found["best_beta"] == 0.5 and found["worst_beta"] == 0.0
-    assert found["spread_pct"] == pytest.approx(0)  # means 1.05 and 1.05
-    assert found["seed_spread_pct"] == pytest.approx(100 * 0.3 / 1.05)
-    assert found["gap0_pct"] == pytest.approx(100 * (2.1 / 1.05 - 1))
-    assert found["sigma_ratio"] == pytest.approx(100) and found["loss_ratio"] == pytest.approx(2.0)
+    for seed, decay in ((0, 0.1), (1, 0.0)):
+        for t in range(11):
+            rows.append({"experiment": "beta", "protocol": "common", "twin_init": "living", "dataset": "toy",
+                         "beta": 1.0, "beta_ffn": 1.0, "n_layers": 1, "lr": 0.1, "seed": seed, "iteration": t,
+                         "loss": 2.0 * math.exp(-decay * t), "ratio": math.exp(-decay), "iterations": 10,
+                         "diverged": False, "diverged_at": math.nan, "sigma_min_Z": 1.0, "sigma_max_Z": 2.0,
+                         "test_loss": math.nan, "train_acc": math.nan, "test_acc": math.nan, "is_standin": True,
+                         "source_label": "toy"})
+    per_run = ex.per_run_table(pd.DataFrame(rows)).set_index("seed")
+    assert per_run.loc[0, "rate"] == pytest.approx(0.1) and per_run.loc[0, "outcome"] == "learning"
+    assert per_run.loc[0, "iterations_to_target"] == 7  # first t with exp(-0.1 t) <= 1/2
+    assert per_run.loc[1, "outcome"] == "stalled" and per_run.loc[1, "iterations_to_target"] == math.inf
+    assert per_run.loc[0, "loss_ratio_T"] == pytest.approx(math.exp(-1.0))

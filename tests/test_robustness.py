@@ -21,24 +21,29 @@ from resgd.validation import ConfigError  # noqa: E402
 
 GRID = rb.map_grid(True, datasets=("toy",), horizons=(25, 50))
 CELL = dict(dataset="toy", qk_scale=1.0, fraction=0.5, N=16, protocol="common")
+SEEDS = tuple(range(8))
 
 
-def per_run(loss, *, seeds=(0, 1, 2), betas=(0.0, 0.25, 0.5, 0.75, 1.0), depths=(2, 6, 10)) -> pd.DataFrame:
-    """A synthetic per-run table: ``loss(beta, L, seed)`` at both horizons."""
+def per_run(loss, *, seeds=SEEDS, betas=(0.0, 0.25, 0.5, 0.75, 1.0), depths=(2, 6, 10), start=None) -> pd.DataFrame:
+    """A synthetic per-run table: ``loss(beta, L, seed)`` at both horizons, Φ(0) = ``start(beta)``
+    (default 1, so relative loss = loss)."""
     rows = []
-    points = [(b, 1) for b in betas] + [(b, L) for L in depths for b in (1.0, 0.0)]
-    for beta, L in points:
+    points = [(b, 1, "living") for b in betas] + [p for L in depths for p in ((1.0, L, "living"), (0.0, L, "living"))]
+    for beta, L, init in points:
         for s in seeds:
             value = loss(beta, L, s)
-            rows.append({**CELL, "beta": beta, "n_layers": L, "seed": s, "lr": 0.1, "diverged": value == math.inf,
-                         "loss_25": value, "loss_50": value, "iterations_to_target": 10.0 if beta else 20.0,
+            phi0 = 1.0 if start is None else start(beta)
+            rows.append({**CELL, "beta": beta, "n_layers": L, "init": init, "seed": s, "lr": 0.1,
+                         "diverged": value == math.inf, "outcome": "diverged" if value == math.inf else "learns",
+                         "loss_start": phi0, "loss_25": value, "loss_50": value, "relative_25": value / phi0,
+                         "relative_50": value / phi0, "iterations_to_target": 10.0 if beta else 20.0,
                          "rate_ratio_Z0": 0.1 if beta else 1e-6})
     return pd.DataFrame(rows)
 
 
-def verdicts(table: pd.DataFrame) -> dict[str, str]:
+def verdicts(table: pd.DataFrame, measure: str = "relative") -> dict[str, str]:
     cells = stats.cell_table(table, GRID)
-    final = cells[cells["horizon"] == 50]
+    final = cells[(cells["horizon"] == 50) & (cells["measure"] == measure)]
     return dict(zip(final["claim"], final["verdict"]))
 
 
@@ -53,9 +58,30 @@ def test_reversed_effects_fail():
 
 
 def test_seeds_that_disagree_are_undecided():
-    # seed 2 reverses the ordering: the interval contains zero
-    table = per_run(lambda b, L, s: 1.0 + (0.5 * b if s == 2 else -0.2 * b))
+    # two of eight seeds reverse the ordering: with 8 seeds the interval is [x_(2), x_(7)], it contains zero
+    table = per_run(lambda b, L, s: 1.0 + (0.5 * b if s in (2, 5) else -0.2 * b))
     assert set(verdicts(table).values()) == {"undecided"}
+    # one seed of eight reversed: 7 of 8 agree, the exact 93 % interval lies above zero
+    table = per_run(lambda b, L, s: 1.0 + (0.5 * b if s == 2 else -0.2 * b))
+    assert set(verdicts(table).values()) == {"holds"}
+
+
+def test_speed_is_judged_free_of_the_starting_loss():
+    # β = 1 starts 4x higher and ends 2x higher: on the loss at T the residual "loses", on
+    # Φ(T)/Φ(0) (the primary measure) it converges faster
+    table = per_run(lambda b, L, s: (0.2 + 0.01 * s) * (1 + b), start=lambda b: 1 + 3 * b)
+    assert verdicts(table, "relative")["residual_helps"] == "holds"
+    assert verdicts(table, "loss")["residual_helps"] == "fails"
+
+
+def test_stall_rule_and_probe_limits():
+    from resgd.robustness.outcomes import outcome
+
+    assert outcome([13.0, 12.99, 12.99], False, 0.01) == "stalled"  # lost < 1 %: not "stable", not "diverged"
+    assert outcome([13.0, 14.0], False, 0.01) == "stalled"
+    assert outcome([13.0, 12.0], False, 0.01) == "learns"
+    assert outcome([13.0, math.inf], False, 0.01) == "diverged"
+    assert outcome([13.0, 1.0], True, 0.01) == "diverged"
 
 
 def test_one_depth_failing_fails_claim_c():
@@ -67,8 +93,8 @@ def test_one_depth_failing_fails_claim_c():
 def test_divergence_counts_as_infinite_loss():
     table = per_run(lambda b, L, s: math.inf if b == 0.0 else 1.0 + 0.01 * s)
     cells = stats.cell_table(table, GRID)
-    a = cells[(cells["claim"] == "residual_helps") & (cells["horizon"] == 50)].iloc[0]
-    assert a["verdict"] == "holds" and a["effect"] == stats.LOG_CAP
+    a = cells[(cells["claim"] == "residual_helps") & (cells["horizon"] == 50) & (cells["measure"] == "relative")].iloc[0]
+    assert a["verdict"] == "holds" and a["effect"] == stats.LOG_CAP and a["diverged"] == len(SEEDS)
     assert math.isnan(stats.log_ratio(np.array([math.inf]), np.array([math.inf]))[0])
 
 
@@ -90,39 +116,51 @@ def test_verdict_rule():
     assert stats.verdict(-0.3, -0.1) == "fails"
     assert stats.verdict(-0.1, 0.3) == "undecided"
     assert stats.verdict(math.nan, 1.0) == "undecided"
+    assert stats.verdict(math.inf, math.inf) == "holds"
 
 
-def test_bootstrap_is_reproducible():
-    table = per_run(lambda b, L, s: 1.0 - 0.1 * b + 0.05 * s * b)
-    pd.testing.assert_frame_equal(stats.cell_table(table, GRID), stats.cell_table(table, GRID))
+def test_the_chance_expectation_next_to_the_counts():
+    assert stats.chance_verdicts(24, 1 - 2 * 9 / 256)["holds"] == pytest.approx(24 * 9 / 256)
+    assert stats.chance_verdicts(24, 0.93, "depth_residual_helps")["fails"] == pytest.approx(3 * 24 * 0.035)
+    cells = stats.cell_table(per_run(lambda b, L, s: 1.0 - 0.5 * b + 0.01 * s), GRID)
+    t = stats.tally(cells, 50)
+    assert t["level"].tolist() == pytest.approx([1 - 2 * 9 / 256] * 3) and (t["chance_holds"] > 0).all()
 
 
 def test_best_protocol_picks_each_configurations_best_fraction():
     fast = per_run(lambda b, L, s: 1.0 - 0.5 * b + 0.01 * s).assign(protocol="own", fraction=0.9)
     slow = per_run(lambda b, L, s: 2.0 - 0.1 * b + 0.01 * s).assign(protocol="own", fraction=0.5)
     # β = 0 is better at 0.5 only: the best rows mix fractions per configuration
-    slow.loc[slow["beta"] == 0.0, ["loss_25", "loss_50"]] = 0.1
+    slow.loc[slow["beta"] == 0.0, ["loss_25", "loss_50", "relative_25", "relative_50"]] = 0.1
     best = stats.best_step_rows(pd.concat([fast, slow]), 50)
     assert len(best) == len(fast)
     assert set(best.loc[best["beta"] == 0.0, "fraction"]) == {0.5}
     assert set(best.loc[best["beta"] == 1.0, "fraction"]) == {0.9}
     cells = stats.cell_table(pd.concat([fast, slow]), GRID)
-    b = cells[(cells["protocol"] == stats.BEST) & (cells["horizon"] == 50)]
+    b = cells[(cells["protocol"] == stats.BEST) & (cells["horizon"] == 50) & (cells["measure"] == "relative")]
     assert b["fraction"].isna().all()
     assert dict(zip(b["claim"], b["verdict"]))["residual_helps"] == "fails"  # β = 0 at its best step wins
 
 
-def test_quick_grid_is_a_subset_of_the_full_grid():
-    quick, full = rb.map_grid(True), rb.map_grid(False)
-    assert quick.is_subset_of(full) and not full.is_subset_of(quick)
-    assert len(quick.seeds) >= 3 and quick.seeds == full.seeds
+def test_quick_grid_is_a_subset_of_the_book_and_the_full_grid():
+    quick, book, full = rb.map_grid(True), rb.map_grid(False), rb.map_grid(False, complete=True)
+    assert quick.is_subset_of(book) and book.is_subset_of(full) and not full.is_subset_of(book)
+    assert len(quick.seeds) >= 8 and quick.seeds == book.seeds and len(full.seeds) == 12
     assert quick.headline[0] in full.qk_scales and quick.headline[1] in full.fractions
-    assert {tuple(c.values()) for c in quick.cells()} <= {tuple(c.values()) for c in full.cells()}
+    assert {tuple(c.values()) for c in quick.cells()} <= {tuple(c.values()) for c in book.cells()}
+    assert {tuple(c.values()) for c in book.cells()} <= {tuple(c.values()) for c in full.cells()}
+    assert set(full.protocols) == {"common", "own", "theory"} and full.twins == ("living", "scaled")
 
 
 def test_grid_rejects_bad_designs():
-    with pytest.raises(ConfigError, match=">= 3 seeds"):
-        rb.map_grid(True, seeds=(0, 1))
+    with pytest.raises(ConfigError, match="MapGrid.seeds: the interval needs >= 8 distinct seeds"):
+        rb.map_grid(True, seeds=(0, 1, 2))
+    with pytest.raises(ConfigError, match="MapGrid.protocols"):
+        rb.map_grid(True, protocols=("common", "tuned"))
+    with pytest.raises(ConfigError, match="MapGrid.theory_c: expected constants c > 0"):
+        rb.map_grid(True, theory_c=(0.5, 0.0))
+    with pytest.raises(ConfigError, match="MapGrid.twins"):
+        rb.map_grid(True, twins=("zombie",))
     with pytest.raises(ConfigError, match="horizons"):
         rb.map_grid(True, horizons=(10, 20))
     with pytest.raises(ConfigError, match="unknown field"):
@@ -134,7 +172,7 @@ def test_grid_rejects_bad_designs():
 def test_the_grid_precision_reaches_every_run():
     grid = rb.map_grid(True, dtype="float32")
     assert grid.settings("jena", 1.0, 16).config(1.0, 1, 0, 0.1).dtype == "float32"
-    assert not grid.is_subset_of(rb.map_grid(False))  # a float32 map is not part of the float64 one
+    assert not grid.is_subset_of(rb.map_grid(False, complete=True))  # a float32 map is not part of the float64 one
 
 
 def test_summaries():
@@ -151,7 +189,7 @@ def test_summaries():
 
 
 def test_agreement_flags_a_contradiction_only_where_both_decide():
-    base = pd.DataFrame([{**CELL, "claim": c, "horizon": 50, "verdict": v, "effect": 0.0}
+    base = pd.DataFrame([{**CELL, "claim": c, "horizon": 50, "verdict": v, "effect": 0.0, "measure": "relative"}
                          for c, v in zip(stats.CLAIM_NAMES, ("holds", "undecided", "fails"))])
     full = base.assign(horizon=100, verdict=["fails", "holds", "fails"])
     result = rb.agreement(base, full)
@@ -161,22 +199,32 @@ def test_agreement_flags_a_contradiction_only_where_both_decide():
 
 def test_theory_link_and_tally():
     cells = pd.DataFrame([{**CELL, "qk_scale": q, "claim": "residual_helps", "horizon": 50, "effect": q,
-                           "predicted_gain": q * 2, "verdict": "holds"} for q in (0.25, 1.0, 4.0)])
+                           "predicted_gain": q * 2, "verdict": "holds", "measure": "relative", "level": 0.93}
+                          for q in (0.25, 1.0, 4.0)])
     link = stats.theory_link(cells, 50)
     assert link.loc[link["dataset"] == "toy", "spearman"].iloc[0] == pytest.approx(1.0)
     t = stats.tally(cells, 50)
     assert t[["holds", "fails", "undecided", "K"]].values.tolist() == [[3, 0, 0, 3]]
+    assert t["chance_holds"].iloc[0] == pytest.approx(3 * 0.035)
 
 
 def test_end_to_end_on_toy_data(tmp_path):
     results = rb.build_map(True, datasets=("toy",), qk_scales=(1.0,), fractions=(0.5,), sizes=(6,), n_tokens=4,
                            iterations=10, horizons=(5, 10), depths=(2,), lr_grid=(0.3, 0.1, 0.03),
-                           probe_iterations=5, n_jobs=1, cache_dir=tmp_path / "cache")
-    assert set(results.cells["claim"]) == set(stats.CLAIM_NAMES)
-    assert set(results.cells["protocol"]) == {"common", "own", "best"}
+                           probe_iterations=5, n_jobs=1, cache_dir=tmp_path / "cache", theory_c=(0.5,),
+                           twins=("living", "scaled"))
+    assert set(results.cells["claim"]) == {*stats.CLAIM_NAMES, "depth_residual_helps_second"}
+    assert set(results.cells["protocol"]) == {"common", "own", "theory", "best"}
     assert set(results.cells["verdict"]) <= set(stats.VERDICTS)
-    assert len(results.cells) == 3 * 2 * 3  # protocols × horizons × claims
-    assert results.limits["limit"].notna().all()
+    assert len(results.cells) == 4 * 2 * 2 * 4  # protocols × horizons × measures × claims
+    theory = results.per_run[results.per_run["protocol"] == "theory"]
+    assert theory["lr"].notna().all() and theory.groupby(["beta", "n_layers", "init"])["lr"].nunique().eq(1).all()
+    assert set(results.per_run.loc[(results.per_run["beta"] == 0) & (results.per_run["n_layers"] == 2), "init"]) == {
+        "living", "scaled"}
+    assert set(results.limits["status"]) <= {"learns", "stalled", "diverged"}
+    assert set(results.per_run["outcome"]) <= {"learns", "stalled", "diverged"}
+    trained = results.per_run[results.per_run["trained"]]
+    assert (trained["relative_10"] == trained["loss_10"] / trained["loss_start"]).all()
     single = results.per_run[(results.per_run["n_layers"] == 1) & (results.per_run["protocol"] == "own")]
     assert single["lr"].notna().all()
     assert results.standin_label() == "SYNTHETIC stand-in data for toy"
@@ -187,7 +235,49 @@ def test_end_to_end_on_toy_data(tmp_path):
     fig = plot_horizons(pd.concat([results.tally(T).assign(horizon=T) for T in (5, 10)]))
     plt.close(fig)
     fig = plot_theory_link(results.final())
-    assert len(fig.axes) == 3  # one panel per protocol
+    assert len(fig.axes) == 4  # one panel per protocol
+    plt.close(fig)
+    fig = plot_phase_diagram(results.final(), results.grid, protocol="theory")
     plt.close(fig)
     with pytest.raises(ValueError, match="no cells for protocol"):
         plot_phase_diagram(results.final(), results.grid, protocol="tuned")
+    figures = rb.figures(results)  # what reproduce publishes: every kind, one name each
+    assert set(figures) == {rb.figure_name(kind, "quick") for kind in rb.FIGURE_KINDS}
+    for fig in figures.values():
+        plt.close(fig)
+    assert set(results.readout["protocol"]) == {"common", "own", "theory"} and results.readout["predicted"].notna().all()
+
+
+def test_verdict_and_measure_tables():
+    cells = stats.cell_table(per_run(lambda b, L, s: (0.2 + 0.01 * s) * (1 + b), start=lambda b: 1 + 3 * b), GRID)
+    table = summary.verdict_table(stats.tally(cells, 50))
+    assert table.loc[("(a) residual vs none", "toy"), "common"].startswith("1 / 0 / 0 of 1 (chance 0.0")
+    changed = summary.measure_changes(cells, 50)
+    a = changed[(changed["claim"] == "residual_helps") & (changed["protocol"] == "common")].iloc[0]
+    assert (a["changed"], a["K"]) == (1, 1)  # holds on Φ(T)/Φ(0), fails on the loss at T
+
+
+def test_figure_names_are_one_per_kind_and_the_preregistration_is_found():
+    names = {rb.figure_name(kind, "quick") for kind in rb.FIGURE_KINDS}
+    assert len(names) == len(rb.FIGURE_KINDS) and "robustness_phase_theory_quick" in names
+    with pytest.raises(ConfigError, match="figure kind"):
+        rb.figure_name("phase_tuned", "quick")
+    commit = summary.preregistration_commit()
+    if not commit.startswith("not available"):  # a copy with its git history: the map's own commit
+        import subprocess
+
+        subject = subprocess.run(["git", "show", "-s", "--format=%s", commit.split()[0]], capture_output=True,
+                                 text=True, check=True).stdout
+        assert subject.startswith("pre-registered: the robustness map")
+
+
+def test_a_missing_map_names_what_to_run(tmp_path):
+    with pytest.raises(FileNotFoundError, match="make book"):
+        rb.load_cells("book", tmp_path)
+
+
+def test_twin_losses_show_both_ends_and_outcomes():
+    table = per_run(lambda b, L, s: 0.5 if b else 0.9, start=lambda b: 1.0)
+    t = summary.twin_losses(table, GRID)
+    row = t[(t["n_layers"] == 6) & (t["beta"] == 0.0)].iloc[0]
+    assert (row["loss_0"], row["loss_T"], row["runs"], row["learns"]) == (1.0, 0.9, len(SEEDS), len(SEEDS))

@@ -182,7 +182,7 @@ def test_a_failing_group_writes_nothing_and_releases_its_locks(tmp_path, monkeyp
 
 
 def test_groups_are_split_for_the_workers_and_capped():
-    tasks = [Task(str(i), runs._run_task, toy_config(i)) for i in range(40)]
+    tasks = [Task(str(i), runs._compute, toy_config(i)) for i in range(40)]
     groups = runs.stack_groups(tasks, n_jobs=2, max_stack=16)
     assert sorted(k for g in groups for k in g.keys) == sorted(t.key for t in tasks)
     assert len(groups) == 3 and max(len(g.keys) for g in groups) <= 16

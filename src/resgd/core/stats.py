@@ -1,4 +1,5 @@
-"""Two statistics the studies share: the measured convergence rate and Spearman's rank correlation.
+"""Statistics the studies share: the measured convergence rate, Spearman's rank correlation and a
+distribution-free interval for a median (the robustness map's verdicts).
 
 Kept apart from every study so that the theory, the experiments and the claims use the same
 definitions without importing one another.
@@ -68,3 +69,42 @@ def spearman(x, y) -> float:
     ry -= ry.mean()
     denom = math.sqrt(float((rx * rx).sum() * (ry * ry).sum()))
     return float((rx * ry).sum() / denom) if denom > 0 else math.nan
+
+
+def order_statistic_coverage(n: int, k: int) -> float:
+    """Exact coverage of ``[x_(k), x_(n+1−k)]`` for the median of ``n`` i.i.d. continuous draws.
+
+    The interval misses the median only when fewer than ``k`` draws fall on one side of it:
+    coverage ``1 − 2·P(Bin(n, ½) ≤ k − 1)`` (the inverted sign test; at least this with ties).
+    """
+    if not (isinstance(n, int) and isinstance(k, int)) or n < 1 or not 1 <= k <= (n + 1) // 2:
+        raise ValueError(f"order_statistic_coverage: expected integers n >= 1 and 1 <= k <= (n+1)//2, got n={n!r}, k={k!r}")
+    tail = sum(math.comb(n, j) for j in range(k)) / 2.0**n
+    return 1.0 - 2.0 * tail
+
+
+def median_interval(values, min_coverage: float = 0.9) -> tuple[float, float, float]:
+    """Distribution-free interval for the median of ``values``: ``(lo, hi, coverage)``.
+
+    Why this one: the map has 8–12 seeds per cell, heavy tails and ±∞ (diverged) values, where a
+    t or percentile-bootstrap interval's level is unknown. The order-statistic interval
+    ``[x_(k), x_(n+1−k)]`` with the largest ``k`` whose exact coverage
+    (:func:`order_statistic_coverage`) is ``>= min_coverage`` has a known level for any
+    continuous distribution (8 values: k = 2, 93.0 %; 12 values: k = 3, 96.1 %). NaN values are
+    dropped; ±∞ are kept (they sort). ``(nan, nan, nan)`` when no ``k`` reaches ``min_coverage``.
+    """
+    if not 0 < min_coverage < 1:
+        raise ValueError(f"median_interval: min_coverage must lie in (0, 1), got {min_coverage!r}")
+    x = np.sort(np.asarray(values, dtype=float).ravel())
+    x = x[~np.isnan(x)]
+    n = int(x.size)
+    best = None
+    for k in range(1, (n + 1) // 2 + 1):
+        coverage = order_statistic_coverage(n, k)
+        if coverage < min_coverage:
+            break
+        best = (k, coverage)
+    if best is None:
+        return math.nan, math.nan, math.nan
+    k, coverage = best
+    return float(x[k - 1]), float(x[n - k]), float(coverage)

@@ -1,19 +1,20 @@
-"""The paper's empirical claims as explicit, checkable statements.
+"""The paper's empirical claims as explicit, checkable statements, decided by the pre-registered
+rules of :mod:`resgd.experiments.design` (read them there; this module applies them).
 
-Each check reads the per-run table of :func:`resgd.experiments.tables.per_run_table` (columns
-``experiment``, ``beta``, ``n_layers``, ``seed``, ``loss_T``, ``diverged``; a diverged run has
-``loss_T = +inf``) and returns a :class:`Verdict`. The three claims (paper's Figs. 1, 3a, 3b):
+Each check reads the per-run table of :func:`resgd.experiments.tables.per_run_table` for one
+protocol (columns ``experiment``, ``protocol``, ``beta``, ``beta_ffn``, ``n_layers``, ``seed``,
+``rate``: the primary speed, −∞ for a diverged run) and returns a :class:`Verdict` whose
+``outcome`` is ``holds``, ``fails`` or ``undecided``. The three claims (paper's Figs. 1, 3a, 3b),
+all read as speed (the paper says "converges faster"):
 
-(a) ``residual_helps`` — with the residual (β = 1) the training loss after T iterations is lower
-    than without (β = 0), same initialization, same step size, single layer;
-(b) ``beta_monotone`` — the loss after T iterations decreases as β grows: Spearman's rank
-    correlation between β and the seed-averaged loss at T is at most ``threshold``
-    (companion's choice: −0.8; with five values of β that allows one adjacent swap);
-(c) ``depth_residual_helps`` — at every depth L the residual model's loss at T is below that of
-    its twin without residual.
+(a) ``residual_helps`` — the single-layer model with the residual (β = 1) trains faster than
+    without (β = 0);
+(b) ``beta_monotone`` — a larger β trains faster (single layer);
+(c) ``depth_residual_helps`` — at every depth L the model with residuals trains faster than its
+    living twin without.
 
-"Lower" compares seed-averaged losses at T (a diverged seed makes the average +∞). The
-verdicts of each notebook are written to ``results/claims/<dataset>_<mode>.json``;
+Plus the factorial (``factorial``): which skip, attention or FFN, carries the effect at L = 1.
+The verdicts of each notebook are written to ``results/claims/<dataset>_<mode>.json``;
 :func:`load_verdicts` reads them back for the claims page.
 """
 
@@ -31,36 +32,33 @@ import numpy as np
 import pandas as pd
 
 from ..atomic import json_text, write_json
-from ..pipeline.cache import resolve_results_dir
 from ..core.stats import spearman
+from ..pipeline.cache import resolve_results_dir
+from .design import SPEARMAN_BOUND
 
-DEFAULT_THRESHOLD = -0.8
 CLAIMS = {
-    "residual_helps": (
-        "(a) With the residual connection (β = 1) the training loss after T iterations is lower than "
-        "without (β = 0), from the same initialization with the same step size (paper's Fig. 1)."
-    ),
-    "beta_monotone": "(b) The training loss after T iterations decreases as the residual weight β grows (paper's Fig. 3a).",
-    "depth_residual_helps": (
-        "(c) At every depth L the model with residual connections reaches a lower training loss after "
-        "T iterations than its twin without (paper's Fig. 3b)."
-    ),
+    "residual_helps": "(a) A single-layer model with the residual connection (β = 1) trains faster than without (β = 0) (the paper: residual connections matter).",
+    "beta_monotone": "(b) A larger residual weight β trains faster (paper's Fig. 3a).",
+    "depth_residual_helps": "(c) At every depth L the model with residual connections trains faster than its twin without (paper's Fig. 3b).",
+    "factorial": "Which skip carries the effect at L = 1: attention skip (β) × FFN skip (β_ffn) (ours, not the paper's).",
 }
-FIGURE_KIND = {"residual_helps": "residual", "beta_monotone": "beta", "depth_residual_helps": "depth"}
+FIGURE_KIND = {"residual_helps": "residual", "beta_monotone": "beta", "depth_residual_helps": "depth",
+               "factorial": "factorial"}
 NOTEBOOK = {"jena": "04_jena", "sst2": "05_sst2"}
-REQUIRED = ("beta", "n_layers", "seed", "loss_T", "diverged")
+REQUIRED = ("experiment", "protocol", "beta", "beta_ffn", "n_layers", "seed", "rate")
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """One claim checked on one data set: ``passed`` and the numbers that decided it."""
+    """One claim checked on one data set under one protocol: its outcome and the numbers behind it."""
 
     name: str
     claim: str
-    passed: bool
+    outcome: str
     numbers: dict[str, Any]
     detail: str
     dataset: str = ""
+    protocol: str = ""
     figure: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,108 +90,140 @@ def _check_table(table: pd.DataFrame) -> None:
     missing = [c for c in REQUIRED if c not in table.columns]
     if missing:
         raise ValueError(f"claims: the per-run table lacks column(s) {missing}; expected at least {list(REQUIRED)}")
+    if table["protocol"].nunique() > 1:
+        raise ValueError(f"claims: give the runs of one protocol, got {sorted(table['protocol'].unique())}")
 
 
-def _subset(table: pd.DataFrame, experiment: str) -> pd.DataFrame:
-    return table[table["experiment"] == experiment] if "experiment" in table.columns else table
+def _rates(table: pd.DataFrame, experiment: str, beta: float, L: int, beta_ffn: float | None = None,
+           twin_init: str = "living") -> pd.Series:
+    """The primary rate per seed of one configuration (empty if absent)."""
+    rows = table[(table["experiment"] == experiment) & (table["beta"] == beta) & (table["n_layers"] == L)
+                 & (table["beta_ffn"] == (beta if beta_ffn is None else beta_ffn))]
+    if "twin_init" in rows.columns and beta == 0:
+        rows = rows[rows["twin_init"] == twin_init]
+    return pd.Series(rows["rate"].astype(float).to_numpy(), index=rows["seed"].to_numpy())
 
 
-def _loss_at_T(rows: pd.DataFrame) -> pd.Series:
-    """Per-run loss at T, with +∞ for a diverged run."""
-    return rows["loss_T"].astype(float).where(~rows["diverged"].astype(bool), math.inf)
+def paired(faster: pd.Series, slower: pd.Series) -> dict[str, Any]:
+    """The paired rule: d = faster − slower per common seed; ``holds`` when every d > 0, ``fails``
+    when every d < 0, ``undecided`` otherwise (ties, NaN or fewer than two seeds included).
+    ``chance`` is the probability 2·2⁻ⁿ of a decided outcome under no effect (exact sign test)."""
+    common = faster.index.intersection(slower.index)
+    with np.errstate(invalid="ignore"):
+        d = faster[common].to_numpy(dtype=float) - slower[common].to_numpy(dtype=float)
+    n = int(len(d))
+    up, down = int(np.sum(d > 0)), int(np.sum(d < 0))
+    outcome = "holds" if n >= 2 and up == n else ("fails" if n >= 2 and down == n else "undecided")
+    return {"outcome": outcome, "seeds": n, "faster_in": up, "slower_in": down,
+            "chance": 2.0 * 0.5**n if n else math.nan,
+            "median_rate_with": float(np.median(faster[common])) if n else math.nan,
+            "median_rate_without": float(np.median(slower[common])) if n else math.nan}
 
 
-def _mean_loss(rows: pd.DataFrame) -> float:
-    return float(_loss_at_T(rows).mean()) if len(rows) else math.nan
+def spearman_chance(n_values: int, bound: float = SPEARMAN_BOUND) -> float:
+    """Probability that |Spearman ρ| ≥ ``bound`` between ``n_values`` distinct points and a random
+    order (no effect): exact, by enumerating the n! orders (n ≤ 8)."""
+    from itertools import permutations
+
+    if not 2 <= n_values <= 8:
+        raise ValueError(f"spearman_chance: expected 2 <= n_values <= 8, got {n_values!r}")
+    x = np.arange(n_values, dtype=float)
+    hits = [abs(spearman(x, np.array(p, dtype=float))) >= bound - 1e-12 for p in permutations(range(n_values))]
+    return float(np.mean(hits))
+
+
+def _need(series: pd.Series, what: str) -> pd.Series:
+    if series.empty:
+        raise ValueError(f"claims: {what} has no runs in the table")
+    return series
 
 
 def _fmt(x: float) -> str:
-    return "diverged (+∞)" if x == math.inf else f"{x:.4g}"
-
-
-def _pair(table: pd.DataFrame, n_layers: int, what: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    rows = table[table["n_layers"] == n_layers]
-    with_res, without = rows[rows["beta"] == 1.0], rows[rows["beta"] == 0.0]
-    if with_res.empty or without.empty:
-        raise ValueError(f"claims: {what} needs runs with β = 1 and β = 0 at L = {n_layers}; "
-                         f"the table has β ∈ {sorted(rows['beta'].unique())} there")
-    return with_res, without
-
-
-def _seeds_won(with_res: pd.DataFrame, without: pd.DataFrame) -> tuple[int, int]:
-    a = pd.Series(_loss_at_T(with_res).to_numpy(), index=with_res["seed"].to_numpy())
-    b = pd.Series(_loss_at_T(without).to_numpy(), index=without["seed"].to_numpy())
-    common = a.index.intersection(b.index)
-    return int((a[common] < b[common]).sum()), int(len(common))
+    return "−∞ (diverged)" if x == -math.inf else f"{x:.3g}"
 
 
 def check_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "") -> Verdict:
-    """Claim (a): seed-averaged loss at T of β = 1 below that of β = 0 (single layer, β sweep runs)."""
+    """Claim (a): β = 1 vs β = 0 at L = 1 (β sweep), the paired rule on the primary rate."""
     _check_table(per_run)
-    with_res, without = _pair(_subset(per_run, "beta"), 1, "claim (a)")
-    loss1, loss0 = _mean_loss(with_res), _mean_loss(without)
-    won, n = _seeds_won(with_res, without)
-    passed = bool(loss1 < loss0)
-    numbers = {"loss_T_beta1": loss1, "loss_T_beta0": loss0, "seeds_won": won, "seeds": n,
-               "diverged_beta1": int(with_res["diverged"].sum()), "diverged_beta0": int(without["diverged"].sum())}
-    detail = (f"loss at T: β = 1 {_fmt(loss1)} vs β = 0 {_fmt(loss0)} (mean over seeds); "
-              f"β = 1 lower for {won} of {n} seeds")
-    return Verdict("residual_helps", CLAIMS["residual_helps"], passed, numbers, detail, dataset, figure)
+    r = paired(_need(_rates(per_run, "beta", 1.0, 1), "claim (a), β = 1"), _need(_rates(per_run, "beta", 0.0, 1), "claim (a), β = 0"))
+    detail = (f"median rate β = 1: {_fmt(r['median_rate_with'])}, β = 0: {_fmt(r['median_rate_without'])}; "
+              f"β = 1 faster in {r['faster_in']} of {r['seeds']} seeds")
+    return Verdict("residual_helps", CLAIMS["residual_helps"], r["outcome"], r, detail, dataset,
+                   str(per_run["protocol"].iloc[0]), figure)
 
 
-def check_beta_monotone(per_run: pd.DataFrame, *, threshold: float = DEFAULT_THRESHOLD, dataset: str = "",
-                        figure: str = "") -> Verdict:
-    """Claim (b): Spearman(β, seed-averaged loss at T) ≤ ``threshold`` (single layer, β sweep runs).
+def check_beta_monotone(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "") -> Verdict:
+    """Claim (b): Spearman(β, median rate over seeds) ≥ SPEARMAN_BOUND holds, ≤ −SPEARMAN_BOUND fails.
 
-    A diverged configuration (+∞) ranks as the worst: it is given the largest float so that
-    :func:`resgd.core.stats.spearman` (which drops non-finite pairs) keeps it.
-    """
+    A diverged run's rate is −∞; it ranks last (the largest negative float), so that
+    :func:`resgd.core.stats.spearman` (which drops non-finite pairs) keeps it."""
     _check_table(per_run)
-    rows = _subset(per_run, "beta")
-    rows = rows[rows["n_layers"] == 1]
-    means = rows.assign(loss_T=_loss_at_T(rows)).groupby("beta")["loss_T"].mean().sort_index()
-    if len(means) < 3:
-        raise ValueError(f"claims: claim (b) needs at least 3 values of β at L = 1, got {list(means.index)}")
-    ranked = means.replace(math.inf, np.finfo(float).max)
+    rows = per_run[(per_run["experiment"] == "beta") & (per_run["n_layers"] == 1)]
+    medians = rows.groupby("beta")["rate"].median().sort_index()
+    if len(medians) < 3:
+        raise ValueError(f"claims: claim (b) needs at least 3 values of β at L = 1, got {list(medians.index)}")
+    ranked = medians.replace(-math.inf, -np.finfo(float).max)
     rho = float(spearman(ranked.index.to_numpy(dtype=float), ranked.to_numpy(dtype=float)))
-    passed = bool(math.isfinite(rho) and rho <= threshold)
-    numbers = {"spearman": rho, "threshold": float(threshold),
-               "loss_T_by_beta": {f"{b:g}": float(v) for b, v in means.items()}}
-    detail = (f"Spearman(β, loss at T) = {rho:.3g} (passes when ≤ {threshold:g}); loss at T by β: "
-              + ", ".join(f"β={b:g}: {_fmt(v)}" for b, v in means.items()))
-    if "iterations_to_target" in rows.columns:
-        # Supplementary, not part of the verdict: how fast each β reaches the target loss
-        # (median over seeds; a seed that never reaches it, or diverged, counts as +∞).
-        steps = rows["iterations_to_target"].astype(float).fillna(math.inf)
-        steps = steps.where(~rows["diverged"].astype(bool), math.inf)
-        medians = steps.groupby(rows["beta"]).median().sort_index()
-        rho_steps = float(spearman(medians.index.to_numpy(dtype=float),
-                                   medians.replace(math.inf, np.finfo(float).max).to_numpy(dtype=float)))
-        numbers["spearman_iterations_to_target"] = rho_steps
-        numbers["iterations_to_target_by_beta"] = {f"{b:g}": float(v) for b, v in medians.items()}
-        detail += f"; supplementary: Spearman(β, iterations to the target loss) = {rho_steps:.3g}"
-    return Verdict("beta_monotone", CLAIMS["beta_monotone"], passed, numbers, detail, dataset, figure)
+    outcome = ("holds" if rho >= SPEARMAN_BOUND else "fails" if rho <= -SPEARMAN_BOUND else "undecided") \
+        if math.isfinite(rho) else "undecided"
+    numbers = {"outcome": outcome, "spearman": rho, "bound": SPEARMAN_BOUND, "chance": spearman_chance(len(medians)),
+               "rate_by_beta": {f"{b:g}": float(v) for b, v in medians.items()}}
+    detail = (f"Spearman(β, median rate) = {rho:.3g} (holds ≥ {SPEARMAN_BOUND:g}, fails ≤ −{SPEARMAN_BOUND:g}); "
+              + ", ".join(f"β={b:g}: {_fmt(v)}" for b, v in medians.items()))
+    return Verdict("beta_monotone", CLAIMS["beta_monotone"], outcome, numbers, detail, dataset,
+                   str(per_run["protocol"].iloc[0]), figure)
 
 
 def check_depth_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "") -> Verdict:
-    """Claim (c): at every depth of the depth sweep, seed-averaged loss at T of β = 1 below β = 0."""
+    """Claim (c): the paired rule at every depth, residual model vs its living twin; holds when it
+    holds at every L, fails when it fails at some L, undecided otherwise."""
     _check_table(per_run)
-    rows = _subset(per_run, "depth")
+    rows = per_run[per_run["experiment"] == "depth"]
     depths = sorted(int(L) for L in rows["n_layers"].unique())
     if not depths:
         raise ValueError("claims: claim (c) needs the depth sweep's runs; the table has none")
-    by_depth, parts = {}, []
-    for L in depths:
-        with_res, without = _pair(rows, L, "claim (c)")
-        loss1, loss0 = _mean_loss(with_res), _mean_loss(without)
-        won, n = _seeds_won(with_res, without)
-        by_depth[str(L)] = {"loss_T_beta1": loss1, "loss_T_beta0": loss0, "seeds_won": won, "seeds": n,
-                            "residual_lower": bool(loss1 < loss0)}
-        parts.append(f"L={L}: {_fmt(loss1)} vs {_fmt(loss0)}")
-    passed = all(v["residual_lower"] for v in by_depth.values())
-    detail = "loss at T with vs without residual (mean over seeds): " + "; ".join(parts)
-    return Verdict("depth_residual_helps", CLAIMS["depth_residual_helps"], passed, {"by_depth": by_depth},
-                   detail, dataset, figure)
+    by_depth = {str(L): paired(_need(_rates(rows, "depth", 1.0, L), f"claim (c), L = {L}, β = 1"),
+                               _need(_rates(rows, "depth", 0.0, L), f"claim (c), L = {L}, living twin"))
+                for L in depths}
+    outcomes = [v["outcome"] for v in by_depth.values()]
+    outcome = "holds" if all(o == "holds" for o in outcomes) else ("fails" if "fails" in outcomes else "undecided")
+    p = [v["chance"] / 2 for v in by_depth.values()]  # per depth: holds, or fails, by chance
+    chance = float(np.prod(p) + 1 - np.prod([1 - q for q in p]))
+    detail = "; ".join(f"L={L}: {v['outcome']} (faster in {v['faster_in']}/{v['seeds']}; median rate "
+                       f"{_fmt(v['median_rate_with'])} vs {_fmt(v['median_rate_without'])})" for L, v in by_depth.items())
+    return Verdict("depth_residual_helps", CLAIMS["depth_residual_helps"], outcome,
+                   {"outcome": outcome, "by_depth": by_depth, "chance": chance}, detail, dataset, str(per_run["protocol"].iloc[0]), figure)
+
+
+def check_factorial(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "") -> Verdict:
+    """The 2 × 2 factorial at L = 1: each skip's effect at both levels of the other, paired by
+    seed (2n differences): ``speeds up`` when all are > 0, ``slows`` when all are < 0, else
+    ``undecided``; the verdict's outcome is ``holds`` when exactly the attention skip or the FFN
+    skip speeds up, or both (named in ``carried_by``), ``undecided`` when neither does."""
+    _check_table(per_run)
+    rows = per_run[per_run["experiment"] == "factorial"]
+    rate = {(b, f): _need(_rates(rows, "factorial", b, 1, f), f"factorial cell β = {b:g}, β_ffn = {f:g}")
+            for b in (0.0, 1.0) for f in (0.0, 1.0)}
+
+    def effect(pairs):
+        diffs = np.concatenate([(rate[hi] - rate[lo]).dropna().to_numpy(dtype=float) for hi, lo in pairs])
+        n = len(diffs)
+        verdict = "speeds up" if n and (diffs > 0).all() else ("slows" if n and (diffs < 0).all() else "undecided")
+        return {"effect": verdict, "differences": n, "positive": int((diffs > 0).sum()), "chance": 2 * 0.5**n if n else math.nan,
+                "median_difference": float(np.median(diffs)) if n else math.nan}
+
+    attention = effect([((1.0, 0.0), (0.0, 0.0)), ((1.0, 1.0), (0.0, 1.0))])
+    ffn = effect([((0.0, 1.0), (0.0, 0.0)), ((1.0, 1.0), (1.0, 0.0))])
+    carried = [name for name, e in (("attention", attention), ("FFN", ffn)) if e["effect"] == "speeds up"]
+    outcome = "holds" if carried else "undecided"
+    medians = {f"β={b:g}, β_ffn={f:g}": float(rate[(b, f)].median()) for b, f in rate}
+    chance = 1 - (1 - attention["chance"] / 2) * (1 - ffn["chance"] / 2)  # a skip "speeds up" by chance
+    numbers = {"outcome": outcome, "chance": chance, "attention": attention, "ffn": ffn, "carried_by": " and ".join(carried) or "neither",
+               "median_rate": medians}
+    detail = (f"attention skip: {attention['effect']} ({attention['positive']}/{attention['differences']} differences > 0); "
+              f"FFN skip: {ffn['effect']} ({ffn['positive']}/{ffn['differences']} > 0); median rates "
+              + ", ".join(f"{k}: {_fmt(v)}" for k, v in medians.items()))
+    return Verdict("factorial", CLAIMS["factorial"], outcome, numbers, detail, dataset, str(per_run["protocol"].iloc[0]), figure)
 
 
 def figure_label(dataset: str, name: str) -> str:
@@ -201,20 +231,27 @@ def figure_label(dataset: str, name: str) -> str:
     return f"fig-{dataset}-{FIGURE_KIND[name]}"
 
 
-def evaluate(per_run: pd.DataFrame, dataset: str, *, threshold: float = DEFAULT_THRESHOLD) -> list[Verdict]:
-    """All three claims on one data set's per-run table."""
-    return [
-        check_residual_helps(per_run, dataset=dataset, figure=figure_label(dataset, "residual_helps")),
-        check_beta_monotone(per_run, threshold=threshold, dataset=dataset, figure=figure_label(dataset, "beta_monotone")),
-        check_depth_residual_helps(per_run, dataset=dataset, figure=figure_label(dataset, "depth_residual_helps")),
-    ]
+def evaluate(per_run: pd.DataFrame, dataset: str) -> list[Verdict]:
+    """Every claim on one data set, under every protocol whose runs the table holds (claims (a)
+    and (b) need the protocol's β sweep, (c) its depth sweep, the factorial its four cells)."""
+    checks = (("residual_helps", check_residual_helps, "beta"), ("beta_monotone", check_beta_monotone, "beta"),
+              ("depth_residual_helps", check_depth_residual_helps, "depth"), ("factorial", check_factorial, "factorial"))
+    out = []
+    for protocol, rows in per_run.groupby("protocol", sort=False):
+        for name, check, experiment in checks:
+            part = rows[rows["experiment"] == experiment]
+            if name == "beta_monotone" and part["beta"].nunique() < 3:
+                continue  # a sensitivity arm with β ∈ {0, 1} only: (a) is checked, (b) is not
+            if not part.empty:
+                out.append(check(rows, dataset=dataset, figure=figure_label(dataset, name)))
+    return out
 
 
 def verdicts_table(verdicts: Iterable[Verdict]) -> pd.DataFrame:
-    """A display table: claim, data set, figure, verdict, numbers."""
-    rows = [{"claim": v.claim, "dataset": v.dataset, "figure": v.figure,
-             "verdict": "reproduced" if v.passed else "not reproduced", "numbers": v.detail} for v in verdicts]
-    return pd.DataFrame(rows, columns=["claim", "dataset", "figure", "verdict", "numbers"])
+    """A display table: claim, data set, protocol, figure, verdict, numbers."""
+    rows = [{"claim": v.claim, "dataset": v.dataset, "protocol": v.protocol, "figure": v.figure,
+             "verdict": v.outcome, "numbers": v.detail} for v in verdicts]
+    return pd.DataFrame(rows, columns=["claim", "dataset", "protocol", "figure", "verdict", "numbers"])
 
 
 def verdicts_payload(verdicts: Sequence[Verdict], *, dataset: str, mode: str,
@@ -238,9 +275,24 @@ def write_verdicts(verdicts: Sequence[Verdict], path: str | os.PathLike, *, data
     return write_json(path, verdicts_payload(verdicts, dataset=dataset, mode=mode, meta=meta))
 
 
+def _chance(numbers: dict) -> float:
+    """The verdict's chance of a decided outcome under no effect (JSON writes non-finite floats as strings)."""
+    return float(numbers.get("chance", "nan"))
+
+
+def verdict_counts(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Per protocol: how many claims hold, fail or stay undecided (of K checks), and how many
+    decided outcomes no effect at all would give in expectation (the sum of each check's chance)."""
+    table = verdicts.groupby("protocol", sort=False).agg(
+        K=("verdict", "size"), holds=("verdict", lambda v: int((v == "holds").sum())),
+        fails=("verdict", lambda v: int((v == "fails").sum())), undecided=("verdict", lambda v: int((v == "undecided").sum())),
+        decided_by_chance=("chance", "sum"))
+    return table.reset_index()
+
+
 def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick",
                   datasets: Sequence[str] = ("jena", "sst2")) -> pd.DataFrame:
-    """Every data set's verdicts as one table (rows: claim × data set), from
+    """Every data set's verdicts as one table (rows: claim × data set × protocol), from
     ``<directory>/<dataset>_<mode>.json`` (default directory: ``<results dir>/claims``).
 
     A missing file is an error that names it and the notebook that writes it.
@@ -261,11 +313,11 @@ def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick
             rows.append({
                 "claim": v.claim, "name": v.name, "dataset": payload.get("dataset", dataset),
                 "data": "synthetic stand-in" if payload.get("is_standin") else "real",
-                "figure": v.figure, "notebook": NOTEBOOK.get(dataset, dataset),
-                "verdict": "reproduced" if v.passed else "not reproduced", "passed": v.passed,
+                "protocol": v.protocol, "figure": v.figure, "notebook": NOTEBOOK.get(dataset, dataset),
+                "verdict": v.outcome, "chance": _chance(v.numbers),
                 "numbers": v.detail, "mode": payload.get("mode", mode),
             })
     order = {name: i for i, name in enumerate(CLAIMS)}
     table = pd.DataFrame(rows)
-    return table.sort_values(by=["name", "dataset"], key=lambda col: col.map(order) if col.name == "name" else col,
+    return table.sort_values(by=["name", "dataset", "protocol"], key=lambda col: col.map(order) if col.name == "name" else col,
                              ignore_index=True)

@@ -4,7 +4,7 @@ The Jena and SST-2 sweeps may run in float32 (``Settings.dtype``, ``reproduce(..
 for speed; that is acceptable only if nothing the book concludes changes. Given two results
 folders (``$RESGD_RESULTS_DIR`` of two runs that differ only in the dtype) this checks that
 
-* every claim's verdict (``claims/*.json``, ``passed``) is identical,
+* every claim's verdict (``claims/*.json``, ``outcome`` per claim and protocol) is identical,
 * the step sizes chosen by the probes are identical,
 * every run of one folder has its twin in the other (same data set, β, depth, seed, step size,
   iterations) with the same divergence outcome, and its loss curve stays within
@@ -31,13 +31,14 @@ RTOL, ATOL = 1e-3, 1e-6
 
 
 def verdicts(results_dir: str | Path) -> pd.DataFrame:
-    """One row per claim: data set, mode, claim name, ``passed``, and the step sizes chosen."""
+    """One row per claim and protocol: data set, mode, claim name, ``outcome``, and the step sizes chosen."""
     rows = []
     for path in sorted((Path(results_dir) / "claims").glob("*.json")):
         data = json.loads(path.read_text())
         for v in data["verdicts"]:
-            rows.append({"file": path.name, "dataset": data["dataset"], "mode": data["mode"], "name": v["name"],
-                         "passed": str(v["passed"]), "lr": json.dumps(data.get("lr"), sort_keys=True)})
+            rows.append({"file": path.name, "dataset": data["dataset"], "mode": data["mode"],
+                         "name": f"{v['name']} ({v.get('protocol', '')})",
+                         "outcome": str(v["outcome"]), "lr": json.dumps(data.get("lr"), sort_keys=True)})
     if not rows:
         raise FileNotFoundError(f"{results_dir}: no claims/*.json (run the experiments into this results folder first)")
     return pd.DataFrame(rows)
@@ -60,7 +61,7 @@ def compare(reference: str | Path, other: str | Path, rtol: float = RTOL, atol: 
     """Verdicts, step sizes, run pairing, divergence and loss curves of ``other`` against ``reference``."""
     va, vb = verdicts(reference), verdicts(other)
     both = va.merge(vb, on=["dataset", "mode", "name"], how="outer", suffixes=("_ref", "_other"), indicator=True)
-    verdict_diffs = both[(both["_merge"] != "both") | (both["passed_ref"] != both["passed_other"])]
+    verdict_diffs = both[(both["_merge"] != "both") | (both["outcome_ref"] != both["outcome_other"])]
     lr_diffs = both[(both["_merge"] == "both") & (both["lr_ref"] != both["lr_other"])]
     ha, hb = histories(reference), histories(other)
     runs = ha.merge(hb, on=[*RUN_KEYS, "iteration"], how="outer", suffixes=("_ref", "_other"), indicator=True)
@@ -77,7 +78,7 @@ def compare(reference: str | Path, other: str | Path, rtol: float = RTOL, atol: 
     worst = worst[worst.index.isin(out_of_tolerance.set_index(RUN_KEYS).index)].sort_values(ascending=False)
     map_cells, map_diffs = map_cell_diffs(reference, other)
     return {
-        "claims": len(both), "verdict_diffs": verdict_diffs[["dataset", "mode", "name", "passed_ref", "passed_other"]],
+        "claims": len(both), "verdict_diffs": verdict_diffs[["dataset", "mode", "name", "outcome_ref", "outcome_other"]],
         "lr_diffs": lr_diffs[["dataset", "mode", "lr_ref", "lr_other"]].drop_duplicates(),
         "runs": int(divergence.shape[0]), "unpaired_runs": int(unpaired.shape[0]),
         "diverged_differently": int(diverged_differently.shape[0]),

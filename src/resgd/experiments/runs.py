@@ -1,7 +1,8 @@
-"""One training run of the empirical section, complete and cached, and sweeps of many.
+"""Training runs of the empirical section, computed and cached, and sweeps of many.
 
-* :class:`RunConfig` — one training run, complete (data set, :class:`~resgd.core.model.ModelConfig`,
-  :class:`~resgd.core.train.GDConfig`, seed, dtype); frozen and hashable.
+(The configuration and its key are in :mod:`resgd.experiments.run_config`, the end-of-run
+metrics in :mod:`resgd.experiments.metrics`.)
+
 * :func:`run` — one run as a tidy table (the trainer's history plus configuration columns),
   cached under a key that hashes the complete configuration, ``resgd.__version__`` and a
   fingerprint of the loaded data (:func:`config_key`).
@@ -26,22 +27,20 @@ import functools
 import math
 import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from typing import Any
 
 import pandas as pd
 import torch
 from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
 
-from ..data.spec import DTYPES, DatasetSpec, data_fingerprint, load_dataset
-from ..core.model import ModelConfig, forward, init_params
-from ..pipeline.cache import ResultsCache, hash_key
+from ..core.model import init_params
+from ..core.stacked import shape_gd, shape_model, train_runs, worth_stacking
+from ..core.train import loss_from_output
+from ..data.spec import DTYPES, load_dataset
+from ..pipeline.cache import ResultsCache
 from ..pipeline.sweep import Group, Task, cached_sweep, check_n_jobs
-from ..core.stacked import predict_stacked, shape_gd, shape_model, stacked_losses, train_runs, worth_stacking
-from ..core.train import GDConfig, loss_from_output
-from ..validation import ConfigError, check_choice
-
-FIGURE_KINDS = ("residual", "beta", "depth", "conditioning", "rate")
+from ..validation import ConfigError
+from .metrics import _metrics, _stacked_metrics
+from .run_config import RunConfig, config_key
 
 CONFIG_COLUMNS = (
     "experiment", "dataset", "is_standin", "source_label", "n_train", "n_tokens", "beta", "n_layers",
@@ -52,70 +51,6 @@ CONFIG_COLUMNS = (
 
 MAX_STACK = 16
 """At most this many runs per stack (:func:`stack_groups`)."""
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Everything that determines one training run (frozen and hashable).
-
-    ``seed`` seeds the initial weights (the data sample is fixed by ``dataset.seed``).
-    ``test_metrics``: whether the run's table gets its end-of-run test loss and accuracies (NaN
-    otherwise); the robustness map does not use them, and on its small training sets evaluating
-    the larger test sets cost a third of its time.
-    """
-
-    dataset: DatasetSpec
-    model: ModelConfig
-    gd: GDConfig
-    seed: int = 0
-    dtype: str = "float64"
-    test_metrics: bool = True
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.dataset, DatasetSpec):
-            raise ConfigError(f"RunConfig.dataset: expected a DatasetSpec, got {type(self.dataset).__name__}")
-        if not isinstance(self.model, ModelConfig):
-            raise ConfigError(f"RunConfig.model: expected a ModelConfig, got {type(self.model).__name__}")
-        if not isinstance(self.gd, GDConfig):
-            raise ConfigError(f"RunConfig.gd: expected a GDConfig, got {type(self.gd).__name__}")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
-            raise ConfigError(f"RunConfig.seed: expected an integer, got {self.seed!r}")
-        check_choice("RunConfig.dtype", self.dtype, DTYPES)
-        if not isinstance(self.test_metrics, bool):
-            raise ConfigError(f"RunConfig.test_metrics: expected True or False, got {self.test_metrics!r}")
-        if self.model.d != self.dataset.d:
-            raise ConfigError(f"RunConfig: model.d = {self.model.d} but data set {self.dataset.name!r} has d = {self.dataset.d}")
-        if self.model.pooling != self.dataset.pooling:
-            raise ConfigError(
-                f"RunConfig: model.pooling = {self.model.pooling!r} but data set {self.dataset.name!r} "
-                f"needs pooling = {self.dataset.pooling!r}"
-            )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"dataset": asdict(self.dataset), "model": asdict(self.model), "gd": asdict(self.gd),
-                "seed": self.seed, "dtype": self.dtype, "test_metrics": self.test_metrics}
-
-
-def config_key(config: RunConfig, *, version: str | None = None, fingerprint: str | None = None) -> str:
-    """The cache key: SHA-256 of the complete configuration, the library version and the data.
-
-    ``version`` defaults to ``resgd.__version__`` (read at call time); ``fingerprint`` to
-    :func:`data_fingerprint` of the configuration's data set.
-    """
-    import resgd
-
-    payload = {
-        "config": config.to_dict(),
-        "version": resgd.__version__ if version is None else version,
-        "data": data_fingerprint(config.dataset, config.dtype) if fingerprint is None else fingerprint,
-    }
-    return hash_key(payload)
-
-
-def _accuracy(Y_hat: torch.Tensor, Y: torch.Tensor) -> float:
-    """Fraction of samples whose output sign matches the ±1 label (output 0 counts as −1)."""
-    predicted = torch.where(Y_hat > 0, 1.0, -1.0).to(Y.dtype)
-    return float((predicted == Y).to(torch.float64).mean())
-
 
 def stackable(config: RunConfig) -> bool:
     """Whether ``config`` is trained by the stacked trainer (:mod:`resgd.core.stacked`) — decided by
@@ -149,43 +84,6 @@ def _train(configs: list[RunConfig], data) -> list[tuple[pd.DataFrame, dict | No
     return [(o.history, o.params, o.diverged, m) for o, m in zip(out, metrics)]
 
 
-_NO_METRICS = {"test_loss": math.nan, "train_acc": math.nan, "test_acc": math.nan}
-
-
-def _metrics(config: RunConfig, data, final: dict | None) -> dict:
-    """Test loss, train and test accuracy (classification) of one run's final weights; NaN if it diverged."""
-    if final is None or not config.test_metrics:
-        return dict(_NO_METRICS)
-    cfg, reduction = config.model, config.gd.reduction
-    with torch.no_grad():
-        Y_hat_test = forward(final, cfg, data.X_test, data.mask_test)
-        out = dict(_NO_METRICS, test_loss=float(loss_from_output(Y_hat_test, data.Y_test, data.mask_test, reduction)))
-        if config.dataset.is_classification:
-            out["train_acc"] = _accuracy(forward(final, cfg, data.X_train, data.mask_train), data.Y_train)
-            out["test_acc"] = _accuracy(Y_hat_test, data.Y_test)
-    return out
-
-
-def _stacked_metrics(configs: list[RunConfig], data, finals: list[dict | None]) -> list[dict]:
-    """:func:`_metrics` of every run of a stack, the surviving runs in one stacked pass each on the
-    test and training sets (bit for bit the same whichever runs share the stack)."""
-    out = [dict(_NO_METRICS) for _ in configs]
-    done = [i for i, final in enumerate(finals) if final is not None]
-    if not done or not configs[0].test_metrics:
-        return out
-    models = [configs[i].model for i in done]
-    weights = [finals[i] for i in done]
-    test = predict_stacked(weights, models, data.X_test, data.mask_test)
-    losses = stacked_losses(test, data.Y_test, data.mask_test, configs[0].gd.reduction).to(torch.float64).numpy()
-    train = predict_stacked(weights, models, data.X_train, data.mask_train) if configs[0].dataset.is_classification else None
-    for j, i in enumerate(done):
-        out[i]["test_loss"] = float(losses[j])
-        if train is not None:
-            out[i]["train_acc"] = _accuracy(train[j], data.Y_train)
-            out[i]["test_acc"] = _accuracy(test[j], data.Y_test)
-    return out
-
-
 def _compute_stack(configs: list[RunConfig]) -> list[pd.DataFrame]:
     """Train runs of one stack key together (no cache): each run's history plus configuration and
     end-of-run columns, in order.
@@ -204,7 +102,8 @@ def _compute_stack(configs: list[RunConfig]) -> list[pd.DataFrame]:
 
 
 def _compute(config: RunConfig) -> pd.DataFrame:
-    """One run (no cache): a stack of one, so the same numbers as inside any stack."""
+    """One run (no cache): a stack of one, so the same numbers as inside any stack. Also the
+    sweep's per-task function (no file access, so any backend can run it)."""
     return _compute_stack([config])[0]
 
 
@@ -255,11 +154,6 @@ def _cost(config: RunConfig) -> int:
     return config.model.n_layers * config.gd.iterations * config.dataset.n_train
 
 
-def _run_task(config: RunConfig) -> pd.DataFrame:
-    """A sweep task: one run, computed (no file access, so any backend can run it)."""
-    return _compute(config)
-
-
 def _run_stack(configs: tuple[RunConfig, ...]) -> list[pd.DataFrame]:
     """A grouped sweep task: the runs of one stack, computed together (no file access)."""
     return _compute_stack(list(configs))
@@ -306,7 +200,7 @@ def sweep(
     configs = list(configs)
     keys = [config_key(c) for c in configs]
     todo = dict(zip(keys, configs))
-    tasks = [Task(k, _run_task, todo[k]) for k in sorted(todo, key=lambda k: -_cost(todo[k]))]
+    tasks = [Task(k, _compute, todo[k]) for k in sorted(todo, key=lambda k: -_cost(todo[k]))]
     group = functools.partial(stack_groups, n_jobs=check_n_jobs(n_jobs))
     cache = ResultsCache(cache_dir)
     missing = sum(not cache.path(k).is_file() for k in todo)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,19 +35,25 @@ from ..data.spec import (  # noqa: F401 - re-exported: the experiments' public n
     CLASSIFICATION, DATASETS, DTYPES, FEATURES, PAPER_DATASETS, POOLING, DatasetSpec, data_fingerprint, load_dataset,
 )
 from .tables import (  # noqa: F401
-    RUN_KEYS, SPIKE_FACTOR, beta_findings, conditioning_curves, loss_curves, per_run_table, rate_agreement,
-    summary_table,
+    RUN_KEYS, SPIKE_FACTOR, conditioning_curves, loss_curves, per_run_table, summary_table,
 )
 from ..core.model import ModelConfig
 from ..pipeline.cache import RESULTS_ENV, resolve_cache_dir, resolve_results_dir  # noqa: F401
 from ..pipeline.presets import experiments as preset
 from ..pipeline.reproduce import Outputs, publish, reproduce_part
-from .runs import CONFIG_COLUMNS, RunConfig, config_key, run, sweep  # noqa: F401
+from .run_config import RunConfig, config_key  # noqa: F401 - re-exported: the map builds runs through the study
+from .runs import CONFIG_COLUMNS, run, sweep  # noqa: F401
+from .design import RATE_WINDOW, RELATIVE_TARGET, SPEARMAN_BOUND, STALL_RATIO, arms
+from .step_size import PROTOCOLS, THEORY_FACTORS, THEORY_PRIMARY, check_protocol, choose_lr, probe_stable, theory_lr  # noqa: F401
 from ..core.train import GDConfig
 from ..validation import ConfigError, check_choice
 
-EXPERIMENTS = ("beta", "depth")
-FIGURE_KINDS = ("residual", "beta", "depth", "conditioning", "rate")
+FIGURE_KINDS = ("residual", "beta", "depth", "factorial", "conditioning", "rate")
+PRIMARY = f"theory c={THEORY_PRIMARY:g}"
+"""The protocol label of the theorem's primary step (the one Theorem 1 speaks to)."""
+SLUGS = {"common": "common", f"theory c={THEORY_PRIMARY:g}": "theory",
+         **{f"theory c={c:g}": f"theory-{'low' if c < THEORY_PRIMARY else 'high'}" for c in THEORY_FACTORS if c != THEORY_PRIMARY}}
+"""Protocol label → the short name in glue keys (``<dataset>-<slug>-...``)."""
 
 
 @dataclass(frozen=True)
@@ -70,15 +76,18 @@ class Settings:
     safety: float
     reduction: str
     record_every: int
-    rate_window: float
     target_fraction: float
-    spearman_threshold: float
+    depth_N: int
+    depth_iterations: int
     qk_scale: float
     out_scale: float
     branch_scale: str
     activation: str
     logit_scale: str
     dtype: str
+    twin_init: str = "living"
+    start: str = "equal"
+    equal_out_scale: float = 0.01
     data_seed: int = 0
     test_metrics: bool = True
 
@@ -89,9 +98,15 @@ class Settings:
             raise ConfigError("Settings: betas and depths must not be empty")
         if not 0 < self.safety <= 1:
             raise ConfigError(f"Settings.safety: expected 0 < safety <= 1, got {self.safety!r}")
-        if not 0 < self.rate_window <= 1:
-            raise ConfigError(f"Settings.rate_window: expected a fraction in (0, 1], got {self.rate_window!r}")
         check_choice("Settings.branch_scale", self.branch_scale, ("1/sqrt(L)", "1"))
+        check_choice("Settings.twin_init", self.twin_init, TWIN_INITS)
+        check_choice("Settings.start", self.start, STARTS)
+        if not 0 < self.equal_out_scale <= 1:
+            raise ConfigError(f"Settings.equal_out_scale: expected 0 < scale <= 1, got {self.equal_out_scale!r}")
+
+    def depth(self) -> "Settings":
+        """The depth sweep's settings: ``depth_N`` samples, ``depth_iterations`` iterations."""
+        return replace(self, N=self.depth_N, iterations=self.depth_iterations)
 
     @property
     def mode(self) -> str:
@@ -101,20 +116,50 @@ class Settings:
     def spec(self) -> DatasetSpec:
         return DatasetSpec(self.dataset, n_train=self.N, n_tokens=self.n, n_test=self.n_test, seed=self.data_seed)
 
-    def model(self, beta: float, n_layers: int) -> ModelConfig:
-        branch = 1.0 / math.sqrt(n_layers) if self.branch_scale == "1/sqrt(L)" else 1.0
+    def model(self, beta: float, n_layers: int, beta_ffn: float | None = None) -> ModelConfig:
+        """The model at (β, L) (β_ffn: the FFN skip's weight, β when None), with the init scales
+        of :func:`branch_scales` and the read-out scale of ``start``."""
+        v_scale, ffn_scale = branch_scales(self.branch_scale, self.twin_init, n_layers, beta,
+                                           beta if beta_ffn is None else beta_ffn)
         return ModelConfig(
             d=FEATURES[self.dataset], d_qk=self.d_qk, m=self.m, k=1, n_layers=n_layers, beta=float(beta),
+            beta_ffn=None if beta_ffn is None else float(beta_ffn),
             logit_scale=self.logit_scale, activation=self.activation, pooling=POOLING[self.dataset],
-            qk_scale=self.qk_scale, v_scale=branch, ffn_scale=branch, out_scale=self.out_scale,
+            qk_scale=self.qk_scale, v_scale=v_scale, ffn_scale=ffn_scale,
+            out_scale=self.equal_out_scale if self.start == "equal" else self.out_scale,
         )
 
-    def config(self, beta: float, n_layers: int, seed: int, lr: float, iterations: int | None = None) -> RunConfig:
+    def config(self, beta: float, n_layers: int, seed: int, lr: float, iterations: int | None = None, *,
+               beta_ffn: float | None = None) -> RunConfig:
         iterations = self.iterations if iterations is None else iterations
         gd = GDConfig(lr=float(lr), iterations=iterations, reduction=self.reduction,
                       record_every=min(self.record_every, max(iterations, 1)))
-        return RunConfig(self.spec, self.model(beta, n_layers), gd, seed=seed, dtype=self.dtype,
+        return RunConfig(self.spec, self.model(beta, n_layers, beta_ffn), gd, seed=seed, dtype=self.dtype,
                          test_metrics=self.test_metrics)
+
+
+TWIN_INITS = ("living", "scaled")
+"""How a sublayer without its skip (coefficient 0) is initialised: ``"living"`` keeps its forward
+signal (:data:`LIVING_SCALES`); ``"scaled"`` gives it the residual model's depth scaling, which at
+L = 6, 10 leaves the model without residual dead at initialisation (its loss never moves)."""
+STARTS = ("equal", "free")
+"""``"equal"``: a small read-out (``Settings.equal_out_scale``) so Ŷ⁰ ≈ 0 and every β starts from the
+loss of the zero predictor; ``"free"``: the read-out scale ``Settings.out_scale``."""
+LIVING_SCALES = (1.0, math.sqrt(2.0))
+"""(W_V, W_1 and W_2) init scales of a sublayer without skip under ``twin_init="living"``: the
+value map keeps the norm of its input, the ReLU FFN too (He's √2; ``tests/test_twins.py``
+checks the output and gradient norms at t = 0 against the residual model's)."""
+
+
+def branch_scales(branch_scale: str, twin_init: str, n_layers: int, beta: float, beta_ffn: float) -> tuple[float, float]:
+    """(v_scale, ffn_scale): the depth scaling ``branch_scale`` for a sublayer with its skip; for
+    one without (coefficient 0) the same under ``twin_init="scaled"``, :data:`LIVING_SCALES` under
+    ``"living"``."""
+    branch = 1.0 / math.sqrt(n_layers) if branch_scale == "1/sqrt(L)" else 1.0
+    living = twin_init == "living"
+    v_scale = LIVING_SCALES[0] if living and beta == 0 else branch
+    ffn_scale = LIVING_SCALES[1] if living and beta_ffn == 0 else branch
+    return v_scale, ffn_scale
 
 
 def settings(
@@ -169,79 +214,36 @@ def choices_table(s: Settings) -> pd.DataFrame:
     rows = [
         ("loss normalisation", f"reduction={s.reduction!r}: Φ = ½ Σ‖Ŷ−Y‖² / N (mean over samples); GD with step μ on it is GD on the paper's sum with step μ/N", "Settings.reduction"),
         ("widths", f"d_qk = {s.d_qk}, FFN width m = {s.m}", "preset()['widths']"),
-        ("initialisation", f"every weight N(0, scale²/fan_in); qk_scale = {s.qk_scale}, out_scale = {s.out_scale}", "Settings.qk_scale, Settings.out_scale"),
-        ("depth scaling of the init", "v_scale = ffn_scale = 1/√L (W_V, W_1, W_2), the same for the twins with and without residual" if s.branch_scale == "1/sqrt(L)" else "v_scale = ffn_scale = 1", "Settings.branch_scale"),
-        ("residual placement", "β multiplies the skip path of both sublayers (β_ffn = β); β = 0 removes both residuals", "ModelConfig.beta, beta_ffn=None"),
+        ("initialisation", f"every weight N(0, scale²/fan_in); qk_scale = {s.qk_scale}", "Settings.qk_scale"),
+        ("start", f"read-out scale {s.equal_out_scale}: Ŷ⁰ ≈ 0, every model starts near Φ(Ŷ = 0)" if s.start == "equal" else f"read-out scale {s.out_scale}", "Settings.start, equal_out_scale, out_scale"),
+        ("depth scaling of the init", "W_V, W_1, W_2 scaled by 1/√L in every sublayer with its skip" if s.branch_scale == "1/sqrt(L)" else "no depth scaling", "Settings.branch_scale"),
+        ("twin without residual", f"'{s.twin_init}': " + ("a sublayer without skip gets W_V scale 1 and W_1, W_2 scale √2 (keeps its signal)" if s.twin_init == "living" else "the same depth scaling as the residual model (dead at L = 6, 10)") + "; the depth figure also shows the other ('scaled', dead-by-init) twin, labelled", "Settings.twin_init"),
+        ("residual placement", "β multiplies the skip path of both sublayers (β_ffn = β) except in the factorial, which sets β_ffn apart", "ModelConfig.beta, beta_ffn"),
         ("activation, logit scale", f"{s.activation}, logits / √d_qk" if s.logit_scale == "sqrt" else f"{s.activation}, logits / d_qk", "Settings.activation, Settings.logit_scale"),
-        ("step-size rule", f"largest μ on the grid {list(s.lr_grid)} for which every β = 1 model of the comparison has a finite loss, lower after {s.probe_iterations} GD steps than at the start (seed {s.seeds[0]}), times safety {s.safety}; one μ per comparison", "Settings.lr_grid, probe_iterations, safety"),
+        ("step size: common", f"largest μ on the grid {list(s.lr_grid)} for which every β = 1 model of the comparison has a finite loss, lower after {s.probe_iterations} GD steps than at the start (seed {s.seeds[0]}), times safety {s.safety}; one μ per comparison", "Settings.lr_grid, probe_iterations, safety"),
+        ("step size: theory", f"μ = c / L̂(β, L, θ⁰), L̂ = max(‖∇²Φ‖, λ_max(JJᵀ)/N) at the first seed's θ⁰ (power iteration, 20 steps); c ∈ {list(THEORY_FACTORS)}, c = {THEORY_PRIMARY} primary", "step_size.THEORY_FACTORS"),
+        ("sizes", f"β sweep and factorial: N = {s.N}, T = {s.iterations}; depth sweep: N = {s.depth_N}, T = {s.depth_iterations}", "Settings.N, iterations, depth_N, depth_iterations"),
         ("seeds", f"{len(s.seeds)} initialisation seeds {list(s.seeds)}; the data sample is fixed (data seed {s.data_seed}); curves: mean, band = min–max over seeds", "Settings.seeds, data_seed"),
-        ("divergence", "a run stops when Φ exceeds 10⁶ Φ(θ⁽⁰⁾) or is not finite; it is kept (partial history, diverged=True) and its loss at T counts as +∞", "GDConfig.divergence_factor"),
-        ("loss at T", "the training loss after the last iteration T, per seed; averaged over seeds", "Settings.iterations"),
-        ("target loss", f"iterations to reach Φ ≤ {s.target_fraction} × Φ(Ŷ = 0), the loss of the zero predictor", "Settings.target_fraction"),
-        ("measured rate", f"minus the least-squares slope of log Φ over the last {s.rate_window:.0%} of the iterations (resgd.theorem1.study.empirical_rate)", "Settings.rate_window"),
-        ("predicted rate", "σ_min²(Z⁽⁰⁾)/σ_max²(Z⁽⁰⁾) of the stacked first-layer Z at initialisation, compared with measured rate / μ", "—"),
-        ("claim thresholds", f"(b) holds when Spearman(β, loss at T) ≤ {s.spearman_threshold}; (a), (c) compare seed-averaged losses at T", "Settings.spearman_threshold"),
+        ("divergence", "a run stops when Φ exceeds 10⁶ Φ(θ⁽⁰⁾) or is not finite; it is kept (partial history, outcome 'diverged', rate −∞)", "GDConfig.divergence_factor"),
+        ("stalled", f"Φ(T)/Φ(0) ≥ {STALL_RATIO}: outcome 'stalled' (never 'diverged', never 'stable')", "design.STALL_RATIO"),
+        ("primary speed", f"rate = minus the least-squares slope of log Φ(t) over t ∈ [{RATE_WINDOW[0]:g}·T, {RATE_WINDOW[1]:g}·T]", "design.RATE_WINDOW"),
+        ("secondary speed", f"iterations to Φ(t) ≤ {RELATIVE_TARGET} Φ(0); loss at T and Φ(T)/Φ(0) shown, never deciding", "design.RELATIVE_TARGET"),
+        ("verdict rules", f"(a), (c): paired by seed, holds/fails when every seed agrees, else undecided; (b): Spearman(β, median rate) ≥ {SPEARMAN_BOUND} holds, ≤ −{SPEARMAN_BOUND} fails", "design, claims"),
         ("precision", f"{s.dtype} throughout", "Settings.dtype"),
     ]
     return pd.DataFrame(rows, columns=["choice", "value", "parameter"])
-
-
-# --------------------------------------------------------------------------- step size
-
-def probe_stable(history: pd.DataFrame, diverged: bool) -> bool:
-    """A probe is stable when it did not diverge, every loss is finite and the last is below the first."""
-    loss = history["loss"].to_numpy(dtype=float)
-    return (not diverged) and len(loss) > 1 and bool(np.isfinite(loss).all()) and loss[-1] < loss[0]
-
-
-def choose_lr(
-    s: Settings,
-    n_layers: Sequence[int],
-    *,
-    n_jobs: int = 2,
-    cache_dir: str | os.PathLike | None = None,
-    progress: bool = False,
-    scheduler: str | None = None,
-) -> tuple[float, pd.DataFrame]:
-    """The step size of one comparison and the probe table behind it.
-
-    Rule (companion's choice): for each depth in ``n_layers``, the β = 1 model (seed
-    ``s.seeds[0]``) is trained for ``s.probe_iterations`` steps at every step size of
-    ``s.lr_grid``; the largest step size that is stable (:func:`probe_stable`) at every depth,
-    times ``s.safety``, is the comparison's step size.
-    """
-    configs = [s.config(1.0, L, s.seeds[0], lr, iterations=s.probe_iterations) for L in n_layers for lr in s.lr_grid]
-    runs = sweep(configs, n_jobs=n_jobs, cache_dir=cache_dir, scheduler=scheduler, progress=progress,
-                 desc=f"{s.dataset}: step-size probe")
-    rows = []
-    for (L, lr), h in runs.groupby(["n_layers", "lr"], sort=False):
-        diverged = bool(h["diverged"].iloc[0])
-        rows.append({"n_layers": int(L), "lr": float(lr), "loss_start": float(h["loss"].iloc[0]),
-                     "loss_end": float(h["loss"].iloc[-1]), "diverged": diverged, "stable": probe_stable(h, diverged)})
-    table = pd.DataFrame(rows).sort_values(["n_layers", "lr"], ascending=[True, False], ignore_index=True)
-    stable = table[table["stable"]].groupby("lr")["n_layers"].nunique()
-    common = [lr for lr, count in stable.items() if count == len(set(n_layers))]
-    if not common:
-        raise ConfigError(
-            f"choose_lr: no step size in {list(s.lr_grid)} is stable for the β = 1 model at depth(s) "
-            f"{list(n_layers)} on {s.dataset}; extend Settings.lr_grid downwards"
-        )
-    largest = max(common)
-    table["chosen"] = False
-    lr = largest * s.safety
-    table.loc[table["lr"] == largest, "chosen"] = True
-    return lr, table
 
 
 # --------------------------------------------------------------------------- the section
 
 @dataclass
 class ExperimentResults:
-    """Every run of one data set's experiments, and the tables the book shows."""
+    """Every run of one data set's experiments (all arms of :func:`resgd.experiments.design.arms`),
+    and the tables the book shows."""
 
     settings: Settings
     data: dict[str, Any]
-    lr: dict[str, float]
+    lr: pd.DataFrame
     probes: pd.DataFrame
     runs: pd.DataFrame
     _per_run: pd.DataFrame | None = field(default=None, repr=False)
@@ -256,44 +258,17 @@ class ExperimentResults:
 
     def per_run(self) -> pd.DataFrame:
         if self._per_run is None:
-            self._per_run = per_run_table(self.runs, target_fraction=self.settings.target_fraction,
-                                          rate_window=self.settings.rate_window)
+            self._per_run = per_run_table(self.runs)
         return self._per_run
 
     def summary(self) -> pd.DataFrame:
         return summary_table(self.per_run())
 
-    def curves(self, kind: str) -> pd.DataFrame:
-        """Loss curves for the figure ``kind`` ∈ {"residual", "beta", "depth"}."""
-        check_choice("kind", kind, ("residual", "beta", "depth"))
-        runs = self.runs
-        if kind == "residual":
-            runs = runs[(runs["experiment"] == "beta") & runs["beta"].isin([0.0, 1.0])]
-        else:
-            runs = runs[runs["experiment"] == kind]
-        return loss_curves(runs)
-
-    def conditioning(self) -> pd.DataFrame:
-        return conditioning_curves(self.runs)
-
-    def rate_agreement(self) -> dict[str, float]:
-        return rate_agreement(self.per_run())
-
-    def beta_findings(self) -> dict[str, float]:
-        return beta_findings(self.per_run())
-
     def verdicts(self):
         from .claims import evaluate
 
-        return evaluate(self.per_run(), self.settings.dataset, threshold=self.settings.spearman_threshold)
-
-
-def beta_configs(s: Settings, lr: float) -> list[RunConfig]:
-    return [s.config(beta, 1, seed, lr) for beta in s.betas for seed in s.seeds]
-
-
-def depth_configs(s: Settings, lr: float) -> list[RunConfig]:
-    return [s.config(beta, L, seed, lr) for L in s.depths for beta in (1.0, 0.0) for seed in s.seeds]
+        living = self.per_run()[self.per_run()["twin_init"] == "living"]
+        return evaluate(living, self.settings.dataset)
 
 
 def run_experiments(
@@ -304,19 +279,36 @@ def run_experiments(
     progress: bool = False,
     scheduler: str | None = None,
 ) -> ExperimentResults:
-    """The whole empirical section for one data set: step sizes, the β sweep (which holds the
-    Fig. 1 pair β ∈ {0, 1}) and the depth sweep, all cached."""
+    """Every arm of the pre-registered design (:func:`resgd.experiments.design.arms`) for one data
+    set: the step sizes of each protocol, then the runs, all cached. Tags each run with its
+    arm (``experiment``, ``protocol``, ``c``, ``twin_init``, ``beta_ffn``)."""
     data = load_dataset(s.spec, s.dtype)
     engine = {"n_jobs": n_jobs, "cache_dir": cache_dir, "progress": progress, "scheduler": scheduler}
-    lr_beta, probe_beta = choose_lr(s, [1], **engine)
-    lr_depth, probe_depth = choose_lr(s, list(s.depths), **engine)
-    probes = pd.concat([probe_beta.assign(comparison="beta"), probe_depth.assign(comparison="depth")], ignore_index=True)
-    beta_runs = sweep(beta_configs(s, lr_beta), desc=f"{s.dataset}: β sweep", **engine)
-    depth_runs = sweep(depth_configs(s, lr_depth), desc=f"{s.dataset}: depth sweep", **engine)
-    runs = pd.concat([beta_runs.assign(experiment="beta"), depth_runs.assign(experiment="depth")], ignore_index=True)
+    sizes = {"beta": s, "factorial": s, "depth": s.depth()}
+    common = {}
+    probes = []
+    for experiment, depths in (("beta", [1]), ("depth", list(s.depths))):
+        common[experiment], table = choose_lr(sizes[experiment], depths, **engine)
+        probes.append(table.assign(comparison=experiment))
+    frames, steps = [], []
+    for arm in arms(s.betas, s.depths):
+        arm_s = replace(sizes[arm.experiment], twin_init=arm.twin_init)
+        seeds = arm_s.seeds[: arm.n_seeds] if arm.n_seeds else arm_s.seeds
+        configs = []
+        for beta, beta_ffn, L in arm.points:
+            lr = (common["depth" if arm.experiment == "depth" else "beta"] if arm.protocol == "common"
+                  else theory_lr(arm_s, beta, L, arm.c, beta_ffn=beta_ffn, cache_dir=cache_dir))
+            steps.append({"experiment": arm.experiment, "protocol": arm.label, "twin_init": arm.twin_init,
+                          "beta": beta, "beta_ffn": beta if beta_ffn is None else beta_ffn, "n_layers": L, "lr": lr})
+            configs += [arm_s.config(beta, L, seed, lr, beta_ffn=beta_ffn) for seed in seeds]
+        runs = sweep(configs, desc=f"{s.dataset}: {arm.experiment}, {arm.label}, {arm.twin_init}", **engine)
+        frames.append(runs.assign(experiment=arm.experiment, protocol=arm.label,
+                                  c=math.nan if arm.c is None else arm.c, twin_init=arm.twin_init,
+                                  beta_ffn=runs["key"].map({config_key(c): c.model.residual_ffn for c in configs})))
     description = data.describe()
     summary = {k: description[k] for k in ("name", "source_label", "is_standin", "n_train", "n_test", "n_tokens", "d")}
-    return ExperimentResults(settings=s, data=summary, lr={"beta": lr_beta, "depth": lr_depth}, probes=probes, runs=runs)
+    return ExperimentResults(settings=s, data=summary, lr=pd.DataFrame(steps), probes=pd.concat(probes, ignore_index=True),
+                             runs=pd.concat(frames, ignore_index=True))
 
 
 # --------------------------------------------------------------------------- figures and outputs
@@ -328,20 +320,77 @@ def figure_name(dataset: str, kind: str) -> str:
 
 
 def make_figure(results: ExperimentResults, kind: str):
-    """The figure ``kind`` ∈ FIGURE_KINDS of ``results``, drawn by :mod:`resgd.plots.experiments`."""
+    """The figure ``kind`` ∈ FIGURE_KINDS of ``results``, drawn by :mod:`resgd.plots.experiments`:
+    Φ(t)/Φ(0) curves per protocol (residual, beta, depth, factorial), the conditioning of Z⁽ᵗ⁾
+    and the rate against σ_min²/σ_max²(Z⁰) under the theorem's protocol."""
     from ..plots import experiments as plots
 
     check_choice("kind", kind, FIGURE_KINDS)
-    name = results.settings.dataset
+    name, runs = results.settings.dataset, results.runs
     if kind == "residual":
-        return plots.plot_residual(results.curves("residual"), dataset=name)
+        part = runs[(runs["experiment"] == "beta") & runs["beta"].isin([0.0, 1.0])]
+        return plots.plot_residual(loss_curves(part), dataset=name)
     if kind == "beta":
-        return plots.plot_beta_sweep(results.curves("beta"), dataset=name)
-    if kind == "depth":
-        return plots.plot_depth(results.curves("depth"), dataset=name)
+        part = runs[(runs["experiment"] == "beta") & runs["protocol"].isin(["common", PRIMARY])]
+        return plots.plot_beta_sweep(loss_curves(part), dataset=name)
+    if kind in ("depth", "factorial"):
+        return getattr(plots, f"plot_{kind}")(loss_curves(runs[runs["experiment"] == kind]), dataset=name)
+    primary = runs[(runs["protocol"] == PRIMARY) & (runs["experiment"] != "factorial")]
     if kind == "conditioning":
-        return plots.plot_conditioning(results.conditioning(), dataset=name)
-    return plots.plot_rate(results.per_run(), dataset=name)
+        return plots.plot_conditioning(conditioning_curves(primary), dataset=name)
+    per_run = results.per_run()
+    return plots.plot_rate(per_run[(per_run["protocol"] == PRIMARY) & (per_run["experiment"] != "factorial")], dataset=name)
+
+
+def twins_table(results: ExperimentResults) -> pd.DataFrame:
+    """The depth sweep's models without residual next to the residual ones: loss at 0 and T
+    (mean over seeds), Φ(T)/Φ(0) and the outcomes, per protocol, L and twin init."""
+    rows = results.per_run()
+    rows = rows[rows["experiment"] == "depth"].assign(
+        model=lambda t: np.where(t["beta"] == 1.0, "residual", np.where(t["twin_init"] == "living", "living twin", "dead-by-init twin")))
+    return (rows.groupby(["protocol", "n_layers", "model"], sort=True)
+            .agg(seeds=("seed", "size"), loss_0=("loss_0", "mean"), loss_T=("loss_T", "mean"),
+                 loss_ratio_T=("loss_ratio_T", "median"), rate=("rate", "median"),
+                 outcomes=("outcome", lambda o: ", ".join(f"{k} {v}" for k, v in o.value_counts().items())))
+            .reset_index())
+
+
+def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[str, Any]:
+    """Every number the data set's page glues, under keys without the data-set prefix (the page
+    glues ``<dataset>-<key>``): settings, step sizes, and per protocol (:data:`SLUGS`) each
+    claim's verdict and the numbers behind it, the factorial and the twins' losses."""
+    s = results.settings
+    out: dict[str, Any] = {"source": results.source_label, "N": s.N, "n": s.n, "T": s.iterations,
+                           "depth-N": s.depth_N, "depth-T": s.depth_iterations, "seeds": len(s.seeds),
+                           "mode": s.mode, "elapsed": float(elapsed)}
+    lr = results.lr
+    for experiment in ("beta", "depth"):
+        out[f"lr-common-{experiment}"] = float(lr.loc[(lr["protocol"] == "common") & (lr["experiment"] == experiment), "lr"].iloc[0])
+    theory = lr[(lr["protocol"] == PRIMARY) & (lr["experiment"] == "beta")].set_index("beta")["lr"]
+    out["lr-theory-range"] = f"{theory.min():.3g} to {theory.max():.3g}"
+    for v in results.verdicts():
+        slug = SLUGS[v.protocol]
+        key = {"residual_helps": "a", "beta_monotone": "b", "depth_residual_helps": "c", "factorial": "f"}[v.name]
+        out[f"{slug}-{key}"] = v.outcome
+        out[f"{slug}-{key}-detail"] = v.detail
+        if key == "a":
+            out[f"{slug}-a-won"] = f"{v.numbers['faster_in']} of {v.numbers['seeds']}"
+            out[f"{slug}-a-chance"] = float(v.numbers["chance"])
+        if key == "b":
+            out[f"{slug}-b-rho"] = float(v.numbers["spearman"])
+        if key == "f":
+            out[f"{slug}-f-carried"] = v.numbers["carried_by"]
+    twins = twins_table(results)
+    for _, row in twins.iterrows():
+        model = {"residual": "res", "living twin": "living", "dead-by-init twin": "dead"}[row["model"]]
+        stem = f"{SLUGS[row['protocol']]}-L{int(row['n_layers'])}-{model}"
+        out[f"{stem}-loss0"], out[f"{stem}-lossT"] = float(row["loss_0"]), float(row["loss_T"])
+    per_run = results.per_run()
+    living = per_run[per_run["twin_init"] == "living"]
+    out["stalled"] = int((living["outcome"] == "stalled").sum())
+    out["diverged"] = int((living["outcome"] == "diverged").sum())
+    out["runs"] = int(len(per_run))
+    return out
 
 
 def claims_path(dataset: str, mode: str, directory: str | os.PathLike | None = None) -> Path:
@@ -359,12 +408,14 @@ def result_files(results: ExperimentResults) -> dict[str, tuple[str, Any]]:
     files = {
         name: (f"tables/{tag}_{suffix}.csv", lambda tmp, table=table: table.to_csv(tmp, index=False))
         for name, suffix, table in (("summary", "summary", results.summary()), ("per_run", "runs", results.per_run()),
-                                    ("probes", "probes", results.probes))
+                                    ("probes", "probes", results.probes), ("steps", "steps", results.lr))
     }
     files["claims"] = (f"claims/{tag}.json", verdicts_writer(
         results.verdicts(), dataset=s.dataset, mode=s.mode,
-        meta={"source_label": results.source_label, "is_standin": results.is_standin, "lr": results.lr,
-              "iterations": s.iterations, "seeds": list(s.seeds), "N": s.N},
+        meta={"source_label": results.source_label, "is_standin": results.is_standin,
+              "lr": {f"{r.experiment}/{r.protocol}/{r.twin_init}/L={r.n_layers}/β={r.beta:g}/β_ffn={r.beta_ffn:g}": r.lr
+                     for r in results.lr.itertuples()},
+              "iterations": s.iterations, "depth_iterations": s.depth_iterations, "seeds": list(s.seeds), "N": s.N},
     ))
     return files
 
@@ -400,3 +451,15 @@ def reproduce(
         lambda: outputs(dataset, quick, n_jobs=n_jobs, progress=progress, scheduler=scheduler, **overrides),
         figures_dir=directory, writes_results=True,
     )
+
+
+def reproduce_jena(quick: bool, figures_dir: str | os.PathLike | None = None, *, n_jobs: int = 2,
+                   scheduler: str | None = None) -> dict[str, Path]:
+    """The Jena page's figures, tables and verdicts (the study contract of issue 20)."""
+    return reproduce("jena", quick, figures_dir, n_jobs=n_jobs, scheduler=scheduler)
+
+
+def reproduce_sst2(quick: bool, figures_dir: str | os.PathLike | None = None, *, n_jobs: int = 2,
+                   scheduler: str | None = None) -> dict[str, Path]:
+    """The SST-2 page's figures, tables and verdicts (the study contract of issue 20)."""
+    return reproduce("sst2", quick, figures_dir, n_jobs=n_jobs, scheduler=scheduler)

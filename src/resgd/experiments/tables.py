@@ -12,45 +12,59 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..core.stats import empirical_rate, spearman
+from ..core.stats import empirical_rate
 
-RUN_KEYS = ["experiment", "dataset", "beta", "n_layers", "lr", "seed"]
+from .design import OUTCOMES, RATE_WINDOW, RELATIVE_TARGET, STALL_RATIO
+
+RUN_KEYS = ["experiment", "protocol", "twin_init", "dataset", "beta", "beta_ffn", "n_layers", "lr", "seed"]
+CONFIG_KEYS = ["experiment", "protocol", "twin_init", "n_layers", "beta", "beta_ffn"]
 SPIKE_FACTOR = 1.5
 """A loss spike: one GD step that multiplies Φ by more than this (counted in ``loss_spikes``)."""
 
 
-def per_run_table(runs: pd.DataFrame, *, target_fraction: float = 0.5, rate_window: float = 0.25) -> pd.DataFrame:
-    """One row per run: loss at T (+∞ when diverged), iterations to the target loss, the number
-    of loss spikes (steps with Φ(t+1) > 1.5 Φ(t)), the measured rate over the last window, the
-    spectrum of Z⁽⁰⁾ and the end-of-run metrics."""
+def outcome(diverged: bool, loss_ratio_T: float) -> str:
+    """``diverged``, ``stalled`` (Φ(T)/Φ(0) ≥ :data:`~resgd.experiments.design.STALL_RATIO`) or ``learning``."""
+    if diverged:
+        return "diverged"
+    return "stalled" if not loss_ratio_T < STALL_RATIO else "learning"
+
+
+def per_run_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per run, with the pre-registered measures (:mod:`resgd.experiments.design`): the
+    primary rate (minus the slope of log Φ over the first half of the run; −∞ when diverged), the
+    iterations to Φ ≤ ½ Φ(0) (+∞ when never), the outcome, Φ(T)/Φ(0) and the loss at T
+    (secondary), loss spikes, the spectrum of Z⁽⁰⁾ and the end-of-run metrics."""
     rows = []
     for keys, h in runs.groupby(RUN_KEYS, sort=False):
         h = h.sort_values("iteration")
         first = h.iloc[0]
         T = int(first["iterations"])
         diverged = bool(first["diverged"])
-        target = target_fraction * float(first["loss_zero"])
-        reached = h.loc[h["loss"] <= target, "iteration"]
-        window = max(2, int(round(rate_window * T)))
+        loss_0 = float(first["loss"])
+        loss_T = math.inf if diverged else float(h["loss"].iloc[-1])
+        ratio_T = loss_T / loss_0 if loss_0 > 0 else math.nan
+        reached = h.loc[h["loss"] <= RELATIVE_TARGET * loss_0, "iteration"]
+        lo, hi = (int(round(f * T)) for f in RATE_WINDOW)
         sigma = h.dropna(subset=["sigma_min_Z"])
         smin0, smax0 = float(sigma["sigma_min_Z"].iloc[0]), float(sigma["sigma_max_Z"].iloc[0])
-        rate = math.nan if diverged else empirical_rate(h, start=T - window + 1, stop=T + 1)
+        rate = -math.inf if diverged else empirical_rate(h, start=lo, stop=hi + 1)
         rows.append({
             **dict(zip(RUN_KEYS, keys)),
+            "c": float(first["c"]) if "c" in h.columns else math.nan,
             "iterations": T,
+            "outcome": outcome(diverged, ratio_T),
             "diverged": diverged,
             "diverged_at": first["diverged_at"],
-            "loss_0": float(first["loss"]),
-            "loss_T": math.inf if diverged else float(h["loss"].iloc[-1]),
-            "target_loss": target,
-            "iterations_to_target": float(reached.iloc[0]) if len(reached) else math.nan,
-            "loss_spikes": int((h["ratio"] > SPIKE_FACTOR).sum()),
+            "loss_0": loss_0,
+            "loss_T": loss_T,
+            "loss_ratio_T": ratio_T,
             "rate": rate,
             "rate_per_lr": rate / float(first["lr"]) if math.isfinite(rate) else math.nan,
+            "iterations_to_target": float(reached.iloc[0]) if len(reached) else math.inf,
+            "loss_spikes": int((h["ratio"] > SPIKE_FACTOR).sum()),
             "sigma_min_Z0": smin0,
             "sigma_max_Z0": smax0,
             "rate_ratio_Z0": (smin0 / smax0) ** 2 if smax0 > 0 else 0.0,
-            "sigma_min_ZT": float(sigma["sigma_min_Z"].iloc[-1]),
             "test_loss": float(first["test_loss"]),
             "train_acc": float(first["train_acc"]),
             "test_acc": float(first["test_acc"]),
@@ -61,32 +75,29 @@ def per_run_table(runs: pd.DataFrame, *, target_fraction: float = 0.5, rate_wind
 
 
 def summary_table(per_run: pd.DataFrame) -> pd.DataFrame:
-    """The results table: one row per configuration, seeds aggregated (mean; the loss at T is
-    +∞ when any seed diverged, and ``diverged`` counts them)."""
+    """The results table: one row per configuration (arm, L, β, β_ffn), seeds aggregated: median
+    rate and iterations to the relative target (the primary and secondary speeds), the outcomes
+    counted, the median Φ(T)/Φ(0) and mean loss at T (+∞ when a seed diverged)."""
     rows = []
-    for (experiment, L, beta, lr), g in per_run.groupby(["experiment", "n_layers", "beta", "lr"], sort=False):
-        reached = g["iterations_to_target"].dropna()
-        row = {
-            "experiment": experiment, "n_layers": int(L), "beta": float(beta), "lr": float(lr),
-            "seeds": len(g),
-            "diverged": int(g["diverged"].sum()),
-            "loss_T": float(g["loss_T"].mean()),
-            "loss_T_min": float(g["loss_T"].min()),
-            "loss_T_max": float(g["loss_T"].max()),
-            "iterations_to_target": float(reached.median()) if len(reached) else math.nan,
-            "reached_target": f"{len(reached)}/{len(g)}",
-            "loss_spikes": int(g["loss_spikes"].sum()),
-            "rate": float(g["rate"].mean()),
-            "sigma_min_Z0": float(g["sigma_min_Z0"].mean()),
-            "rate_ratio_Z0": float(g["rate_ratio_Z0"].mean()),
-            "test_loss": float(g["test_loss"].mean()),
-        }
+    for keys, g in per_run.groupby(CONFIG_KEYS, sort=False):
+        counts = g["outcome"].value_counts()
+        row = {**dict(zip(CONFIG_KEYS, keys)), "lr": float(g["lr"].median()), "seeds": len(g),
+               **{o: int(counts.get(o, 0)) for o in OUTCOMES},
+               "rate": float(g["rate"].median()),
+               "iterations_to_target": float(g["iterations_to_target"].median()),
+               "loss_ratio_T": float(g["loss_ratio_T"].median()),
+               "loss_0": float(g["loss_0"].mean()),
+               "loss_T": float(g["loss_T"].mean()),
+               "loss_spikes": int(g["loss_spikes"].sum()),
+               "rate_ratio_Z0": float(g["rate_ratio_Z0"].mean()),
+               "test_loss": float(g["test_loss"].mean())}
         if g["train_acc"].notna().any() or g["test_acc"].notna().any():
             row["train_acc"] = float(g["train_acc"].mean())
             row["test_acc"] = float(g["test_acc"].mean())
         rows.append(row)
     table = pd.DataFrame(rows)
-    return table.sort_values(["experiment", "n_layers", "beta"], ascending=[True, True, False], ignore_index=True)
+    return table.sort_values(["experiment", "protocol", "n_layers", "beta", "beta_ffn"],
+                             ascending=[True, True, True, False, False], ignore_index=True)
 
 
 def _band(frame: pd.DataFrame, by: list[str], value: str, center: str = "mean") -> pd.DataFrame:
@@ -100,16 +111,20 @@ def _band(frame: pd.DataFrame, by: list[str], value: str, center: str = "mean") 
     return out
 
 
+CURVE_KEYS = ["experiment", "protocol", "twin_init", "beta", "beta_ffn", "n_layers"]
+
+
 def loss_curves(runs: pd.DataFrame) -> pd.DataFrame:
-    """Tidy curves for the loss figures: per (experiment, β, L) the mean over the seeds that did
-    not diverge with a min–max band (``kind="mean"``), plus each diverged run's partial history
-    (``kind="diverged"``, one per seed) so the figure can show it."""
-    keys = ["experiment", "beta", "n_layers", "lr"]
+    """Tidy Φ(t)/Φ(0) curves for the loss figures: per configuration (:data:`CURVE_KEYS`) the mean
+    over the seeds that did not diverge with a min–max band (``kind="mean"``), plus each diverged
+    run's partial curve (``kind="diverged"``, one per seed) so the figure can show it."""
+    keys = CURVE_KEYS
+    runs = runs.assign(relative=runs["loss"] / runs.groupby(RUN_KEYS, sort=False)["loss"].transform("first"))
     ok = runs[~runs["diverged"]]
-    mean = _band(ok, keys + ["iteration"], "loss").assign(kind="mean", seed=-1)
+    mean = _band(ok, keys + ["iteration"], "relative").assign(kind="mean", seed=-1)
     n_seeds = runs.groupby(keys)["seed"].nunique().rename("n_seeds")
     n_div = runs[runs["diverged"]].groupby(keys)["seed"].nunique().rename("n_diverged")
-    bad = runs[runs["diverged"]][keys + ["iteration", "seed", "loss"]].rename(columns={"loss": "center"})
+    bad = runs[runs["diverged"]][keys + ["iteration", "seed", "relative"]].rename(columns={"relative": "center"})
     bad = bad.assign(lo=bad["center"], hi=bad["center"], n_runs=1, kind="diverged")
     curves = pd.concat([mean, bad], ignore_index=True)
     curves = curves.join(n_seeds, on=keys).join(n_div, on=keys)
@@ -122,7 +137,7 @@ def loss_curves(runs: pd.DataFrame) -> pd.DataFrame:
 def conditioning_curves(runs: pd.DataFrame) -> pd.DataFrame:
     """σ_min(Z⁽ᵗ⁾) and σ_min²/σ_max²(Z⁽ᵗ⁾) of the first layer, where recorded: geometric mean and
     min–max band over the seeds that did not diverge (long format: column ``quantity``)."""
-    keys = ["experiment", "beta", "n_layers", "lr", "iteration"]
+    keys = CURVE_KEYS + ["iteration"]
     rec = runs[~runs["diverged"]].dropna(subset=["sigma_min_Z"]).copy()
     rec["rate_ratio_Z"] = (rec["sigma_min_Z"] / rec["sigma_max_Z"]) ** 2
     parts = [_band(rec, keys, q, center="geomean").assign(quantity=q) for q in ("sigma_min_Z", "rate_ratio_Z")]
@@ -130,48 +145,3 @@ def conditioning_curves(runs: pd.DataFrame) -> pd.DataFrame:
     curves["is_standin"] = bool(runs["is_standin"].any()) if len(runs) else False
     curves["source_label"] = runs["source_label"].iloc[0] if len(runs) else ""
     return curves
-
-
-def beta_findings(per_run: pd.DataFrame) -> dict[str, float]:
-    """What the β sweep's losses at T say, as numbers for the prose (single layer, seeds averaged).
-
-    ``best_beta``/``worst_beta``: the β with the lowest/highest mean loss at T;
-    ``spread_pct``: (max − min)/mean of the mean losses over β > 0, in percent;
-    ``seed_spread_pct``: the largest (max − min)/mean over the seeds of one β, in percent;
-    ``gap0_pct``: the mean loss of β = 0 relative to the mean over β > 0, in percent (positive:
-    β = 0 is worse); ``sigma_ratio``: mean σ_min(Z⁽⁰⁾) of β = 1 over that of β = 0;
-    ``loss_ratio``: mean loss at T of β = 0 over that of β = 1. Diverged runs count as +∞.
-    """
-    rows = per_run[(per_run["experiment"] == "beta") & (per_run["n_layers"] == 1)]
-    loss = rows["loss_T"].where(~rows["diverged"], math.inf)
-    by_beta = loss.groupby(rows["beta"])
-    means = by_beta.mean().sort_index()
-    positive = means[means.index > 0]
-    seed_spread = ((by_beta.max() - by_beta.min()) / by_beta.mean()).replace([np.inf, -np.inf], np.nan)
-    sigma = rows.groupby("beta")["sigma_min_Z0"].mean()
-    out = {
-        "best_beta": float(means.idxmin()),
-        "worst_beta": float(means.idxmax()),
-        "spread_pct": float(100 * (positive.max() - positive.min()) / positive.mean()) if len(positive) else math.nan,
-        "seed_spread_pct": float(100 * seed_spread.max()) if seed_spread.notna().any() else math.nan,
-        "gap0_pct": math.nan, "sigma_ratio": math.nan, "loss_ratio": math.nan,
-    }
-    if 0.0 in means.index and len(positive):
-        out["gap0_pct"] = float(100 * (means[0.0] / positive.mean() - 1))
-    if 0.0 in means.index and 1.0 in means.index:
-        out["sigma_ratio"] = float(sigma[1.0] / sigma[0.0]) if sigma[0.0] > 0 else math.inf
-        out["loss_ratio"] = float(means[0.0] / means[1.0])
-    return out
-
-
-def rate_agreement(per_run: pd.DataFrame) -> dict[str, float]:
-    """How well σ_min²/σ_max²(Z⁽⁰⁾) orders the measured rate per unit step (Spearman over runs
-    that did not diverge), overall and within the single-layer β sweep."""
-    ok = per_run[~per_run["diverged"]]
-    single = ok[ok["experiment"] == "beta"]
-    return {
-        "spearman_all": spearman(ok["rate_ratio_Z0"], ok["rate_per_lr"]),
-        "n_all": int(len(ok)),
-        "spearman_beta": spearman(single["rate_ratio_Z0"], single["rate_per_lr"]),
-        "n_beta": int(len(single)),
-    }

@@ -103,30 +103,33 @@ _EXPERIMENT_BASE = dict(
     safety=0.5,
     reduction="mean",
     record_every=10,
-    rate_window=0.25,
     target_fraction=0.5,
-    spearman_threshold=-0.8,
     qk_scale=1.0,
     out_scale=1.0,
     branch_scale="1/sqrt(L)",
+    twin_init="living",
+    start="equal",
+    equal_out_scale=0.01,
     activation="relu",
     logit_scale="sqrt",
     dtype="float64",
 )
 
 _EXPERIMENT_SIZES = {
+    # depth_N, depth_iterations: the depth sweep's size (full mode: smaller than the single-layer
+    # sweeps', so that its two protocols fit the book's time budget; see book/choices.md)
     ("jena", True): dict(N=64, n=24, n_test=256, iterations=300, seeds=(0, 1), widths={"d_qk": 16, "m": 64},
-                         target_fraction=0.1),
+                         target_fraction=0.1, depth_N=64, depth_iterations=300),
     ("jena", False): dict(N=128, n=24, n_test=256, iterations=1000, seeds=(0, 1, 2), widths={"d_qk": 16, "m": 64},
-                          target_fraction=0.1),
+                          target_fraction=0.1, depth_N=64, depth_iterations=600),
     ("sst2", True): dict(N=64, n=16, n_test=None, iterations=200, seeds=(0, 1), widths={"d_qk": 16, "m": 64},
-                         target_fraction=0.5),
+                         target_fraction=0.5, depth_N=64, depth_iterations=200),
     ("sst2", False): dict(N=128, n=16, n_test=None, iterations=800, seeds=(0, 1, 2), widths={"d_qk": 16, "m": 64},
-                          target_fraction=0.5),
+                          target_fraction=0.5, depth_N=64, depth_iterations=500),
     ("toy", True): dict(N=8, n=4, n_test=8, iterations=20, seeds=(0, 1), widths={"d_qk": 4, "m": 8},
-                        depths=(2, 3), lr_grid=(0.3, 0.1, 0.03), probe_iterations=5),
+                        depths=(2, 3), lr_grid=(0.3, 0.1, 0.03), probe_iterations=5, depth_N=8, depth_iterations=20),
     ("toy", False): dict(N=16, n=4, n_test=8, iterations=40, seeds=(0, 1), widths={"d_qk": 4, "m": 8},
-                         depths=(2, 3), lr_grid=(0.3, 0.1, 0.03), probe_iterations=5),
+                         depths=(2, 3), lr_grid=(0.3, 0.1, 0.03), probe_iterations=5, depth_N=8, depth_iterations=20),
 }
 _EXPERIMENT_SIZES[("toy_cls", True)] = _EXPERIMENT_SIZES[("toy", True)]
 _EXPERIMENT_SIZES[("toy_cls", False)] = _EXPERIMENT_SIZES[("toy", False)]

@@ -73,61 +73,103 @@ def _draw_loss(ax: plt.Axes, curves: pd.DataFrame, keys: list[str], color, style
         lows = mean["lo"].replace(0, np.nan).dropna()
         ax.set_ylim(bottom=float(lows.min()) / 1.5 if len(lows) else None, top=top)
     ax.set_xlabel("iteration t")
-    ax.set_ylabel("training loss Φ(θ⁽ᵗ⁾)")
+    ax.set_ylabel("Φ(θ⁽ᵗ⁾) / Φ(θ⁽⁰⁾)")
 
 
 def _title(dataset: str, what: str) -> str:
     return f"{DATASET_TITLE.get(dataset, dataset)}: {what}"
 
 
+def _panels(curves: pd.DataFrame, width: float = 4.6, height: float = 3.6):
+    """One panel per protocol present in ``curves`` (in the order they appear)."""
+    protocols = list(dict.fromkeys(curves["protocol"])) or [""]
+    fig, axes = plt.subplots(1, len(protocols), figsize=(width * len(protocols), height), squeeze=False, sharey=True)
+    return fig, list(zip(protocols, axes[0]))
+
+
 def _lr_text(curves: pd.DataFrame) -> str:
-    lrs = sorted(curves["lr"].unique())
+    if "lr" not in curves:
+        return ""
+    lrs = sorted(curves["lr"].dropna().unique())
     return "μ = " + ", ".join(f"{lr:.3g}" for lr in lrs)
 
 
-def plot_residual(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
-    """Paper's Fig. 1: training loss with (β = 1) and without (β = 0) the residual connection."""
-    use_style()
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    colors = {1.0: sns.color_palette("colorblind")[0], 0.0: sns.color_palette("colorblind")[3]}
-    _draw_loss(ax, curves, ["beta"], lambda k: colors.get(float(k["beta"]), "grey"),
-               lambda k: "-" if k["beta"] == 1.0 else "--",
-               lambda k: "β = 1 (residual)" if k["beta"] == 1.0 else f"β = {k['beta']:g} (no residual)")
-    ax.set_title(_title(dataset, f"single layer, with and without residual ({_lr_text(curves)})"))
-    ax.legend(loc="best", fontsize="small")
-    fig.tight_layout(rect=TOP_MARGIN)
+def _finish(fig: plt.Figure, curves: pd.DataFrame, dataset: str, what: str) -> plt.Figure:
+    fig.suptitle(_title(dataset, what), fontsize="medium", y=0.96)
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     _banner(fig, curves)
     return fig
+
+
+def plot_residual(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
+    """Paper's Fig. 1 read as speed: Φ(t)/Φ(0) with (β = 1) and without (β = 0) the residual
+    connection, single layer, one panel per step-size protocol."""
+    use_style()
+    fig, panels = _panels(curves)
+    colors = {1.0: sns.color_palette("colorblind")[0], 0.0: sns.color_palette("colorblind")[3]}
+    for protocol, ax in panels:
+        sub = curves[curves["protocol"] == protocol]
+        _draw_loss(ax, sub, ["beta"], lambda k: colors.get(float(k["beta"]), "grey"),
+                   lambda k: "-" if k["beta"] == 1.0 else "--",
+                   lambda k: "β = 1 (residual)" if k["beta"] == 1.0 else f"β = {k['beta']:g} (no residual)")
+        ax.set_title(f"step: {protocol}", fontsize="small")
+        ax.legend(loc="best", fontsize="x-small")
+    return _finish(fig, curves, dataset, "single layer, with and without residual")
 
 
 def plot_beta_sweep(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
-    """Paper's Fig. 3a: training loss for each residual weight β (single layer, one step size)."""
+    """Paper's Fig. 3a read as speed: Φ(t)/Φ(0) for each residual weight β (single layer), one
+    panel per step-size protocol."""
     use_style()
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig, panels = _panels(curves)
     colors = _beta_colors(curves["beta"])
-    _draw_loss(ax, curves, ["beta"], lambda k: colors[float(k["beta"])], lambda k: "-", lambda k: f"β = {k['beta']:g}")
-    ax.set_title(_title(dataset, f"residual weight β ({_lr_text(curves)})"))
-    handles, labels = ax.get_legend_handles_labels()
-    order = np.argsort([-float(lbl.split("=")[1].split()[0]) for lbl in labels])
-    ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="best", fontsize="small")
-    fig.tight_layout(rect=TOP_MARGIN)
-    _banner(fig, curves)
-    return fig
+    for protocol, ax in panels:
+        sub = curves[curves["protocol"] == protocol]
+        _draw_loss(ax, sub, ["beta"], lambda k: colors[float(k["beta"])], lambda k: "-", lambda k: f"β = {k['beta']:g}")
+        ax.set_title(f"step: {protocol}", fontsize="small")
+        handles, labels = ax.get_legend_handles_labels()
+        order = np.argsort([-float(lbl.split("=")[1].split()[0]) for lbl in labels])
+        ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="best", fontsize="x-small")
+    return _finish(fig, curves, dataset, "residual weight β")
+
+
+def _twin_label(k) -> str:
+    if k["beta"] == 1.0:
+        return f"L = {int(k['n_layers'])}, residual"
+    return f"L = {int(k['n_layers'])}, no residual" + (" (dead-by-init twin)" if k["twin_init"] == "scaled" else "")
 
 
 def plot_depth(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
-    """Paper's Fig. 3b: L-layer models with (solid) and without (dashed) residual connections."""
+    """Paper's Fig. 3b read as speed: Φ(t)/Φ(0) of L-layer models with residual connections
+    (solid), their living twins without (dashed) and the dead-by-init twins (dotted, grey edge),
+    one panel per step-size protocol."""
     use_style()
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, panels = _panels(curves, height=4.0)
     colors = _depth_colors(curves["n_layers"])
-    _draw_loss(ax, curves, ["n_layers", "beta"], lambda k: colors[int(k["n_layers"])],
-               lambda k: "-" if k["beta"] == 1.0 else "--",
-               lambda k: f"L = {int(k['n_layers'])}, " + ("residual" if k["beta"] == 1.0 else "no residual"))
-    ax.set_title(_title(dataset, f"depth, with and without residual ({_lr_text(curves)})"))
-    ax.legend(loc="best", fontsize="small", ncol=2)
-    fig.tight_layout(rect=TOP_MARGIN)
-    _banner(fig, curves)
-    return fig
+    styles = {("living", 1.0): "-", ("scaled", 1.0): "-", ("living", 0.0): "--", ("scaled", 0.0): (0, (1, 1))}
+    for protocol, ax in panels:
+        sub = curves[curves["protocol"] == protocol]
+        _draw_loss(ax, sub, ["n_layers", "beta", "twin_init"], lambda k: colors[int(k["n_layers"])],
+                   lambda k: styles[(k["twin_init"], float(k["beta"]))], _twin_label)
+        ax.set_title(f"step: {protocol}", fontsize="small")
+        ax.legend(loc="best", fontsize="x-small", ncol=1)
+    return _finish(fig, curves, dataset, "depth, with and without residual")
+
+
+def plot_factorial(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
+    """The 2 × 2 factorial at L = 1: Φ(t)/Φ(0) for attention skip β × FFN skip β_ffn ∈ {0, 1}."""
+    use_style()
+    fig, panels = _panels(curves, width=6.0, height=4.0)
+    palette = sns.color_palette("colorblind")
+    colors = {(0.0, 0.0): palette[3], (1.0, 0.0): palette[1], (0.0, 1.0): palette[2], (1.0, 1.0): palette[0]}
+    for protocol, ax in panels:
+        sub = curves[curves["protocol"] == protocol]
+        _draw_loss(ax, sub, ["beta", "beta_ffn"], lambda k: colors[(float(k["beta"]), float(k["beta_ffn"]))],
+                   lambda k: "-" if k["beta_ffn"] == 1.0 else "--",
+                   lambda k: f"attention skip β = {k['beta']:g}, FFN skip β_ffn = {k['beta_ffn']:g}")
+        ax.set_title(f"step: {protocol}", fontsize="small")
+        ax.legend(loc="best", fontsize="x-small")
+    return _finish(fig, curves, dataset, "which skip carries the effect (L = 1)")
 
 
 def plot_conditioning(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
@@ -152,7 +194,7 @@ def plot_conditioning(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
         for col, quantity in enumerate(("sigma_min_Z", "rate_ratio_Z")):
             ax = axes[row, col]
             q = sub[sub["quantity"] == quantity]
-            for (beta, L), g in q.groupby(["beta", "n_layers"], sort=True):
+            for (beta, L), g in q[q["twin_init"] == "living"].groupby(["beta", "n_layers"], sort=True):
                 key = {"beta": float(beta), "n_layers": int(L)}
                 g = g.sort_values("iteration")
                 ax.plot(g["iteration"], g["center"], color=color(key), ls=style(key), label=label(key))
@@ -169,7 +211,7 @@ def plot_conditioning(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
 
 
 def plot_rate(per_run: pd.DataFrame, dataset: str = "") -> plt.Figure:
-    """Measured linear rate per unit step (−slope of log Φ over the last window, divided by μ)
+    """Measured linear rate per unit step (the primary rate, divided by μ)
     against Theorem 1's σ_min²(Z⁽⁰⁾)/σ_max²(Z⁽⁰⁾), one point per run that did not diverge.
 
     A run whose rate is not positive or below 10⁻⁶ of the fastest (a stalled run) is drawn on the
@@ -204,7 +246,7 @@ def plot_rate(per_run: pd.DataFrame, dataset: str = "") -> plt.Figure:
                        label=None if (~edge).any() else label + " (edge)")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set(xlabel="σ_min²(Z⁽⁰⁾) / σ_max²(Z⁽⁰⁾)  (Theorem 1)", ylabel="measured rate / μ (last window)")
+    ax.set(xlabel="σ_min²(Z⁽⁰⁾) / σ_max²(Z⁽⁰⁾)  (Theorem 1)", ylabel="measured rate / μ (first half of the run)")
     title = "measured rate vs Theorem 1's conditioning"
     if n_edge:
         title += f"\n(open markers on the bottom edge: {n_edge} run(s) stalled or rising, rate/μ < 1e-6 × max)"
@@ -215,27 +257,29 @@ def plot_rate(per_run: pd.DataFrame, dataset: str = "") -> plt.Figure:
     return fig
 
 
+VERDICT_COLORS = {"holds": 2, "fails": 3, "undecided": 7}
+
+
 def plot_verdicts(verdicts: pd.DataFrame) -> plt.Figure:
-    """The claims page's overview: one cell per claim (rows) and data set (columns), green when
-    reproduced, orange when not. Input: :func:`resgd.experiments.claims.load_verdicts`."""
+    """The claims page's overview: one cell per claim (rows) and data set × protocol (columns),
+    green when the claim holds, orange when it fails, grey when undecided. Input:
+    :func:`resgd.experiments.claims.load_verdicts`."""
     use_style()
     names = list(dict.fromkeys(verdicts["name"]))
-    datasets = list(dict.fromkeys(verdicts["dataset"]))
-    fig, ax = plt.subplots(figsize=(2.2 + 2.4 * len(datasets), 0.9 + 0.8 * len(names)))
-    good, bad = sns.color_palette("colorblind")[2], sns.color_palette("colorblind")[3]
+    columns = list(dict.fromkeys(zip(verdicts["dataset"], verdicts["protocol"])))
+    fig, ax = plt.subplots(figsize=(2.6 + 1.5 * len(columns), 1.2 + 0.7 * len(names)))
+    palette = sns.color_palette("colorblind")
     for _, row in verdicts.iterrows():
-        i, j = names.index(row["name"]), datasets.index(row["dataset"])
-        ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=good if row["passed"] else bad, alpha=0.75,
+        i, j = names.index(row["name"]), columns.index((row["dataset"], row["protocol"]))
+        ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=palette[VERDICT_COLORS[row["verdict"]]], alpha=0.75,
                                    edgecolor="white", linewidth=3))
-        text = "reproduced" if row["passed"] else "not reproduced"
-        if row.get("data") == "synthetic stand-in":
-            text += "\n(stand-in data)"
-        ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize="small", color="black")
-    ax.set_xlim(0, len(datasets))
+        ax.text(j + 0.5, i + 0.5, row["verdict"], ha="center", va="center", fontsize="small", color="black")
+    ax.set_xlim(0, len(columns))
     ax.set_ylim(len(names), 0)
-    ax.set_xticks([j + 0.5 for j in range(len(datasets))], [DATASET_TITLE.get(d, d) for d in datasets])
-    short = {"residual_helps": "(a) residual vs none", "beta_monotone": "(b) larger β, lower loss",
-             "depth_residual_helps": "(c) every depth"}
+    ax.set_xticks([j + 0.5 for j in range(len(columns))],
+                  [f"{DATASET_TITLE.get(d, d)}\n{p}" for d, p in columns], fontsize="x-small")
+    short = {"residual_helps": "(a) residual faster", "beta_monotone": "(b) larger β faster",
+             "depth_residual_helps": "(c) every depth", "factorial": "factorial: a skip speeds up"}
     ax.set_yticks([i + 0.5 for i in range(len(names))], [short.get(n, n) for n in names])
     ax.tick_params(length=0)
     ax.grid(False)

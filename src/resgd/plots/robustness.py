@@ -12,11 +12,14 @@ from matplotlib.patches import Rectangle
 
 from .style import label_standin
 
-CLAIM_ROWS = ("residual_helps", "beta_monotone", "depth_residual_helps")
-ROW_LABELS = {"residual_helps": "(a) log loss ratio\nwithout / with",
-              "beta_monotone": "(b) −Spearman(β, loss)",
-              "depth_residual_helps": "(c) min over L of\nlog loss ratio"}
-SHORT = {"residual_helps": "(a)", "beta_monotone": "(b)", "depth_residual_helps": "(c)"}
+CLAIM_ROWS = ("residual_helps", "beta_monotone", "depth_residual_helps", "depth_residual_helps_second")
+"""Rows in this order; (c) against the second twin only where the map has it."""
+ROW_LABELS = {"residual_helps": "(a) median log ratio\nΦ(T)/Φ(0) without / with",
+              "beta_monotone": "(b) median −Spearman\n(β, Φ(T)/Φ(0))",
+              "depth_residual_helps": "(c) min over L of\nmedian log ratio",
+              "depth_residual_helps_second": "(c), second twin:\nmin over L of median"}
+SHORT = {"residual_helps": "(a)", "beta_monotone": "(b)", "depth_residual_helps": "(c)",
+         "depth_residual_helps_second": "(c'')"}
 LETTER = {"holds": "✓", "fails": "✗", "undecided": "?"}
 
 
@@ -28,14 +31,14 @@ def _norm(claim: str, values: np.ndarray) -> Normalize:
     return TwoSlopeNorm(vcenter=0.0, vmin=-top, vmax=top)
 
 
-XLABEL = {"common": "step / β = 1 model's stability limit"}
+XLABEL = {"common": "step / β = 1 model's stability limit", "theory": "c in μ = c / L̂(θ⁰)"}
 """The x axis of a protocol's panels: ``common`` scales every configuration's step by the residual
 model's limit, the others by each configuration's own (see :data:`resgd.robustness.grid.PROTOCOLS`)."""
 
 
 def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str | None = None) -> plt.Figure:
     """One protocol's map at one horizon: rows = claims, columns = data set × N; in each panel
-    x = step fraction of the own stability limit, y = Q/K init scale. Colour: the effect
+    x = the protocol's step axis (:meth:`MapGrid.steps`), y = Q/K init scale. Colour: the effect
     (positive = the paper's direction, clipped at ±3 for log ratios); hatched: undecided; ✓/✗/?
     the verdict; the star marks the headline experiments' (Q/K scale, fraction). ``standin``: the
     banner text when stand-in data are involved."""
@@ -43,12 +46,13 @@ def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str
     if cells.empty:
         raise ValueError(f"plot_phase_diagram: no cells for protocol {protocol!r}")
     columns = [(d, n) for d in grid.datasets for n in grid.sizes]
-    fractions, scales = list(grid.fractions), list(grid.qk_scales)
-    fig, axes = plt.subplots(len(CLAIM_ROWS), len(columns), figsize=(2.3 * len(columns) + 1.6, 2.2 * len(CLAIM_ROWS)),
+    fractions, scales = list(grid.steps(protocol)), list(grid.qk_scales)
+    claims = [c for c in CLAIM_ROWS if c in set(cells["claim"])]
+    fig, axes = plt.subplots(len(claims), len(columns), figsize=(2.3 * len(columns) + 1.6, 2.2 * len(claims)),
                              squeeze=False, constrained_layout=True)
     cmap = plt.get_cmap("RdBu")
     horizon = int(cells["horizon"].iloc[0])
-    for r, claim in enumerate(CLAIM_ROWS):
+    for r, claim in enumerate(claims):
         rows = cells[cells["claim"] == claim]
         norm = _norm(claim, rows["effect"].to_numpy(dtype=float))
         for c, (dataset, N) in enumerate(columns):
@@ -67,7 +71,7 @@ def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str
                     ax.text(j + 0.5, i + 0.5, f"{LETTER[item['verdict']]}\n{effect:+.2g}", ha="center",
                             va="center", fontsize=7.5, color="white" if dark else "black")
             hq, hf = grid.headline
-            if hq in scales and hf in fractions and N == max(grid.sizes):
+            if protocol != "theory" and hq in scales and hf in fractions and N == max(grid.sizes):
                 ax.plot(fractions.index(hf) + 0.92, scales.index(hq) + 0.88, marker="*", color="gold",
                         markeredgecolor="black", markersize=11, clip_on=False)
             ax.set_xlim(0, len(fractions))
@@ -77,7 +81,7 @@ def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str
             ax.grid(False)
             if r == 0:
                 ax.set_title(f"{dataset}, N = {N}")
-            if r == len(CLAIM_ROWS) - 1:
+            if r == len(claims) - 1:
                 ax.set_xlabel(XLABEL.get(protocol, "step / own stability limit"))
             if c == 0:
                 ax.set_ylabel(f"{ROW_LABELS[claim]}\n\nQ/K init scale")
@@ -118,7 +122,7 @@ def plot_theory_link(cells: pd.DataFrame, standin: str | None = None) -> plt.Fig
     """Claim (a)'s measured effect against the predicted gain log(σ²-ratio(Z⁰) with / without
     residual), one point per cell, one panel per protocol, colour = data set."""
     cells = cells[cells["claim"] == "residual_helps"]
-    order = ("common", "own", "best")
+    order = ("common", "own", "best", "theory")
     protocols = sorted(cells["protocol"].unique(), key=lambda p: order.index(p) if p in order else len(order))
     fig, axes = plt.subplots(1, len(protocols), figsize=(3.4 * len(protocols), 3.3), sharey=True, squeeze=False,
                              constrained_layout=True)
@@ -132,7 +136,30 @@ def plot_theory_link(cells: pd.DataFrame, standin: str | None = None) -> plt.Fig
         ax.axhline(0.0, color="grey", linewidth=0.8)
         ax.set_title(f"protocol '{protocol}'")
         ax.set_xlabel("predicted gain\nlog σ²-ratio(Z⁰) with / without")
-    axes[0, 0].set_ylabel("(a) measured effect: log loss ratio")
+    axes[0, 0].set_ylabel("(a) measured effect:\nmedian log ratio of Φ(T)/Φ(0)")
+    axes[0, -1].legend(fontsize=7, loc="best")
+    if standin:
+        fig.suptitle(" ", fontsize=10)
+    label_standin(fig, standin)
+    return fig
+
+
+def plot_readout_link(predictions: pd.DataFrame, standin: str | None = None) -> plt.Figure:
+    """Measured against predicted Φ(T)/Φ(0) (read-out closed form on frozen H or H̄ at θ⁰), one
+    point per single-layer run, one panel per data set, colour = protocol, log axes."""
+    datasets = sorted(predictions["dataset"].unique())
+    fig, axes = plt.subplots(1, len(datasets), figsize=(3.8 * len(datasets), 3.5), squeeze=False,
+                             constrained_layout=True)
+    for ax, dataset in zip(axes[0], datasets):
+        at = predictions[predictions["dataset"] == dataset]
+        for i, (protocol, g) in enumerate(at.groupby("protocol")):
+            keep = (g["predicted"] > 0) & (g["measured"] > 0) & np.isfinite(g["predicted"]) & np.isfinite(g["measured"])
+            ax.scatter(g.loc[keep, "predicted"], g.loc[keep, "measured"], s=10, alpha=0.6, color=f"C{i}", label=protocol)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(dataset)
+        ax.set_xlabel("predicted Φ(T)/Φ(0)\n(read-out only, features frozen at θ⁰)")
+    axes[0, 0].set_ylabel("measured Φ(T)/Φ(0)")
     axes[0, -1].legend(fontsize=7, loc="best")
     if standin:
         fig.suptitle(" ", fontsize=10)

@@ -1,21 +1,27 @@
 """The robustness map's design: which cells, which runs, fixed before any outcome was seen.
 
 A *cell* is one point of the grid: data set × attention sharpness (``qk_scale``, the scale of
-the Q/K initialisation under the √d_QK logit scale) × step fraction (the step size as a
-fraction of that configuration's own measured stability limit) × size (``N`` training samples).
-Every cell holds the runs of all three claims (β sweep at L = 1 for (a) and (b), twins with and
-without residual at L = 2, 6, 10 for (c)), ``seeds`` initialisation seeds each, under two
-protocols (see :mod:`resgd.robustness.map_runs`).
+the Q/K initialisation under the √d_QK logit scale) × step (``fraction``: under ``common`` and
+``own`` the step as a fraction of a measured stability limit, under ``theory`` the constant c of
+μ = c / L̂(θ⁰)) × size (``N`` training samples). Every cell holds the runs of all three claims
+(β sweep at L = 1 for (a) and (b), twins with and without residual at L = 2, 6, 10 for (c)),
+``seeds`` initialisation seeds each, under every protocol (see :mod:`resgd.robustness.map_runs`).
 
-The quick grid is a subset of the full grid's cells, with the same seeds, and a shorter horizon
-``iterations`` (so the quick/full agreement test compares a short with a long horizon on the
-same cells: it fails when a verdict flips with T). The cells are smaller than the headline
-experiments (fewer tokens, fewer samples, fewer iterations) so that the map fits the book's
-budget; :func:`map_grid` is the one place for these sizes.
+Three presets, each a subset of the next (same seeds first, same sizes): ``quick`` (the quick
+book), ``book`` (the book's full mode: a subset at the full horizon, within the book's time
+budget) and ``full`` (the whole design, ``python -m resgd reproduce --only robustness``).
+The quick/full agreement test compares the quick map (T = 50) with the book's (T = 100) on the
+quick cells: it fails when a verdict flips with T. The cells are smaller than the headline
+experiments (fewer tokens, samples and iterations); :func:`map_grid` is the one place for sizes.
+
+The verdict's ingredients are fixed here too, before any run of this design: the primary
+measure (``relative``: Φ(T)/Φ(0), free of the starting loss), the stall rule (``stall_drop``)
+and the interval's minimum coverage (``min_coverage``, :func:`resgd.core.stats.median_interval`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import product
 from typing import Any
@@ -23,9 +29,17 @@ from typing import Any
 from ..experiments import study as ex
 from ..validation import ConfigError, check_choice
 
-PROTOCOLS = ("common", "own")
+PROTOCOLS = ("common", "own", "theory")
 """``common``: every β (and both twins of a depth) at fraction × the stability limit of the β = 1
-model (today's rule); ``own``: each configuration at fraction × its own stability limit."""
+model (the experiment chapters' rule); ``own``: each configuration at fraction × its own stability
+limit; ``theory``: each configuration at μ = c / L̂(θ⁰), L̂ the local smoothness at the first
+seed's initial weights (the experiments' rule), c from ``MapGrid.theory_c`` — the protocol
+Theorem 1 speaks to (its contraction 1 − μα holds for μ ≤ 1/L)."""
+
+MIN_SEEDS = 8
+"""Fewest seeds per cell the interval needs: with 8, its exact level is 93.0 % (k = 2)."""
+
+MODES = ("quick", "book", "full")
 
 
 @dataclass(frozen=True)
@@ -47,15 +61,45 @@ class MapGrid:
     probe_iterations: int = 30
     headline: tuple[float, float] = (1.0, 0.5)
     """(qk_scale, fraction) of the headline experiments: preset Q/K scale, safety factor 0.5."""
-    bootstrap: int = 2000
-    confidence: float = 0.95
+    protocols: tuple[str, ...] = PROTOCOLS
+    theory_c: tuple[float, ...] = (0.25, 0.5, 1.0)
+    """The c of μ = c / L̂(θ⁰) under ``theory`` (its cells' ``fraction`` column holds c)."""
+    min_coverage: float = 0.9
+    """The interval's minimum exact coverage (8 seeds: 93.0 %, 12 seeds: 96.1 %)."""
+    stall_drop: float = 0.01
+    """A run (or probe) whose loss fell by less than this fraction of Φ(0) is **stalled**."""
+    twins: tuple[str, ...] = ("living",)
+    """The initialisations of the models without residual (the experiments' ``Settings.twin_init``):
+    ``living`` (keeps its forward signal) and/or ``scaled`` (the residual model's 1/√L branch
+    scale: dead at initialisation at L = 6, 10). The first is the one every claim is judged on; a
+    second is reported beside it for claim (c)."""
+    start: str = "equal"
+    """The experiments' ``Settings.start``: ``equal`` (a small read-out, every β starts from the
+    zero predictor's loss) or ``free``. The primary measure Φ(T)/Φ(0) is free of the start either way."""
+    primary: str = "relative"
+    """The measure the verdicts use: ``relative`` = Φ(T)/Φ(0); ``loss`` = Φ(T) is the secondary column."""
     dtype: str = "float64"
     """Precision of the map's runs (a parameter, for the float32-vs-float64 comparison)."""
 
     def __post_init__(self) -> None:
-        check_choice("MapGrid.mode", self.mode, ("quick", "full"))
-        if len(self.seeds) < 3:
-            raise ConfigError(f"MapGrid.seeds: the map needs >= 3 seeds per cell, got {self.seeds!r}")
+        check_choice("MapGrid.mode", self.mode, MODES)
+        if len(self.seeds) < MIN_SEEDS or len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError(f"MapGrid.seeds: the interval needs >= {MIN_SEEDS} distinct seeds per cell, got {self.seeds!r}")
+        for name in self.protocols:
+            check_choice("MapGrid.protocols", name, PROTOCOLS)
+        for c in self.theory_c:
+            if not (isinstance(c, (int, float)) and math.isfinite(c) and c > 0):
+                raise ConfigError(f"MapGrid.theory_c: expected constants c > 0 in μ = c / L̂, got {self.theory_c!r}")
+        if not 0 < self.min_coverage < 1:
+            raise ConfigError(f"MapGrid.min_coverage: expected a level in (0, 1), got {self.min_coverage!r}")
+        if not 0 <= self.stall_drop < 1:
+            raise ConfigError(f"MapGrid.stall_drop: expected a fraction in [0, 1), got {self.stall_drop!r}")
+        check_choice("MapGrid.primary", self.primary, ("relative", "loss"))
+        if not self.twins or len(set(self.twins)) != len(self.twins):
+            raise ConfigError(f"MapGrid.twins: expected distinct twins from ('living', 'scaled'), got {self.twins!r}")
+        for twin in self.twins:
+            check_choice("MapGrid.twins", twin, ("living", "scaled"))
+        check_choice("MapGrid.start", self.start, ("equal", "free"))
         if not self.horizons or max(self.horizons) != self.iterations or min(self.horizons) < 1:
             raise ConfigError(f"MapGrid.horizons: expected values in [1, iterations] ending at {self.iterations}, "
                               f"got {self.horizons!r}")
@@ -66,10 +110,15 @@ class MapGrid:
             check_choice("MapGrid.datasets", name, ex.DATASETS)
         check_choice("MapGrid.dtype", self.dtype, tuple(ex.DTYPES))
 
+    def steps(self, protocol: str) -> tuple[float, ...]:
+        """The step axis of a protocol: fractions of a limit, or the c of ``theory``."""
+        return self.theory_c if protocol == "theory" else self.fractions
+
     def cells(self) -> list[dict[str, Any]]:
-        """Every cell as a dict (dataset, qk_scale, fraction, N)."""
-        return [dict(dataset=d, qk_scale=q, fraction=f, N=n)
-                for d, q, f, n in product(self.datasets, self.qk_scales, self.fractions, self.sizes)]
+        """Every cell × protocol as a dict (dataset, qk_scale, fraction, N, protocol)."""
+        return [dict(dataset=d, qk_scale=q, fraction=f, N=n, protocol=p)
+                for p in self.protocols
+                for d, q, f, n in product(self.datasets, self.qk_scales, self.steps(p), self.sizes)]
 
     def settings(self, dataset: str, qk_scale: float, N: int) -> ex.Settings:
         """The experiment settings of one (data set, sharpness, size): the preset's widths and
@@ -77,30 +126,43 @@ class MapGrid:
         return ex.settings(dataset, True, seeds=self.seeds, iterations=self.iterations, n_train=N,
                            betas=self.betas, depths=self.depths, n=self.n_tokens, qk_scale=float(qk_scale),
                            lr_grid=self.lr_grid, probe_iterations=self.probe_iterations, test_metrics=False,
-                           dtype=self.dtype)
+                           dtype=self.dtype, twin_init=self.twins[0], start=self.start)
 
     def is_subset_of(self, other: "MapGrid") -> bool:
         """True when every cell and seed of this grid is also in ``other``."""
         return (set(self.datasets) <= set(other.datasets) and set(self.qk_scales) <= set(other.qk_scales)
                 and set(self.fractions) <= set(other.fractions) and set(self.sizes) <= set(other.sizes)
                 and set(self.seeds) <= set(other.seeds) and self.n_tokens == other.n_tokens
+                and set(self.protocols) <= set(other.protocols) and set(self.theory_c) <= set(other.theory_c)
+                and self.twins == other.twins[:len(self.twins)] and self.start == other.start
                 and self.betas == other.betas and self.depths == other.depths and self.lr_grid == other.lr_grid
-                and self.dtype == other.dtype)
+                and (self.min_coverage, self.stall_drop, self.primary, self.dtype)
+                == (other.min_coverage, other.stall_drop, other.primary, other.dtype))
 
 
-# The design, chosen before any map run was looked at (see notebooks/07_robustness.md):
-# sharpness over a 16x range around the preset (1), three step fractions including the
-# headline's safety factor 0.5, two sizes, three seeds.
+# The design of issue 21, fixed before any run of it (see notebooks/07_robustness.md): sharpness over
+# a 16x range around the preset (1), three step fractions including the headline's safety factor
+# 0.5, three c of the theorem's step, two sizes; 12 seeds (full), 8 (quick and book); both twins
+# (full), the living one (quick and book). The book's
+# full mode runs a subset at the full horizon; the quick mode a subset of that at T = 50 (the budget: notebook 07 <= ~600 s).
 _FULL = dict(datasets=("jena", "sst2"), qk_scales=(0.25, 1.0, 4.0), fractions=(0.1, 0.5, 0.9), sizes=(16, 32),
-             seeds=(0, 1, 2), iterations=100, horizons=(12, 25, 50, 100), n_tokens=8)
-_QUICK = dict(_FULL, qk_scales=(1.0, 4.0), fractions=(0.5, 0.9), sizes=(16,), iterations=50, horizons=(12, 25, 50))
+             seeds=tuple(range(12)), iterations=100, horizons=(12, 25, 50, 100), n_tokens=8,
+             theory_c=(0.25, 0.5, 1.0), twins=("living", "scaled"))
+_BOOK = dict(_FULL, qk_scales=(1.0, 4.0), fractions=(0.5, 0.9), sizes=(16,), seeds=tuple(range(8)),
+             theory_c=(0.5, 1.0), twins=("living",))
+_QUICK = dict(_BOOK, fractions=(0.5,), theory_c=(0.5,), iterations=50, horizons=(12, 25, 50))
+_PRESETS = {"quick": _QUICK, "book": _BOOK, "full": _FULL}
 
 
-def map_grid(quick: bool, **overrides: Any) -> MapGrid:
-    """The quick or full grid (``overrides`` replace fields, e.g. ``datasets=("sst2",)``)."""
+def map_grid(quick: bool, *, complete: bool = False, **overrides: Any) -> MapGrid:
+    """The grid: ``quick``; else the book's (``complete=False``) or the whole design
+    (``complete=True``). ``overrides`` replace fields, e.g. ``datasets=("sst2",)``."""
     if not isinstance(quick, bool):
         raise ConfigError(f"quick: expected True or False, got {quick!r}")
-    values = dict(_QUICK if quick else _FULL, mode="quick" if quick else "full")
+    if not isinstance(complete, bool):
+        raise ConfigError(f"complete: expected True or False, got {complete!r}")
+    mode = "quick" if quick else "full" if complete else "book"
+    values = dict(_PRESETS[mode], mode=mode)
     unknown = set(overrides) - set(MapGrid.__dataclass_fields__)
     if unknown:
         raise ConfigError(f"map_grid: unknown field(s) {sorted(unknown)}; known: {sorted(MapGrid.__dataclass_fields__)}")
@@ -109,5 +171,3 @@ def map_grid(quick: bool, **overrides: Any) -> MapGrid:
         if isinstance(value, list):
             values[key] = tuple(value)
     return MapGrid(**values)
-
-

@@ -1,64 +1,108 @@
 """The map's training runs: every cell × protocol × (β, L) × seed, cached, as one per-run table.
 
-Protocols (the step size of a configuration at step fraction f):
+Protocols (the step size of a configuration at step ``fraction`` f, or constant c):
 
 * ``common`` — f × the stability limit of the β = 1 model at the same depth, for every β (the
   headline experiments' rule: one step size per comparison);
-* ``own`` — f × the configuration's own stability limit (the theory's rate is μα with μ bounded
-  by a smoothness constant that depends on β, so each β may take a different step).
+* ``own`` — f × the configuration's own stability limit (:mod:`.limits`);
+* ``theory`` — μ = c / L̂(θ⁰) for each configuration (the theorem's step; the experiments' rule,
+  L̂ at the first seed's initial weights).
 
-A configuration with no stable step size on the probe grid is not trained; its loss counts as
-+∞ (like a diverged run). β = 1 runs are identical in both protocols and run once (cache).
+A configuration with no learning step on the probe grid is not trained under ``own``: it is booked
+with the outcome of its probes (``stalled``: Φ(T)/Φ(0) = 1 and no loss at T; ``diverged``: +∞),
+marked ``trained = False``. Runs shared by two protocols (β = 1 under ``common`` and ``own``) run
+once (cache).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
+from ..core.stats import empirical_rate
 from ..experiments import study as ex
-from .grid import PROTOCOLS, MapGrid
-from .limits import model_points, tagged_sweep
+from ..experiments.step_size import smoothness, theory_lr
+from .grid import MapGrid
+from .limits import POINT_KEYS, model_points, point_config, tagged_sweep
+from .outcomes import outcome
 
 TAGS = ["dataset", "qk_scale", "fraction", "N", "protocol"]
+RUN_KEYS = TAGS + POINT_KEYS + ["seed"]
 
 
-def run_items(grid: MapGrid, limits: pd.DataFrame) -> tuple[list[tuple[ex.RunConfig, dict]], pd.DataFrame]:
+def _smoothness_task(s: ex.Settings, beta: float, n_layers: int, cache_dir) -> float:
+    import torch
+
+    torch.set_num_threads(1)  # one thread per worker, like the sweep engine's
+    return smoothness(s, beta, n_layers, cache_dir=cache_dir)
+
+
+def warm_smoothness(grid: MapGrid, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None) -> None:
+    """Compute (in ``n_jobs`` local processes) and cache L̂(θ⁰) of every configuration the
+    ``theory`` protocol trains, so :func:`run_items` only reads them (each costs about one short
+    unstacked run; c does not enter L̂, so every c shares them)."""
+    if "theory" not in grid.protocols:
+        return
+    from joblib import Parallel, delayed
+
+    jobs = [delayed(_smoothness_task)(replace(grid.settings(d, q, N), twin_init=init), beta, L, cache_dir)
+            for d in grid.datasets for q in grid.qk_scales for N in grid.sizes for beta, L, init in model_points(grid)]
+    Parallel(n_jobs=n_jobs)(jobs)
+
+
+def run_items(grid: MapGrid, limits: pd.DataFrame, *, cache_dir: str | os.PathLike | None = None,
+              ) -> tuple[list[tuple[ex.RunConfig, dict]], pd.DataFrame]:
     """The runs to train (config, tags) and the table of configurations left untrained (no
-    stable step size), with the same tags."""
-    limit = limits.set_index(["dataset", "qk_scale", "N", "beta", "n_layers"])["limit"]
+    learning step size), with the same tags and their probes' ``status``. Under ``theory`` the
+    step is the experiments' rule :func:`resgd.experiments.step_size.theory_lr` (L̂ at the first
+    seed's θ⁰, one μ per configuration; cached in ``cache_dir``)."""
+    table = limits.set_index(["dataset", "qk_scale", "N", *POINT_KEYS])
     items, missing = [], []
     for cell in grid.cells():
         s = grid.settings(cell["dataset"], cell["qk_scale"], cell["N"])
-        for protocol in PROTOCOLS:
-            for beta, L in model_points(grid):
-                reference = 1.0 if protocol == "common" else beta
-                lim = float(limit.get((cell["dataset"], cell["qk_scale"], cell["N"], reference, L), math.nan))
-                tags = {**cell, "protocol": protocol}
-                for seed in grid.seeds:
-                    if math.isfinite(lim):
-                        items.append((s.config(beta, L, seed, cell["fraction"] * lim), tags))
-                    else:
-                        missing.append({**tags, "beta": float(beta), "n_layers": int(L), "seed": int(seed)})
-    return items, pd.DataFrame(missing, columns=TAGS + ["beta", "n_layers", "seed"])
+        protocol, step = cell["protocol"], cell["fraction"]
+        for beta, L, init in model_points(grid):
+            tags = {**cell, "init": init}
+            if protocol == "theory":
+                lr = theory_lr(replace(s, twin_init=init), beta, L, step, cache_dir=cache_dir)
+                items += [(point_config(s, beta, L, init, seed, lr), tags) for seed in grid.seeds]
+                continue
+            reference = (1.0, L, grid.twins[0]) if protocol == "common" else (beta, L, init)
+            key = (cell["dataset"], cell["qk_scale"], cell["N"], *reference)
+            lim = float(table["limit"].get(key, math.nan))
+            if math.isfinite(lim):
+                items += [(point_config(s, beta, L, init, seed, step * lim), tags) for seed in grid.seeds]
+            else:
+                status = str(table["status"].get(key, "diverged"))
+                missing += [{**tags, "beta": float(beta), "n_layers": int(L), "seed": int(seed), "outcome": status}
+                            for seed in grid.seeds]
+    return items, pd.DataFrame(missing, columns=RUN_KEYS + ["outcome"])
 
 
 def summarize_runs(runs: pd.DataFrame, grid: MapGrid, target_fraction: dict[str, float]) -> pd.DataFrame:
-    """One row per (tags, β, L, seed): loss at every horizon (+∞ after a divergence),
-    iterations to the target loss (NaN if not reached), σ_min²/σ_max²(Z⁰)."""
+    """One row per (tags, β, L, seed): Φ(0) (``loss_start``), at every horizon T the loss
+    (``loss_T``, +∞ after a divergence) and the relative loss (``relative_T`` = Φ(T)/Φ(0)), the
+    run's ``outcome``, the linear ``rate`` over the second half of the run, iterations to the
+    preset's target loss (NaN if not reached) and σ_min²/σ_max²(Z⁰)."""
     rows = []
-    for keys, h in runs.groupby(TAGS + ["beta", "n_layers", "seed"], sort=False):
+    for keys, h in runs.groupby(RUN_KEYS, sort=False):
         h = h.sort_values("iteration")
         first = h.iloc[0]
         loss = pd.Series(h["loss"].to_numpy(dtype=float), index=h["iteration"].to_numpy())
-        row = dict(zip(TAGS + ["beta", "n_layers", "seed"], keys))
-        row.update(lr=float(first["lr"]), diverged=bool(first["diverged"]), is_standin=bool(first["is_standin"]))
+        start = float(loss.iloc[0])
+        row = dict(zip(RUN_KEYS, keys))
+        row.update(lr=float(first["lr"]), trained=True, diverged=bool(first["diverged"]),
+                   is_standin=bool(first["is_standin"]), loss_start=start,
+                   outcome=outcome(loss.to_numpy(), bool(first["diverged"]), grid.stall_drop))
         for T in grid.horizons:
             value = loss.get(T, math.inf)
             row[f"loss_{T}"] = value if math.isfinite(value) else math.inf
+            row[f"relative_{T}"] = row[f"loss_{T}"] / start if start > 0 else math.nan
+        row["rate"] = empirical_rate(h, start=grid.iterations // 2) if row["outcome"] != "diverged" else math.nan
         target = target_fraction[first["dataset"]] * float(first["loss_zero"])
         reached = loss.index[loss.to_numpy() <= target]
         row["iterations_to_target"] = float(reached[0]) if len(reached) else math.nan
@@ -70,19 +114,24 @@ def summarize_runs(runs: pd.DataFrame, grid: MapGrid, target_fraction: dict[str,
 
 
 def untrained_rows(missing: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
-    """Configurations without a stable step size, as per-run rows with loss +∞."""
+    """Configurations without a learning step size, booked by their probes' outcome: stalled —
+    Φ(T)/Φ(0) = 1 and the loss at T unknown (NaN); diverged — both +∞."""
     if missing.empty:
         return missing
-    out = missing.assign(lr=np.nan, diverged=True, is_standin=False, iterations_to_target=np.nan, rate_ratio_Z0=np.nan)
+    stalled = missing["outcome"] == "stalled"
+    out = missing.assign(lr=np.nan, trained=False, diverged=~stalled, is_standin=False, loss_start=np.nan,
+                         rate=np.nan, iterations_to_target=np.nan, rate_ratio_Z0=np.nan)
     for T in grid.horizons:
-        out[f"loss_{T}"] = math.inf
+        out[f"loss_{T}"] = np.where(stalled, np.nan, math.inf)
+        out[f"relative_{T}"] = np.where(stalled, 1.0, math.inf)
     return out
 
 
 def map_runs(grid: MapGrid, limits: pd.DataFrame, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None,
              progress: bool = False, scheduler: str | None = None) -> pd.DataFrame:
     """Train (or read from the cache) every run of the map; the per-run table."""
-    items, missing = run_items(grid, limits)
+    warm_smoothness(grid, n_jobs=n_jobs, cache_dir=cache_dir)
+    items, missing = run_items(grid, limits, cache_dir=cache_dir)
     runs = tagged_sweep(items, n_jobs=n_jobs, cache_dir=cache_dir, progress=progress, scheduler=scheduler,
                         desc="robustness: map runs")
     targets = {d: ex.preset(d, True)["target_fraction"] for d in grid.datasets}

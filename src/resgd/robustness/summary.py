@@ -2,16 +2,57 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pandas as pd
 
 from .grid import MapGrid
+from .verdicts import CLAIM_LABELS
 
 AXES = (("qk_scale", "Q/K scale"), ("fraction", "step fraction"), ("N", "N"))
 
 
 def count_sentence(row: pd.Series) -> str:
-    """'holds in k of K cells (fails in f, undecided in u)'."""
-    return f"holds in {row['holds']} of {row['K']} cells (fails in {row['fails']}, undecided in {row['undecided']})"
+    """'holds in k of K cells (fails in f, undecided in u; by chance alone ≈ c holds)'."""
+    text = f"holds in {row['holds']} of {row['K']} cells (fails in {row['fails']}, undecided in {row['undecided']}"
+    if "chance_holds" in row:
+        text += f"; by chance alone ≈ {row['chance_holds']:.1f} holds"
+    return text + ")"
+
+
+def verdict_table(tally: pd.DataFrame) -> pd.DataFrame:
+    """Claim × data set (rows) × protocol (columns) → 'holds / fails / undecided of K (chance c)'."""
+    cell = [f"{h} / {f} / {u} of {k} (chance {c:.1f})" for h, f, u, k, c in
+            zip(tally["holds"], tally["fails"], tally["undecided"], tally["K"], tally["chance_holds"])]
+    wide = tally.assign(text=cell, claim=tally["claim"].map(CLAIM_LABELS))
+    return wide.pivot_table(index=["claim", "dataset"], columns="protocol", values="text", aggfunc="first")
+
+
+def measure_changes(cells: pd.DataFrame, horizon: int) -> pd.DataFrame:
+    """Per claim × protocol: cells whose verdict differs between the primary measure Φ(T)/Φ(0) and
+    the loss at T."""
+    keys = ["dataset", "qk_scale", "fraction", "N", "protocol", "claim"]
+    at = cells[cells["horizon"] == horizon]
+    wide = at.pivot_table(index=keys, columns="measure", values="verdict", aggfunc="first").dropna()
+    changed = (wide["relative"] != wide["loss"]).groupby(level=["claim", "protocol"]).agg(["sum", "size"])
+    return changed.rename(columns={"sum": "changed", "size": "K"}).reset_index()
+
+
+PREREGISTRATION = "^pre-registered: the robustness map"
+"""How the commit that fixed the map's design begins (other studies pre-register their own)."""
+
+
+def preregistration_commit(root: str | Path | None = None) -> str:
+    """The commit that fixed the map's design (:data:`PREREGISTRATION`), as 'hash (date)', or a
+    note when git or the history is not available."""
+    root = Path(__file__).resolve().parents[3] if root is None else Path(root)
+    try:
+        out = subprocess.run(["git", "log", "-1", "--format=%h (%cs)", f"--grep={PREREGISTRATION}"], cwd=root,
+                             capture_output=True, text=True, timeout=20, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    return out or "not available (no git history in this copy)"
 
 
 def region(cells: pd.DataFrame, verdict: str = "holds") -> str:
@@ -43,7 +84,8 @@ def _box(chosen: pd.DataFrame, cells: pd.DataFrame) -> bool:
 
 
 def protocol_changes(final: pd.DataFrame) -> pd.DataFrame:
-    """Per claim × data set: in how many cells the verdict differs between ``common`` and ``own``."""
+    """Per claim × data set: in how many cells the verdict differs between ``common`` and ``own``
+    (same fractions; ``theory``'s axis is c, so it has no paired cell)."""
     keys = ["dataset", "qk_scale", "fraction", "N", "claim"]
     wide = final.pivot_table(index=keys, columns="protocol", values="verdict", aggfunc="first")
     wide = wide[["common", "own"]].dropna()
@@ -68,3 +110,15 @@ def headline(final: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
     at = final[(final["qk_scale"] == qk) & (final["fraction"] == fraction) & (final["N"] == max(grid.sizes))
                & (final["protocol"] == "common")]
     return at[["claim", "dataset", "effect", "lo", "hi", "verdict"]].reset_index(drop=True)
+
+
+def twin_losses(per_run: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
+    """Per data set × protocol × L > 1 × (β, twin init): the median over runs of Φ(0) and Φ(T), and
+    the runs of each outcome — whether each twin learns, not only whether it loses."""
+    deep = per_run[per_run["n_layers"] > 1]
+    T = grid.iterations
+    keys = ["dataset", "protocol", "n_layers", "beta", "init"]
+    out = deep.groupby(keys).agg(loss_0=("loss_start", "median"), loss_T=(f"loss_{T}", "median"),
+                                 relative_T=(f"relative_{T}", "median"), runs=("seed", "size"))
+    counts = deep.groupby(keys)["outcome"].value_counts().unstack(fill_value=0)
+    return out.join(counts).reset_index()

@@ -1,38 +1,45 @@
-"""Effect sizes, seed-bootstrap confidence intervals and verdicts of the map's cells.
+"""Effect sizes, distribution-free intervals and verdicts of the map's cells.
 
-Every effect is oriented so that a **positive** value is the direction the paper claims:
+Every effect is a per-seed statistic, oriented so that a **positive** value is the direction the
+paper claims; ``m`` is the measure (``relative`` = Φ(T)/Φ(0), the primary one: free of the
+starting loss, so "faster" is a speed; ``loss`` = Φ(T), secondary):
 
-* (a) ``residual_helps`` — mean over seeds of log(loss without / loss with residual) at L = 1,
-  paired by seed (same initialisation);
-* (b) ``beta_monotone`` — minus Spearman(β, seed-mean loss) over the five β at L = 1;
-* (c) ``depth_residual_helps`` — the smallest over L = 2, 6, 10 of the mean log ratio (the claim
-  is "at every depth").
+* (a) ``residual_helps`` — log(m without / m with residual) at L = 1, paired by seed;
+* (b) ``beta_monotone`` — minus Spearman(β, m) over the five β at L = 1, per seed;
+* (c) ``depth_residual_helps`` — the (a) statistic at each L = 2, 6, 10 (the claim is "at every
+  depth"), against the grid's first twin (the living one); ``depth_residual_helps_second`` the same
+  against the second twin (the dead-by-init one) where the grid has both.
 
-Confidence interval: percentile bootstrap over seeds (``B`` resamples of the seeds with
-replacement; the same resampled seeds for every β or depth of a cell, so pairing is kept).
-Verdict: **holds** when the whole interval is above 0, **fails** when it is below 0, and
-**undecided** when it contains 0 — the seeds do not separate the effect from none. With three
-seeds the 95 % interval spans roughly the smallest to the largest seed's effect, so "holds"
-means every seed agrees. A +∞ loss (diverged, or no stable step size) enters as log ratios
-capped at ±``LOG_CAP``.
+Interval: the order-statistic interval for the median of the per-seed values
+(:func:`resgd.core.stats.median_interval`; exact level ``level``: 93.0 % with 8 seeds, 96.1 % with
+12, measured on simulated data in ``tests/test_median_interval.py``). Verdict: **holds** when the
+interval lies above 0, **fails** when below, **undecided** otherwise. Under no effect a cell
+"holds" by chance with probability at most (1 − level)/2 (:func:`chance_verdicts`). For (c) the
+reported interval is [min over L of lo_L, min over L of hi_L]: it holds only when every depth
+holds (an intersection-union test, no larger error), and fails when any depth fails (a union of
+three tests: up to three times the chance rate). A diverged run's measure is +∞ (log ratios capped
+at ±``LOG_CAP``); a seed whose arms both diverged is left out.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pandas as pd
 
-from ..theorem1.study import spearman
+from ..core.stats import median_interval, spearman
 from .grid import MapGrid
 from .map_runs import TAGS
 
 CLAIM_NAMES = ("residual_helps", "beta_monotone", "depth_residual_helps")
 CLAIM_LABELS = {"residual_helps": "(a) residual vs none", "beta_monotone": "(b) β ordering",
-                "depth_residual_helps": "(c) residual vs none, L = 2, 6, 10"}
+                "depth_residual_helps": "(c) residual vs none, L = 2, 6, 10",
+                "depth_residual_helps_second": "(c) against the second twin (MapGrid.twins[1])"}
+DEPTH_CLAIMS = ("depth_residual_helps", "depth_residual_helps_second")
+"""Claim (c) against ``grid.twins[0]`` (the verdict), and against ``grid.twins[1]`` when the grid has it."""
 VERDICTS = ("holds", "fails", "undecided")
+MEASURES = ("relative", "loss")
 LOG_CAP = 20.0
 _BIG = np.finfo(float).max
 
@@ -46,49 +53,31 @@ def log_ratio(without: np.ndarray, with_res: np.ndarray) -> np.ndarray:
 
 
 def verdict(lo: float, hi: float) -> str:
-    if not (math.isfinite(lo) and math.isfinite(hi)):
+    if math.isnan(lo) or math.isnan(hi):
         return "undecided"
     return "holds" if lo > 0 else "fails" if hi < 0 else "undecided"
 
 
-def _interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
-    samples = samples[np.isfinite(samples)]
-    if samples.size == 0:
-        return math.nan, math.nan
-    tail = 100 * (1 - confidence) / 2
-    return float(np.percentile(samples, tail)), float(np.percentile(samples, 100 - tail))
+def chance_verdicts(K: int, level: float, claim: str = "residual_helps") -> dict[str, float]:
+    """Expected number of cells, of ``K``, that hold (and that fail) by chance alone if the claim
+    had no effect in any cell: K·(1 − level)/2 each; (c)'s "fails" up to three times that."""
+    one_side = K * (1.0 - level) / 2.0
+    return {"holds": one_side, "fails": one_side * (3 if claim == "depth_residual_helps" else 1)}
 
 
-def _resamples(n_seeds: int, grid: MapGrid, salt: int) -> np.ndarray:
-    rng = np.random.default_rng([2506, 5249, salt])  # fixed: the map's numbers are reproducible
-    return rng.integers(0, n_seeds, size=(grid.bootstrap, n_seeds))
-
-
-def _pair_matrix(rows: pd.DataFrame, loss: str, depths: list[int]) -> np.ndarray:
-    """(depth, seed) matrix of log ratios without/with residual."""
-    out = []
-    for L in depths:
-        at = rows[rows["n_layers"] == L]
-        w = at[at["beta"] == 1.0].set_index("seed")[loss]
-        wo = at[at["beta"] == 0.0].set_index("seed")[loss]
-        seeds = sorted(set(w.index) & set(wo.index))
-        out.append(log_ratio(wo[seeds].to_numpy(), w[seeds].to_numpy()))
-    return np.array(out, dtype=float)
-
-
-def _min_of_means(matrix: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray | float:
-    if idx is None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return float(np.nanmin(np.nanmean(matrix, axis=1))) if matrix.size else math.nan
-    with warnings.catch_warnings():  # a resample whose seeds are all NaN gives NaN (dropped later)
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmin(np.nanmean(matrix[:, idx], axis=2), axis=0)  # (B,)
+def _pairs(rows: pd.DataFrame, column: str, L: int, twin: str) -> np.ndarray:
+    """Per-seed log ratio without (the ``twin`` init) / with residual at depth ``L`` (seeds both
+    arms have)."""
+    at = rows[rows["n_layers"] == L]
+    with_res = at[at["beta"] == 1.0].drop_duplicates("seed").set_index("seed")[column]
+    without = at[(at["beta"] == 0.0) & (at["init"] == twin)].set_index("seed")[column]
+    seeds = sorted(set(with_res.index) & set(without.index))
+    return log_ratio(without[seeds].to_numpy(), with_res[seeds].to_numpy())
 
 
 def spearman_rows(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Spearman(x, row) for every row of ``rows`` at once (average ranks for ties; +∞ ranks
-    last; NaN for a constant row or one with a NaN) — the bootstrap's hot loop, vectorised."""
+    """Spearman(x, row) for every row of ``rows`` (average ranks for ties; +∞ ranks last; NaN for
+    a constant row or one with a NaN)."""
     rows = np.where(np.isinf(rows), _BIG, np.asarray(rows, dtype=float))
     ranks = pd.DataFrame(rows).rank(axis=1).to_numpy()
     rx = pd.Series(np.asarray(x, dtype=float)).rank().to_numpy()
@@ -97,71 +86,75 @@ def spearman_rows(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return (rc @ xc) / (np.sqrt((rc**2).sum(axis=1)) * np.sqrt((xc**2).sum()))
 
 
-def _spearman_effect(means: np.ndarray, betas: np.ndarray) -> float:
-    ranked = np.where(np.isinf(means), _BIG, means)
-    return -float(spearman(betas, ranked))
+def _summary(values: np.ndarray, grid: MapGrid) -> dict:
+    values = np.asarray(values, dtype=float)
+    kept = values[~np.isnan(values)]
+    lo, hi, level = median_interval(kept, grid.min_coverage)
+    return dict(effect=float(np.median(kept)) if kept.size else math.nan, lo=lo, hi=hi, level=level,
+                seeds=int(kept.size))
 
 
-def cell_effects(rows: pd.DataFrame, grid: MapGrid, horizon: int, salt: int) -> list[dict]:
+def _outcomes(rows: pd.DataFrame) -> dict:
+    return dict(stalled=int((rows["outcome"] == "stalled").sum()), diverged=int((rows["outcome"] == "diverged").sum()))
+
+
+def cell_effects(rows: pd.DataFrame, grid: MapGrid, horizon: int, measure: str) -> list[dict]:
     """The three claims' effects, intervals and verdicts in one cell × protocol at ``horizon``."""
-    loss = f"loss_{horizon}"
+    column = f"{measure}_{horizon}"
     single = rows[rows["n_layers"] == 1]
-    out = []
-    # (a) and (c): the same statistic over one depth or several
-    for name, depths in (("residual_helps", [1]), ("depth_residual_helps", list(grid.depths))):
-        matrix = _pair_matrix(single if depths == [1] else rows, loss, depths)
-        idx = _resamples(matrix.shape[1], grid, salt)
-        lo, hi = _interval(_min_of_means(matrix, idx), grid.confidence)
-        out.append(dict(claim=name, effect=_min_of_means(matrix), lo=lo, hi=hi, seeds=int(matrix.shape[1])))
-    # (b): minus Spearman of β against the seed-mean loss
-    table = single.pivot_table(index="beta", columns="seed", values=loss, aggfunc="first").sort_index()
-    values, betas = table.to_numpy(dtype=float), table.index.to_numpy(dtype=float)
-    idx = _resamples(values.shape[1], grid, salt + 1)
-    boot = -spearman_rows(betas, values[:, idx].mean(axis=2).T)
-    lo, hi = _interval(boot, grid.confidence)
-    out.insert(1, dict(claim="beta_monotone", effect=_spearman_effect(values.mean(axis=1), betas), lo=lo, hi=hi,
-                       seeds=int(values.shape[1])))
+    single_pair = single[single["beta"].isin([0.0, 1.0])]
+    out = [dict(claim="residual_helps", **_summary(_pairs(single, column, 1, grid.twins[0]), grid), **_outcomes(single_pair))]
+    table = single.pivot_table(index="beta", columns="seed", values=column, aggfunc="first", dropna=False).sort_index()
+    per_seed = -spearman_rows(table.index.to_numpy(dtype=float), table.to_numpy(dtype=float).T)
+    out.append(dict(claim="beta_monotone", **_summary(per_seed, grid), **_outcomes(single)))
+    for claim, init in zip(DEPTH_CLAIMS, grid.twins):
+        depths = pd.DataFrame([_summary(_pairs(rows, column, L, init), grid) for L in grid.depths])
+        deep = rows[(rows["n_layers"] > 1) & ((rows["beta"] == 1.0) | (rows["init"] == init))]
+        # a depth without an interval leaves (c) without one (NaN propagates through min())
+        out.append(dict(claim=claim, **{k: float(depths[k].min(skipna=False)) for k in ("effect", "lo", "hi", "level")},
+                        seeds=int(depths["seeds"].min()), **_outcomes(deep)))
     for item in out:
         item["verdict"] = verdict(item["lo"], item["hi"])
-    # supplementary for (a): speed, log(iterations to target without / with); not reached = 2T
-    it = single.assign(steps=single["iterations_to_target"].fillna(2 * grid.iterations))
-    speed = _pair_matrix(it, "steps", [1])
-    out[0]["speed_effect"] = _min_of_means(speed)
+        item["measure"] = measure
     return out
 
 
 BEST = "best"
 """The derived protocol: each (β, L) at the step fraction (of its own limit) with the lowest
-seed-mean loss at the horizon, chosen from the grid's fractions (no extra runs; ``fraction``
-is NaN in its rows)."""
+seed-mean primary measure at the horizon, chosen from the grid's fractions (no extra runs;
+``fraction`` is NaN in its rows)."""
 
 
 def cell_table(per_run: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
-    """One row per cell × protocol × horizon × claim: effect, lo, hi, verdict (+ the cell's
-    predicted gain log(σ²-ratio(Z⁰) with / without residual), for the theory link). Protocols:
-    those of the runs, plus :data:`BEST`."""
+    """One row per cell × protocol × horizon × measure × claim: effect, lo, hi, level, seeds,
+    verdict, stalled/diverged run counts (+ the cell's predicted gain log(σ²-ratio(Z⁰) with /
+    without residual), for the theory link). Protocols: those of the runs, plus :data:`BEST`."""
     rows = []
-    for salt, (keys, g) in enumerate(per_run.groupby(TAGS, sort=True)):
+    for keys, g in per_run.groupby(TAGS, sort=True):
         gain = predicted_gain(g)
         for T in grid.horizons:
-            for item in cell_effects(g, grid, T, salt * 2):
-                rows.append({**dict(zip(TAGS, keys)), "horizon": T, **item, "predicted_gain": gain})
+            for measure in MEASURES:
+                for item in cell_effects(g, grid, T, measure):
+                    rows.append({**dict(zip(TAGS, keys)), "horizon": T, **item, "predicted_gain": gain})
     own = per_run[per_run["protocol"] == "own"]
-    for salt, ((dataset, qk, N), g) in enumerate(own.groupby(["dataset", "qk_scale", "N"], sort=True), start=10**6):
+    for (dataset, qk, N), g in own.groupby(["dataset", "qk_scale", "N"], sort=True):
         gain = predicted_gain(g)
         for T in grid.horizons:
-            for item in cell_effects(best_step_rows(g, T), grid, T, salt * 2):
-                rows.append(dict(dataset=dataset, qk_scale=qk, fraction=math.nan, N=N, protocol=BEST, horizon=T,
-                                 **item, predicted_gain=gain))
+            chosen = best_step_rows(g, T, grid.primary)
+            for measure in MEASURES:
+                for item in cell_effects(chosen, grid, T, measure):
+                    rows.append(dict(dataset=dataset, qk_scale=qk, fraction=math.nan, N=N, protocol=BEST, horizon=T,
+                                     **item, predicted_gain=gain))
     return pd.DataFrame(rows)
 
 
-def best_step_rows(own: pd.DataFrame, horizon: int) -> pd.DataFrame:
+def best_step_rows(own: pd.DataFrame, horizon: int, measure: str = "relative") -> pd.DataFrame:
     """Of one (data set, Q/K scale, N)'s ``own`` runs, those at each (β, L)'s best fraction."""
-    loss = f"loss_{horizon}"
-    means = own.groupby(["beta", "n_layers", "fraction"])[loss].mean().reset_index()
-    best = means.sort_values([loss, "fraction"], ascending=[True, False]).drop_duplicates(["beta", "n_layers"])
-    return own.merge(best[["beta", "n_layers", "fraction"]], on=["beta", "n_layers", "fraction"])
+    column = f"{measure}_{horizon}"
+    points = ["beta", "n_layers", "init"]
+    means = own.groupby([*points, "fraction"])[column].mean().reset_index()
+    best = means.sort_values([column, "fraction"], ascending=[True, False]).drop_duplicates(points)
+    return own.merge(best[[*points, "fraction"]], on=[*points, "fraction"])
 
 
 def predicted_gain(rows: pd.DataFrame) -> float:
@@ -178,19 +171,25 @@ def predicted_gain(rows: pd.DataFrame) -> float:
     return float(ratio.mean()) if ratio.size else math.nan
 
 
-def tally(cells: pd.DataFrame, horizon: int) -> pd.DataFrame:
-    """Claim × data set × protocol → number of cells that hold / fail / are undecided, and K."""
-    at = cells[cells["horizon"] == horizon]
+def tally(cells: pd.DataFrame, horizon: int, measure: str = "relative") -> pd.DataFrame:
+    """Claim × data set × protocol → cells that hold / fail / are undecided, K, the interval's
+    smallest level and the number of holds (and fails) expected by chance (:func:`chance_verdicts`)."""
+    at = cells[(cells["horizon"] == horizon) & (cells["measure"] == measure)]
     counts = at.groupby(["claim", "dataset", "protocol"])["verdict"].value_counts().unstack(fill_value=0)
     counts = counts.reindex(columns=list(VERDICTS), fill_value=0)
     counts["K"] = counts.sum(axis=1)
-    return counts.reset_index()
+    counts["level"] = at.groupby(["claim", "dataset", "protocol"])["level"].min()
+    out = counts.reset_index()
+    chance = [chance_verdicts(int(k), float(lv), c) for k, lv, c in zip(out["K"], out["level"], out["claim"])]
+    out["chance_holds"] = [c["holds"] for c in chance]
+    out["chance_fails"] = [c["fails"] for c in chance]
+    return out
 
 
-def theory_link(cells: pd.DataFrame, horizon: int) -> pd.DataFrame:
+def theory_link(cells: pd.DataFrame, horizon: int, measure: str = "relative") -> pd.DataFrame:
     """Per data set × protocol (and pooled): Spearman across cells between the predicted gain
     and claim (a)'s measured effect at ``horizon``."""
-    at = cells[(cells["horizon"] == horizon) & (cells["claim"] == "residual_helps")]
+    at = cells[(cells["horizon"] == horizon) & (cells["claim"] == "residual_helps") & (cells["measure"] == measure)]
     rows = []
     groups = list(at.groupby(["dataset", "protocol"])) + [(("all", p), g) for p, g in at.groupby("protocol")]
     for (dataset, protocol), g in groups:
@@ -199,11 +198,12 @@ def theory_link(cells: pd.DataFrame, horizon: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def agreement(quick: pd.DataFrame, full: pd.DataFrame) -> pd.DataFrame:
-    """Cells decided by both maps (at each map's last horizon), with ``agree``; the ``best``
-    protocol is left out (it picks from each grid's own fractions, so its cells differ)."""
+def agreement(quick: pd.DataFrame, full: pd.DataFrame, measure: str = "relative") -> pd.DataFrame:
+    """Cells decided by both maps (at each map's last horizon, one measure), with ``agree``; the
+    ``best`` protocol is left out (it picks from each grid's own fractions, so its cells differ)."""
     keys = TAGS + ["claim"]
-    quick, full = quick[quick["protocol"] != BEST], full[full["protocol"] != BEST]  # best-of differs by grid
+    quick = quick[(quick["protocol"] != BEST) & (quick["measure"] == measure)]
+    full = full[(full["protocol"] != BEST) & (full["measure"] == measure)]
     q = quick[quick["horizon"] == quick["horizon"].max()][keys + ["verdict", "effect"]]
     f = full[full["horizon"] == full["horizon"].max()][keys + ["verdict", "effect"]]
     both = q.merge(f, on=keys, suffixes=("_quick", "_full"))

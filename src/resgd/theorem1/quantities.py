@@ -17,9 +17,9 @@ import pandas as pd
 import torch
 
 from ..core.conditioning import singular_values, stack
+from ..core.smoothness import hessian_norm, jacobian, ntk_eigenvalues, smoothness_estimate  # noqa: F401 - the theorem's L̂
 from ..core.model import ModelConfig, Params, forward, init_params, weight_shapes
 from ..core.stats import empirical_rate
-from ..core.train import loss_from_output
 from ..validation import ConfigError, check_choice
 
 X_KINDS = ("orthogonal", "gaussian")
@@ -97,53 +97,6 @@ def make_task(
 # --------------------------------------------------------------------------------------------
 # The quantities of the theorem at θ⁽⁰⁾.
 # --------------------------------------------------------------------------------------------
-
-
-def jacobian(params: Params, cfg: ModelConfig, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """``J = ∂ vec Ŷ / ∂θ`` (outputs × all weights, in :func:`weight_shapes` order)."""
-    names = list(params)
-
-    def outputs(*weights):
-        return forward(dict(zip(names, weights)), cfg, X, mask).reshape(-1)
-
-    blocks = torch.autograd.functional.jacobian(outputs, tuple(params[k].detach() for k in names))
-    return torch.cat([b.reshape(b.shape[0], -1) for b in blocks], dim=1)
-
-
-def ntk_eigenvalues(params: Params, cfg: ModelConfig, X: torch.Tensor, mask: torch.Tensor | None = None) -> np.ndarray:
-    """Eigenvalues (ascending) of the tangent kernel ``K = J Jᵀ``; ``∇Φ = Jᵀr`` so ``‖∇Φ‖² = rᵀKr``."""
-    J = jacobian(params, cfg, X, mask)
-    return torch.linalg.eigvalsh(J @ J.T).clamp_min(0).numpy()
-
-
-def hessian_norm(
-    params: Params, cfg: ModelConfig, X: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None = None,
-    *, iterations: int = 50, seed: int = 0,
-) -> float:
-    """``‖∇²Φ(θ)‖₂`` (largest |eigenvalue|) by power iteration on Hessian-vector products (sum reduction)."""
-    leaves = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
-    loss = loss_from_output(forward(leaves, cfg, X, mask), Y, mask, "sum")
-    grads = torch.autograd.grad(loss, list(leaves.values()), create_graph=True)
-    g = torch.Generator().manual_seed(seed)
-    v = [torch.randn(x.shape, generator=g, dtype=x.dtype) for x in grads]
-    value = 0.0
-    for _ in range(iterations):
-        norm = math.sqrt(sum(float(a.pow(2).sum()) for a in v))
-        if norm == 0:
-            return 0.0
-        v = [a / norm for a in v]
-        hv = torch.autograd.grad(grads, list(leaves.values()), grad_outputs=v, retain_graph=True)
-        value = math.sqrt(sum(float(a.pow(2).sum()) for a in hv))
-        v = [a.detach() for a in hv]
-    return value
-
-
-def smoothness_estimate(
-    params: Params, cfg: ModelConfig, X: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None = None
-) -> float:
-    """``L̂ = max(‖∇²Φ(θ)‖₂, λ_max(JJᵀ))``: the local smoothness at θ, the step-size rule's denominator."""
-    lam = ntk_eigenvalues(params, cfg, X, mask)
-    return max(hessian_norm(params, cfg, X, Y, mask), float(lam[-1]))
 
 
 def step_size(

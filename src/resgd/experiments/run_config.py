@@ -1,0 +1,79 @@
+"""One training run of the empirical section, complete: :class:`RunConfig` and its cache key.
+
+:class:`RunConfig` holds the data set, the :class:`~resgd.core.model.ModelConfig`, the
+:class:`~resgd.core.train.GDConfig`, the seed and the dtype; frozen and hashable.
+:func:`config_key` hashes the complete configuration, ``resgd.__version__`` and a fingerprint of
+the loaded data, so a cached run is never served for another configuration, version or data.
+Studies build their RunConfigs with :meth:`resgd.experiments.study.Settings.config`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..core.model import ModelConfig
+from ..core.train import GDConfig
+from ..data.spec import DTYPES, DatasetSpec, data_fingerprint
+from ..pipeline.cache import hash_key
+from ..validation import ConfigError, check_choice
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines one training run (frozen and hashable).
+
+    ``seed`` seeds the initial weights (the data sample is fixed by ``dataset.seed``).
+    ``test_metrics``: whether the run's table gets its end-of-run test loss and accuracies (NaN
+    otherwise); the robustness map does not use them, and on its small training sets evaluating
+    the larger test sets cost a third of its time.
+    """
+
+    dataset: DatasetSpec
+    model: ModelConfig
+    gd: GDConfig
+    seed: int = 0
+    dtype: str = "float64"
+    test_metrics: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dataset, DatasetSpec):
+            raise ConfigError(f"RunConfig.dataset: expected a DatasetSpec, got {type(self.dataset).__name__}")
+        if not isinstance(self.model, ModelConfig):
+            raise ConfigError(f"RunConfig.model: expected a ModelConfig, got {type(self.model).__name__}")
+        if not isinstance(self.gd, GDConfig):
+            raise ConfigError(f"RunConfig.gd: expected a GDConfig, got {type(self.gd).__name__}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ConfigError(f"RunConfig.seed: expected an integer, got {self.seed!r}")
+        check_choice("RunConfig.dtype", self.dtype, DTYPES)
+        if not isinstance(self.test_metrics, bool):
+            raise ConfigError(f"RunConfig.test_metrics: expected True or False, got {self.test_metrics!r}")
+        if self.model.d != self.dataset.d:
+            raise ConfigError(f"RunConfig: model.d = {self.model.d} but data set {self.dataset.name!r} has d = {self.dataset.d}")
+        if self.model.pooling != self.dataset.pooling:
+            raise ConfigError(
+                f"RunConfig: model.pooling = {self.model.pooling!r} but data set {self.dataset.name!r} "
+                f"needs pooling = {self.dataset.pooling!r}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dataset": asdict(self.dataset), "model": asdict(self.model), "gd": asdict(self.gd),
+                "seed": self.seed, "dtype": self.dtype, "test_metrics": self.test_metrics}
+
+
+def config_key(config: RunConfig, *, version: str | None = None, fingerprint: str | None = None) -> str:
+    """The cache key: SHA-256 of the complete configuration, the library version and the data.
+
+    ``version`` defaults to ``resgd.__version__`` (read at call time); ``fingerprint`` to
+    :func:`data_fingerprint` of the configuration's data set.
+    """
+    import resgd
+
+    payload = {
+        "config": config.to_dict(),
+        "version": resgd.__version__ if version is None else version,
+        "data": data_fingerprint(config.dataset, config.dtype) if fingerprint is None else fingerprint,
+    }
+    return hash_key(payload)
+
+

@@ -1,0 +1,117 @@
+"""The step-size protocols of the experiments: how μ is chosen for each configuration.
+
+* ``common`` — one μ per comparison: the largest step on ``Settings.lr_grid`` at which the β = 1
+  model(s) of the comparison still lower their loss in a short probe, times ``Settings.safety``
+  (:func:`choose_lr`); every β and both twins train with it;
+* ``own`` and ``best`` — the robustness map's (:mod:`resgd.robustness`): each configuration at a
+  fraction of its own stability limit, and the best step on the grid;
+* ``theory`` — the theorem's: ``μ = c / L̂(β, L, θ⁰)`` with L̂ the local smoothness at the
+  initial weights (:func:`resgd.core.smoothness.smoothness_fast`), ``c`` ∈ :data:`THEORY_FACTORS`.
+  Theorem 1 speaks to this protocol: its guarantee is μα with μ ≤ 1/L, and L grows with ‖Z‖ and so
+  with β. One μ per configuration, from the first seed's θ⁰ (all seeds of a configuration share it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+import resgd
+
+from ..core.model import init_params
+from ..core.smoothness import smoothness_fast
+from ..data.spec import load_dataset
+from ..pipeline.cache import ResultsCache, hash_key
+from ..validation import ConfigError, check_choice
+from .runs import sweep
+
+if TYPE_CHECKING:
+    from .study import Settings
+
+PROTOCOLS = ("common", "own", "best", "theory")
+THEORY_FACTORS = (0.25, 0.5, 1.0)
+"""The values of c in the theorem's protocol μ = c / L̂ (pre-registered; 0.5 is the primary one)."""
+THEORY_PRIMARY = 0.5
+
+
+def check_protocol(protocol: str, c: float | None = None) -> None:
+    """A one-line :class:`ConfigError` for an unknown protocol or a bad factor c (theory only)."""
+    check_choice("protocol", protocol, PROTOCOLS)
+    if protocol == "theory":
+        if not isinstance(c, (int, float)) or isinstance(c, bool) or not np.isfinite(c) or c <= 0:
+            raise ConfigError(f"protocol 'theory': the factor c of μ = c / L̂ must be a finite number > 0, got {c!r}")
+
+
+def probe_stable(history: pd.DataFrame, diverged: bool) -> bool:
+    """A probe is stable when it did not diverge, every loss is finite and the last is below the first."""
+    loss = history["loss"].to_numpy(dtype=float)
+    return (not diverged) and len(loss) > 1 and bool(np.isfinite(loss).all()) and loss[-1] < loss[0]
+
+
+def choose_lr(
+    s: "Settings",
+    n_layers: Sequence[int],
+    *,
+    n_jobs: int = 2,
+    cache_dir: str | os.PathLike | None = None,
+    progress: bool = False,
+    scheduler: str | None = None,
+) -> tuple[float, pd.DataFrame]:
+    """The ``common`` protocol: the step size of one comparison and the probe table behind it.
+
+    For each depth in ``n_layers``, the β = 1 model (seed ``s.seeds[0]``) is trained for
+    ``s.probe_iterations`` steps at every step size of ``s.lr_grid``; the largest step size that
+    is stable (:func:`probe_stable`) at every depth, times ``s.safety``, is the comparison's μ.
+    """
+    configs = [s.config(1.0, L, s.seeds[0], lr, iterations=s.probe_iterations) for L in n_layers for lr in s.lr_grid]
+    runs = sweep(configs, n_jobs=n_jobs, cache_dir=cache_dir, scheduler=scheduler, progress=progress,
+                 desc=f"{s.dataset}: step-size probe")
+    rows = []
+    for (L, lr), h in runs.groupby(["n_layers", "lr"], sort=False):
+        diverged = bool(h["diverged"].iloc[0])
+        rows.append({"n_layers": int(L), "lr": float(lr), "loss_start": float(h["loss"].iloc[0]),
+                     "loss_end": float(h["loss"].iloc[-1]), "diverged": diverged, "stable": probe_stable(h, diverged)})
+    table = pd.DataFrame(rows).sort_values(["n_layers", "lr"], ascending=[True, False], ignore_index=True)
+    stable = table[table["stable"]].groupby("lr")["n_layers"].nunique()
+    common = [lr for lr, count in stable.items() if count == len(set(n_layers))]
+    if not common:
+        raise ConfigError(
+            f"choose_lr: no step size in {list(s.lr_grid)} is stable for the β = 1 model at depth(s) "
+            f"{list(n_layers)} on {s.dataset}; extend Settings.lr_grid downwards"
+        )
+    largest = max(common)
+    table["chosen"] = False
+    table.loc[table["lr"] == largest, "chosen"] = True
+    return largest * s.safety, table
+
+
+def smoothness(s: "Settings", beta: float, n_layers: int, *, beta_ffn: float | None = None,
+               seed: int | None = None, cache_dir: str | os.PathLike | None = None) -> float:
+    """L̂(β, L, θ⁰) of the loss the runs minimise (``s.reduction``), at the initial weights of
+    ``seed`` (default: the first seed); cached like a run. Computed in float64 whatever the runs'
+    dtype, so a float32 rerun trains with the same steps (``resgd.experiments.dtype_check``)."""
+    seed = s.seeds[0] if seed is None else seed
+    config = s.config(beta, n_layers, seed, 1.0, iterations=1, beta_ffn=beta_ffn)
+    key = hash_key({"smoothness": "fast/20/float64", "config": {**config.to_dict(), "dtype": "float64"},
+                    "version": resgd.__version__})
+    cache = ResultsCache(cache_dir)
+    frame = cache.read(key)
+    if frame is None:
+        data = load_dataset(config.dataset, "float64")
+        params = init_params(config.model, seed)
+        value = smoothness_fast(params, config.model, data.X_train, data.Y_train, data.mask_train,
+                                reduction=s.reduction)
+        frame = pd.DataFrame({"L_hat": [value]})
+        cache.write(key, frame)
+    return float(frame["L_hat"].iloc[0])
+
+
+def theory_lr(s: "Settings", beta: float, n_layers: int, c: float = THEORY_PRIMARY, *, beta_ffn: float | None = None,
+              cache_dir: str | os.PathLike | None = None) -> float:
+    """The ``theory`` protocol's step: μ = c / L̂(β, L, θ⁰) (one μ for every seed of the configuration)."""
+    check_protocol("theory", c)
+    return float(c) / smoothness(s, beta, n_layers, beta_ffn=beta_ffn, cache_dir=cache_dir)

@@ -1,0 +1,61 @@
+"""The step-size protocols and the fast smoothness estimate behind the theorem's protocol."""
+
+import math
+
+import pytest
+import torch
+
+from resgd.core.model import ModelConfig, init_params
+from resgd.core.smoothness import smoothness_estimate, smoothness_fast
+from resgd.experiments import step_size
+from resgd.experiments import study as ex
+from resgd.validation import ConfigError
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.0])
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_fast_smoothness_agrees_with_the_exact_estimate(beta, reduction):
+    cfg = ModelConfig(d=6, d_qk=4, m=8, n_layers=2, beta=beta)
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(5, 4, 6, generator=g, dtype=torch.float64)
+    Y = torch.randn(5, 4, 1, generator=g, dtype=torch.float64)
+    params = init_params(cfg, 1)
+    exact = smoothness_estimate(params, cfg, X, Y, reduction=reduction)
+    fast = smoothness_fast(params, cfg, X, Y, reduction=reduction, iterations=60)
+    assert fast == pytest.approx(exact, rel=0.05)
+
+
+def test_mean_reduction_divides_the_smoothness_by_N():
+    cfg = ModelConfig(d=6, d_qk=4, m=8, beta=0.5)
+    g = torch.Generator().manual_seed(4)
+    X = torch.randn(7, 3, 6, generator=g, dtype=torch.float64)
+    Y = torch.randn(7, 3, 1, generator=g, dtype=torch.float64)
+    params = init_params(cfg, 0)
+    total = smoothness_estimate(params, cfg, X, Y, reduction="sum")
+    assert smoothness_estimate(params, cfg, X, Y, reduction="mean") == pytest.approx(total / 7, rel=1e-6)
+
+
+@pytest.mark.parametrize("protocol, c", [("sharpest", None), ("theory", 0.0), ("theory", -1.0), ("theory", math.inf),
+                                         ("theory", None)])
+def test_bad_protocols_get_a_one_line_error(protocol, c):
+    with pytest.raises(ConfigError) as info:
+        step_size.check_protocol(protocol, c)
+    assert "\n" not in str(info.value)
+
+
+def test_theory_lr_is_c_over_the_smoothness_and_cached(tmp_path):
+    s = ex.settings("toy", True)
+    lhat = step_size.smoothness(s, 1.0, 2, cache_dir=tmp_path)
+    assert lhat > 0
+    for c in step_size.THEORY_FACTORS:
+        assert step_size.theory_lr(s, 1.0, 2, c, cache_dir=tmp_path) == pytest.approx(c / lhat)
+    assert len(list(tmp_path.glob("*.pkl"))) == 1
+    with pytest.raises(ConfigError, match="c of μ"):
+        step_size.theory_lr(s, 1.0, 2, 0.0, cache_dir=tmp_path)
+
+
+def test_settings_reject_unknown_twin_init_and_start():
+    with pytest.raises(ConfigError, match="twin_init"):
+        ex.settings("toy", True, twin_init="dead")
+    with pytest.raises(ConfigError, match="start"):
+        ex.settings("toy", True, start="random")
