@@ -399,10 +399,13 @@ def train_stacked(
 
 
 def train_runs(params: Sequence[Params], models: Sequence[ModelConfig], X: torch.Tensor, Y: torch.Tensor,
-               gds: Sequence[GDConfig], mask: torch.Tensor | None = None) -> list[StackedRun]:
-    """Runs of one shape trained the way that pays (:func:`worth_stacking`): in one stack
-    (:func:`train_stacked`), or one at a time by :func:`resgd.core.train.train_gd`; same report either way."""
-    if worth_stacking(models[0], X.shape[0], X.shape[1]):
+               gds: Sequence[GDConfig], mask: torch.Tensor | None = None, *, stacked: bool | None = None) -> list[StackedRun]:
+    """Runs of one shape trained the way that pays: in one stack (:func:`train_stacked`), or one at
+    a time by :func:`resgd.core.train.train_gd`; same report either way. ``stacked`` is the caller's
+    decision (e.g. :func:`resgd.core.calibration.stacking_pays`); ``None``: :func:`worth_stacking`."""
+    if stacked is None:
+        stacked = worth_stacking(models[0], X.shape[0], X.shape[1])
+    if stacked:
         return train_stacked(params, models, X, Y, gds, mask)
     out = []
     for p, cfg, gd in zip(params, models, gds):
