@@ -467,20 +467,11 @@ def plot_ratios(table: pd.DataFrame):
 
 
 def cpu_name() -> str:
-    """The CPU's model name with its family/model numbers: virtual machines often show only
-    "AMD EPYC", and two such hosts differed 2× in float64 matmul rate (Zen 4, family 25, runs
-    AVX-512 at half the width of Zen 5, family 26)."""
-    fields = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            fields.setdefault(key.strip(), value.strip())
-    except OSError:
-        return platform.processor()
-    name = fields.get("model name", platform.processor())
-    if "cpu family" in fields and "model" in fields:
-        name += f" (family {fields['cpu family']}, model {fields['model']})"
-    return name
+    """The CPU's model name with its family/model numbers (:func:`resgd.core.calibration.cpu_id`,
+    the one way the project names a CPU: two "AMD EPYC" hosts differed 2x in matmul rate)."""
+    from resgd.core.calibration import cpu_id
+
+    return cpu_id()
 
 
 def machine_info() -> dict:

@@ -20,6 +20,7 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import bench_gd  # noqa: E402
+import bench_map  # noqa: E402
 import book_floor  # noqa: E402
 import report  # noqa: E402
 
@@ -137,3 +138,19 @@ def test_the_cpu_is_named_with_its_family_and_model():
     family = next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("cpu family"))
     assert f"(family {family}, model " in bench_gd.cpu_name()
     assert bench_gd.machine_info()["cpu"] == bench_gd.cpu_name()
+
+
+def test_bench_map_counts_gemm_flops_and_reports_fractions_of_both_rates():
+    assert bench_map.gemm_flops([("aten::bmm", [[2, 3, 4], [2, 4, 5]]),
+                                 ("aten::baddbmm_", [[2, 3, 5], [2, 3, 4], [2, 4, 5]])]) == 2 * (2 * 2 * 3 * 4 * 5)
+    threads = torch.get_num_threads()
+    try:
+        row = bench_map.measure("sst2", 1, 16, 2, iterations=1, repeats=1)
+    finally:
+        torch.set_num_threads(threads)
+    # one step at L = 1: 8 products forward, 13 backward, and the Gram of Z for σ(Z)
+    assert row["gemms_per_step"] == 22 and row["R"] == 2
+    for name in ("ours_gflops", "ceiling_gflops", "dense_gflops"):
+        assert row[name] > 0
+    assert row["of_ceiling"] == pytest.approx(row["ours_gflops"] / row["ceiling_gflops"])
+    assert row["of_dense"] == pytest.approx(row["ours_gflops"] / row["dense_gflops"])

@@ -263,3 +263,18 @@ def test_worth_stacking_small_runs_only():
     assert not worth_stacking(model(14, 16, 1), 128, 24)  # a headline experiment: 3072 tokens
     assert not worth_stacking(ModelConfig(d=8, d_qk=16384, m=32), 16, 16)  # the collapse study's largest d_QK
     assert worth_stacking(ModelConfig(d=8, d_qk=4, m=32), 16, 16)
+
+
+def test_train_runs_takes_the_callers_decision():
+    from resgd.core.stacked import train_runs
+
+    data, models, gds, params = _setup("toy", 1)
+    args = (params, models, data.X_train, data.Y_train, gds)
+    stacked = train_runs(*args, mask=data.mask_train, stacked=True)
+    single = train_runs(*args, mask=data.mask_train, stacked=False)
+    default = train_runs(*args, mask=data.mask_train)  # worth_stacking: tiny, so stacked
+    for a, b, c in zip(stacked, single, default):
+        assert a.diverged == b.diverged and len(a.history) == len(b.history)
+        np.testing.assert_allclose(a.history["loss"], b.history["loss"], rtol=LOSS_RTOL)
+        pd.testing.assert_frame_equal(a.history, c.history, check_exact=True)
+    assert any(r.diverged for r in single)

@@ -20,14 +20,25 @@ that run's history ends there and it leaves the stack; the others go on untouche
 Equality (tested in ``tests/test_stacked.py``):
 
 * a run's history does not depend on which other runs share its stack — bit for bit (every
-  operation acts on each run's slice with the same kernel whatever R is), so a run trained alone
-  (a stack of one) and inside any stack give the same numbers;
+  operation acts on each run's slice with the same kernel whatever R is; the one exception torch
+  makes, gemv for a one-column product of a stack of one, is avoided by :func:`_bmm`), so a run
+  trained alone (a stack of one) and inside any stack give the same numbers
+  (``tests/test_stack_identity.py``: map shapes, stacks of 1, 2, 13 and 16, one and two threads);
 * against the one-run-at-a-time :func:`~resgd.core.train.train_gd` (its hand-derived backward pass,
   :mod:`resgd.core.fastgrad`) it agrees to floating-point rounding (the two sum in different orders),
   not bit for bit: losses to a relative 1e-10 over short horizons, the same divergence iteration,
   ‖∇Φ‖ to 1e-8 and σ(Z) to 1e-6 (the Gram route squares the condition number).
 
-Speed (``benchmarks/bench_stacked.py``): worth it only for small problems, where one run cannot
+Why two trainers (issue 22 item 1 asked for one): a stack of one at the headline experiments'
+sizes (N = 128, n = 24/16, d_QK = 16, m = 64, float64) was 1.26x / 1.22x slower per step than
+:func:`~resgd.core.train.train_gd` for Jena L = 1 / 10 and 1.06x / 1.14x for SST-2 (medians of 5
+interleaved repeats, AMD EPYC family 25 model 17, shared 2-core machine, spread ±15 %), above the
+10 % allowed; and the two sum in different orders, so routing the headline runs through this
+module would move their histories by rounding (beyond 1e-12 on rounding-sensitive runs,
+``tests/engine_cases.py``). ``tests/test_stacked.py::test_each_run_of_a_stack_equals_train_gd``
+holds the two equal to rounding.
+
+Speed (``benchmarks/bench_stacked.py``, ``benchmarks/bench_map.py``): worth it only for small problems, where one run cannot
 fill the kernels; at the headline experiments' sizes one ``train_gd`` run is faster per run
 than any stack, so :func:`worth_stacking` (used by :func:`resgd.experiments.runs.stackable`) keeps those one at a time.
 
@@ -150,31 +161,40 @@ def _forward(weights: list[torch.Tensor], cfg: ModelConfig, beta: torch.Tensor, 
         if cfg.d_qk > d:  # model.attention_logits' association: through W_Q W_Kᵀ (d×d)
             M = torch.bmm(W_Q, W_K.transpose(1, 2))
             XM = torch.bmm(X2, M).view(R * N, n, d)
-            S = torch.bmm(XM, Xs.transpose(1, 2)) / divisor
+            S = torch.bmm(XM, Xs.transpose(1, 2)).div_(divisor)
             qk = (XM, M)
         else:
             Q = torch.bmm(X2, W_Q).view(R * N, n, cfg.d_qk)
             K = torch.bmm(X2, W_K).view(R * N, n, cfg.d_qk)
-            S = torch.bmm(Q, K.transpose(1, 2)) / divisor
+            S = torch.bmm(Q, K.transpose(1, 2)).div_(divisor)
             qk = (Q, K)
         if keypad is not None:
-            S = S.view(R, N, n, n).masked_fill(keypad, float("-inf")).view(R * N, n, n)
+            S.view(R, N, n, n).masked_fill_(keypad, float("-inf"))
         A = torch.softmax(S, dim=-1)
         V = torch.bmm(X2, W_V).view(R * N, n, d)
-        attn = torch.bmm(A, V).view(R, N, n, d)
-        Z = b * H + attn
+        Z = torch.mul(H, b).add_(torch.bmm(A, V).view(R, N, n, d))  # b H + A V
         if layer == 0 and record:
             Z0 = Z
         Z2 = Z.view(R, T, d)
         P = torch.bmm(Z2, W_1)
         G = act(P)
-        H = bf * Z + torch.bmm(G, W_2).view(R, N, n, d)
+        H = torch.mul(Z, bf).add_(torch.bmm(G, W_2).view(R, N, n, d))  # bf Z + G W_2
         if saved is not None:
             saved.append(_Saved(X2, qk, A, V, Z2, P, G))
     W_U = weights[-1]
     if cfg.pooling == "mean":
-        return torch.bmm(_pool(H, mask), W_U), Z0, H
-    return torch.bmm(H.reshape(R, T, d), W_U).view(R, N, n, -1), Z0, H
+        return _bmm(_pool(H, mask), W_U), Z0, H
+    return _bmm(H.reshape(R, T, d), W_U).view(R, N, n, -1), Z0, H
+
+
+def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``torch.bmm(a, b)``, through the batched kernel even for a stack of one: for a one-column
+    ``b`` (a one-output model's output layer) torch computes a single product by gemv and a stack
+    by the batched gemm, which round differently, so a run alone would not be bit for bit the run
+    inside a stack. A stack of one is computed as a stack of two (the run twice)."""
+    if a.shape[0] != 1 or b.shape[-1] != 1:
+        return torch.bmm(a, b)
+    return torch.bmm(a.repeat(2, 1, 1), b.repeat(2, 1, 1))[:1]
 
 
 def _pool(H: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -186,13 +206,14 @@ def _pool(H: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return (H * w.view(1, N, n, 1)).sum(dim=2) / w.sum(dim=1, keepdim=True).view(1, N, 1)
 
 
-def _activation_grad(name: str, P: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
-    """act'(P) (``G = act(P)``), as torch's autograd computes it."""
+def _activation_backward(name: str, dG: torch.Tensor, P: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+    """∂Φ/∂P from ∂Φ/∂G (``G = act(P)``), as torch's autograd computes it; ReLU's by its fused
+    kernel (one pass, no mask tensor), in place into ``dG`` otherwise."""
     if name == "relu":
-        return (G > 0).to(P.dtype)
+        return torch.ops.aten.threshold_backward(dG, P, 0)
     if name == "gelu":  # exact (erf) GELU: Φ(x) + x φ(x)
-        return 0.5 * (1.0 + torch.erf(P * (0.5 ** 0.5))) + P * torch.exp(-0.5 * P * P) * (2.0 * math.pi) ** -0.5
-    return torch.where(P > 20.0, torch.ones_like(P), torch.sigmoid(P))  # softplus, threshold 20 as torch's
+        return dG.mul_(0.5 * (1.0 + torch.erf(P * (0.5 ** 0.5))) + P * torch.exp(-0.5 * P * P) * (2.0 * math.pi) ** -0.5)
+    return dG.mul_(torch.where(P > 20.0, torch.ones_like(P), torch.sigmoid(P)))  # softplus, threshold 20 as torch's
 
 
 def _backward(saved: list[_Saved], weights: list[torch.Tensor], cfg: ModelConfig, beta: torch.Tensor,
@@ -225,15 +246,16 @@ def _backward(saved: list[_Saved], weights: list[torch.Tensor], cfg: ModelConfig
         dH2 = dH.reshape(R, T, d)
         # FFN sublayer: H = bf Z + act(Z W_1) W_2
         grads[5 * layer + 4] = torch.bmm(sv.G.transpose(1, 2), dH2)
-        dP = torch.bmm(dH2, W_2.transpose(1, 2)).mul_(_activation_grad(cfg.activation, sv.P, sv.G))
+        dP = _activation_backward(cfg.activation, torch.bmm(dH2, W_2.transpose(1, 2)), sv.P, sv.G)
         grads[5 * layer + 3] = torch.bmm(sv.Z.transpose(1, 2), dP)
-        dZ = torch.baddbmm(bf * dH2, dP, W_1.transpose(1, 2))  # (R, T, d)
+        dZ = torch.mul(dH2, bf).baddbmm_(dP, W_1.transpose(1, 2))  # (R, T, d); in place: a faster kernel than baddbmm's
         # attention sublayer: Z = b X + A V, A = softmax(S), V = X W_V
         dattn = dZ.view(R * N, n, d)
         dA = torch.bmm(dattn, sv.V.transpose(1, 2))
         dV = torch.bmm(sv.A.transpose(1, 2), dattn).view(R, T, d)
         grads[5 * layer + 2] = torch.bmm(sv.X2.transpose(1, 2), dV)
-        dS = sv.A * (dA - (dA * sv.A).sum(dim=-1, keepdim=True)) / divisor  # padded keys: A = 0, so dS = 0
+        # softmax's backward A ⊙ (dA − rowsum(dA ⊙ A)), in place into dA (padded keys: A = 0, so dS = 0)
+        dS = dA.sub_((dA * sv.A).sum(dim=-1, keepdim=True)).mul_(sv.A).div_(divisor)
         Xs = sv.X2.reshape(R * N, n, d)
         if cfg.d_qk > d:  # S = (X M) Xᵀ / s, M = W_Q W_Kᵀ
             XM, M = sv.QK
@@ -249,7 +271,7 @@ def _backward(saved: list[_Saved], weights: list[torch.Tensor], cfg: ModelConfig
             grads[5 * layer + 1] = torch.bmm(sv.X2.transpose(1, 2), dK)
         if layer == 0:
             break  # nobody needs ∂Φ/∂X of the input
-        dX = torch.baddbmm(b * dZ, dV, W_V.transpose(1, 2))
+        dX = torch.mul(dZ, b).baddbmm_(dV, W_V.transpose(1, 2))
         if cfg.d_qk > d:
             dX.add_(torch.bmm(dXM.view(R, T, d), M.transpose(1, 2)))
             dX.add_(torch.bmm(dS.transpose(1, 2), XM).view(R, T, d))
@@ -377,10 +399,13 @@ def train_stacked(
 
 
 def train_runs(params: Sequence[Params], models: Sequence[ModelConfig], X: torch.Tensor, Y: torch.Tensor,
-               gds: Sequence[GDConfig], mask: torch.Tensor | None = None) -> list[StackedRun]:
-    """Runs of one shape trained the way that pays (:func:`worth_stacking`): in one stack
-    (:func:`train_stacked`), or one at a time by :func:`resgd.core.train.train_gd`; same report either way."""
-    if worth_stacking(models[0], X.shape[0], X.shape[1]):
+               gds: Sequence[GDConfig], mask: torch.Tensor | None = None, *, stacked: bool | None = None) -> list[StackedRun]:
+    """Runs of one shape trained the way that pays: in one stack (:func:`train_stacked`), or one at
+    a time by :func:`resgd.core.train.train_gd`; same report either way. ``stacked`` is the caller's
+    decision (e.g. :func:`resgd.core.calibration.stacking_pays`); ``None``: :func:`worth_stacking`."""
+    if stacked is None:
+        stacked = worth_stacking(models[0], X.shape[0], X.shape[1])
+    if stacked:
         return train_stacked(params, models, X, Y, gds, mask)
     out = []
     for p, cfg, gd in zip(params, models, gds):

@@ -130,7 +130,13 @@ def train_gd(
     gd: GDConfig,
     mask: torch.Tensor | None = None,
 ) -> TrainResult:
-    """Run ``gd.iterations`` full-batch GD steps from ``params`` (not modified) and record each one."""
+    """Run ``gd.iterations`` full-batch GD steps from ``params`` (not modified) and record each one.
+
+    A second trainer, :func:`resgd.core.stacked.train_stacked`, trains many small runs at once with
+    the same semantics; it is not used here because a stack of one is 6-26 % slower per step at the
+    headline sizes and sums in another order (its module docstring gives the numbers;
+    ``tests/test_stacked.py`` holds the two equal to rounding).
+    """
     check_inputs(X, mask=mask, d=cfg.d, Y=Y, Y_shape=output_shape(cfg, X))
     params = {name: p.detach().clone() for name, p in params.items()}
     rows: list[dict] = []
