@@ -31,6 +31,7 @@ from . import download
 from .dataset import SupervisedData
 from .errors import DataError, DownloadError
 from .glove import GLOVE_DIM, GloveTable, load_glove
+from .glove import verified as verified_glove
 from .locations import bad_file_advice, downloads_allowed, how_to_provide, resolve_cache_dir, resolve_data_dir
 from .npzcache import cache_writable, entry_path, file_fingerprint, load_entry, save_entry
 
@@ -263,7 +264,7 @@ def load_sst2(
     ``X_train (N, n, 50)``, ``mask_train (N, n)`` bool, ``Y_train (N, 1)`` in {-1, +1};
     ``X_dev``/``mask_dev``/``Y_dev`` likewise (also reachable as ``X_test`` ...).
     ``n_train=None`` takes every training sentence (not balanced). ``verify_checksums=False``
-    accepts SST-2-format files that are not the official ones (e.g. test fixtures).
+    accepts SST-2-format files and GloVe tables that are not the official ones (e.g. test fixtures).
     """
     if not isinstance(n_tokens, int) or n_tokens < 1:
         raise ValueError(f"n_tokens: expected an integer >= 1, got {n_tokens!r}")
@@ -274,8 +275,11 @@ def load_sst2(
     paths = locate_sst2(data_root, cache_root, allow_download=allow_download, timeout=timeout)
     fixes = {split: bad_file_advice(path, f"sst2/{split}.tsv", data_root, allow_download) for split, path in paths.items()}
     needed = lambda: _vocabulary(paths, verify_checksums, fixes)  # noqa: E731
-    glove = load_glove(needed, data_root=data_root, cache_root=cache_root, allow_download=allow_download, timeout=timeout)
+    glove = load_glove(needed, data_root=data_root, cache_root=cache_root, allow_download=allow_download, timeout=timeout,
+                       verify=False)
     parsed = _parsed(paths, glove, cache_root, verify_checksums, fixes)
+    if verify_checksums:  # after the TSVs' own checks, so a bad TSV is named first
+        verified_glove(glove, glove.advice)
     vectors = glove.vectors.astype(np.float64)
     unknown_vector = np.zeros(GLOVE_DIM) if unknown == "zeros" else vectors.mean(axis=0)
 
