@@ -64,11 +64,20 @@ class ResultsCache:
     def path(self, key: str) -> Path:
         return self.directory / f"{key}.pkl"
 
-    def write(self, key: str, value: Any) -> Path:
-        """Store ``value`` under ``key`` atomically, with the key and a checksum of its content."""
+    def write(self, key: str, value: Any, *, data: dict[str, str] | None = None) -> Path:
+        """Store ``value`` under ``key`` atomically, with the key, a checksum of its content and
+        ``data``: the digest of each data set it was computed on (checked against the client's)."""
         content = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        record = {"format": ENTRY_FORMAT, "key": key, "sha256": _checksum(content), "content": content}
+        record = {"format": ENTRY_FORMAT, "key": key, "sha256": _checksum(content), "content": content,
+                  "data": dict(data or {})}
         return write_bytes(self.path(key), pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def data_of(self, key: str) -> dict[str, str] | None:
+        """The data digests stored with ``key``'s entry (None when absent or not trustworthy)."""
+        path = self.path(key)
+        if not path.is_file() or isinstance(self._problem(path, key), str):
+            return None
+        return pickle.loads(path.read_bytes()).get("data", {})
 
     def read(self, key: str) -> Any | None:
         """The value stored under ``key``, or None when absent or not trustworthy (then reported)."""

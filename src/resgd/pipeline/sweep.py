@@ -12,6 +12,12 @@ missing entries are computed and an interrupted sweep resumes; :func:`execute` s
 any backend as one plain task and yields its keys one by one, each written to the cache as it
 arrives. A group that fails writes none of its keys (the entries of groups done before stay).
 
+Data identity: every task travels with the client's data fingerprints
+(:func:`resgd.data.spec.known_fingerprints`) and runs inside :func:`resgd.data.spec.expecting`,
+so a worker whose data differ fails before it trains (naming itself and both digests); the
+client checks the digests the task reports once more and stores them in the cache entry, so
+nothing computed on other data is ever stored under the client's key.
+
 Backends: local processes (joblib's loky, one torch thread per worker; ``n_jobs == 1`` runs
 in-process) unless a scheduler address is given (``scheduler=`` or ``$RESGD_SCHEDULER``), which
 goes to :func:`resgd.pipeline.dask_backend.execute_dask`.
@@ -86,17 +92,57 @@ def resolve_scheduler(scheduler: str | None = None) -> str | None:
 def execute(tasks: list[Task | Group], *, n_jobs: int, scheduler: str | None = None) -> Iterator[tuple[str, Any]]:
     """``(key, fn(arg))`` for every task, as each completes (any order); for a :class:`Group`,
     ``(key, result)`` for each of its keys when the group completes."""
+    for key, value, _ in execute_checked(tasks, n_jobs=n_jobs, scheduler=scheduler):
+        yield key, value
+
+
+def execute_checked(tasks: list[Task | Group], *, n_jobs: int,
+                    scheduler: str | None = None) -> Iterator[tuple[str, Any, dict[str, str]]]:
+    """As :func:`execute`, with the data each result was computed on: ``{data set: digest}``, every
+    digest checked against the client's (else :class:`resgd.data.spec.DataMismatchError`)."""
+    from ..data.spec import known_fingerprints
+
+    expected = known_fingerprints()
     plain, members = [], {}
     for item in tasks:
         task, keys = _as_task(item)
-        plain.append(task)
+        plain.append(Task(task.key, _checked_call, (task.fn, task.arg, expected)))
         if keys is not None:
             members[task.key] = keys
-    for key, value in _execute(plain, n_jobs=n_jobs, scheduler=scheduler):
+    for key, (value, used, worker) in _execute(plain, n_jobs=n_jobs, scheduler=scheduler):
+        data = _client_check(used, worker)
         if key in members:
-            yield from zip(members[key], value)
+            for member, result in zip(members[key], value):
+                yield member, result, data
         else:
-            yield key, value
+            yield key, value, data
+
+
+def _checked_call(packed: tuple) -> tuple[Any, dict, str]:
+    """On the worker: ``fn(arg)`` with the client's data fingerprints enforced; returns the result,
+    the fingerprints of the data it loaded and who computed it."""
+    from ..data.spec import expecting, where_am_i
+
+    fn, arg, expected = packed
+    with expecting(expected) as used:
+        value = fn(arg)
+        return value, dict(used), where_am_i()
+
+
+def _client_check(used: dict, worker: str) -> dict[str, str]:
+    """The digests a worker reports, each equal to the client's own (computed here if need be)."""
+    from ..data.spec import DataMismatchError, data_fingerprint, describe_spec
+
+    checked = {}
+    for (spec, dtype), digest in used.items():
+        mine = data_fingerprint(spec, dtype)
+        if digest != mine:
+            raise DataMismatchError(
+                f"{worker}: its result was computed on data {describe_spec(spec, dtype)} with digest {digest}, "
+                f"the client's have {mine}: give every worker the client's data files; nothing was cached"
+            )
+        checked[describe_spec(spec, dtype)] = digest
+    return checked
 
 
 def _execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) -> Iterator[tuple[str, Any]]:
@@ -255,8 +301,8 @@ def _grouped(todo: list[Task], group) -> list[Task | Group]:
 
 
 def _compute(todo, cache, results, held, n_jobs, scheduler, on_result) -> None:
-    for key, value in execute(todo, n_jobs=n_jobs, scheduler=scheduler):
-        cache.write(key, value)
+    for key, value, data in execute_checked(todo, n_jobs=n_jobs, scheduler=scheduler):
+        cache.write(key, value, data=data)
         results[key] = value
         held.pop(key).close()
         if on_result is not None:
