@@ -30,6 +30,10 @@ _HINTS = {
 }
 
 
+class ClusterError(RuntimeError):
+    """The Dask cluster went away or could not be used mid-run; the message says what was kept."""
+
+
 FULL_DISK = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
@@ -65,6 +69,8 @@ def describe(exc: BaseException) -> tuple[int, str] | None:
     if isinstance(exc, ConfigError):
         return EXIT_USAGE, str(exc)
     if isinstance(exc, OutputError):  # checked before any work; its message already says what to do
+        return EXIT_DATA_IO, str(exc)
+    if isinstance(exc, ClusterError):
         return EXIT_DATA_IO, str(exc)
     # An OSError, or a full disk behind another error (a full disk breaks clean-up code too); other
     # errors raised while handling an OSError may be bugs and keep their traceback.

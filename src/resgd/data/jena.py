@@ -66,7 +66,7 @@ from .locations import (
     downloads_allowed,
     first_existing,
     how_to_provide,
-    resolve_cache_dir,
+    download_cache_dir,
     resolve_data_dir,
 )
 from .npzcache import cache_writable, entry_path, file_fingerprint, load_entry, save_entry
@@ -288,7 +288,7 @@ def jena_source(
     """The real file :func:`load_jena` reads (downloading it when allowed), or None and why not:
     then it runs on the synthetic stand-in. For saying so before the work starts."""
     path, looked, reason = locate_jena(
-        resolve_data_dir(data_dir), resolve_cache_dir(cache_dir), allow_download=allow_download, check=True, timeout=timeout
+        resolve_data_dir(data_dir), download_cache_dir(cache_dir), allow_download=allow_download, check=True, timeout=timeout
     )
     return (path, "") if path is not None else (None, _not_found(looked, reason))
 
@@ -415,7 +415,7 @@ def load_jena(
     if not isinstance(stride, int) or stride < 1:
         raise ValueError(f"stride: expected an integer >= 1, got {stride!r}")
     data_root = resolve_data_dir(data_dir)
-    cache_root = resolve_cache_dir(cache_dir)
+    cache_root = download_cache_dir(cache_dir)
     path, looked, reason = locate_jena(
         data_root, cache_root, allow_download=allow_download, check=check_canonical, timeout=timeout
     )

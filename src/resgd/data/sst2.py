@@ -32,7 +32,7 @@ from .dataset import SupervisedData
 from .errors import DataError, DownloadError
 from .glove import GLOVE_DIM, GloveTable, load_glove
 from .glove import verified as verified_glove
-from .locations import bad_file_advice, downloads_allowed, how_to_provide, resolve_cache_dir, resolve_data_dir
+from .locations import bad_file_advice, downloads_allowed, how_to_provide, download_cache_dir, resolve_data_dir
 from .npzcache import cache_writable, entry_path, file_fingerprint, load_entry, save_entry
 
 SST2_URL = "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip"
@@ -271,7 +271,7 @@ def load_sst2(
     if unknown not in ("zeros", "mean"):
         raise ValueError(f"unknown: expected 'zeros' or 'mean', got {unknown!r}")
     data_root = resolve_data_dir(data_dir)
-    cache_root = resolve_cache_dir(cache_dir)
+    cache_root = download_cache_dir(cache_dir)
     paths = locate_sst2(data_root, cache_root, allow_download=allow_download, timeout=timeout)
     fixes = {split: bad_file_advice(path, f"sst2/{split}.tsv", data_root, allow_download) for split, path in paths.items()}
     needed = lambda: _vocabulary(paths, verify_checksums, fixes)  # noqa: E731

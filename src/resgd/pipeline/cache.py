@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .. import settings
 from ..atomic import write_bytes
 
 RESULTS_ENV = "RESGD_RESULTS_DIR"
@@ -37,12 +38,13 @@ class CacheEntryRejected(UserWarning):
 
 
 def resolve_results_dir(directory: str | os.PathLike | None = None) -> Path:
-    """Where results go: the argument, else ``$RESGD_RESULTS_DIR``, else ``./results``."""
-    return Path(directory or os.environ.get(RESULTS_ENV) or "results")
+    """Where results go: the argument, else ``$RESGD_RESULTS_DIR``, else ``./results`` (:mod:`resgd.settings`)."""
+    return Path(directory) if directory else settings.results_dir()
 
 
 def resolve_cache_dir(directory: str | os.PathLike | None = None) -> Path:
-    """The run cache: the argument, else ``<results_dir()>/cache``."""
+    """The run cache (training runs; not the download cache of :func:`resgd.settings.download_cache_dir`):
+    the argument, else ``<results_dir()>/cache``."""
     return Path(directory) if directory else resolve_results_dir() / "cache"
 
 

@@ -30,7 +30,9 @@ second instead of living on as an orphan.
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -86,7 +88,36 @@ def check_n_jobs(n_jobs: object) -> int:
 
 def resolve_scheduler(scheduler: str | None = None) -> str | None:
     """The scheduler address: the argument, else ``$RESGD_SCHEDULER``, else None (local processes)."""
-    return (scheduler or os.environ.get(SCHEDULER_ENV, "")).strip() or None
+    from .. import settings
+
+    return (scheduler or "").strip() or settings.scheduler()
+
+
+SCHEDULER_CHECK_S = 5.0
+"""How long :func:`check_scheduler` waits for the scheduler's port to answer."""
+_ADDRESS = re.compile(r"^(?:(?P<scheme>[a-z]+)://)?(?P<host>\[[0-9a-fA-F:]+\]|[^:/\s\[\]]+):(?P<port>[0-9]{1,5})/?$")
+
+
+def check_scheduler(address: str, timeout: float = SCHEDULER_CHECK_S) -> str:
+    """``address`` if it parses (``[tcp://]host:port``) and something listens there; else a
+    :class:`resgd.validation.ConfigError` in one line, within ``timeout`` seconds, before any work."""
+    from ..validation import ConfigError
+
+    where = f"scheduler {address!r} (from --scheduler or ${SCHEDULER_ENV})"
+    match = _ADDRESS.match(address.strip())
+    if match is None or not 0 < int(match["port"]) < 65536 or (match["scheme"] or "tcp") not in ("tcp", "tls"):
+        raise ConfigError(f"{where}: not an address of the form tcp://HOST:PORT (e.g. tcp://127.0.0.1:8786)")
+    host = match["host"].strip("[]")
+    try:
+        with socket.create_connection((host, int(match["port"])), timeout=timeout):
+            pass
+    except OSError as err:
+        raise ConfigError(
+            f"{where}: nothing answers at {host}:{match['port']} within {timeout:g} s "
+            f"({err.strerror or type(err).__name__}); start `dask scheduler` there, or drop --scheduler / "
+            f"unset {SCHEDULER_ENV} to run locally"
+        ) from None
+    return address
 
 
 def execute(tasks: list[Task | Group], *, n_jobs: int, scheduler: str | None = None) -> Iterator[tuple[str, Any]]:
@@ -162,6 +193,7 @@ def _execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) ->
                 f"({err.name} is missing): install the project's 'cluster' extra (make install does), or unset "
                 f"{SCHEDULER_ENV} / drop --scheduler to run locally"
             ) from None
+        check_scheduler(address)
         yield from execute_dask(tasks, address)
         return
     if not tasks:

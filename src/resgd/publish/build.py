@@ -43,10 +43,11 @@ from typing import Mapping, Sequence
 
 import yaml
 
+from .. import settings
 from ..atomic import write_text, write_with
 from ..mkl_path import child_env
 
-MODES = ("quick", "full")
+MODES = settings.MODES
 MODE_ENV = "RESGD_MODE"
 DEFAULT_MODE = "full"
 NOTEBOOK_DIR = "notebooks"
@@ -75,28 +76,19 @@ class Record:
 
 
 def resolve_mode(flag: str | None = None, environ: Mapping[str, str] | None = None) -> str:
-    """The run mode: ``flag`` if given, else ``$RESGD_MODE``, else ``"full"``."""
-    environ = os.environ if environ is None else environ
-    mode = flag if flag is not None else environ.get(MODE_ENV, "").strip() or DEFAULT_MODE
-    mode = mode.strip().lower()
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    return mode
+    """The build's mode: ``flag``, else ``$RESGD_MODE``, else ``full`` (the rule of :func:`resgd.settings.mode`)."""
+    return settings.mode(flag, environ=environ)
 
 
 def notebook_quick(environ: Mapping[str, str] | None = None) -> bool:
-    """The notebooks' ``quick`` parameter: True unless ``$RESGD_MODE`` is ``"full"``.
+    """The notebooks' ``quick`` parameter: the same rule as :func:`resolve_mode`, for a notebook
+    (``interactive``: unset ``$RESGD_MODE`` means quick in a session opened by hand).
 
-    The book build sets ``RESGD_MODE`` for every notebook; a reader's own session without it runs
-    the quick sizes. Reading the mode here instead of injecting it with papermill keeps each
-    executed notebook's cells identical to its ``.md`` source (papermill's ``-p quick False``
-    still overrides it).
+    The book build sets ``RESGD_MODE`` for every notebook, so what it publishes follows the build's
+    mode. Reading the mode here instead of injecting it with papermill keeps each executed
+    notebook's cells identical to its ``.md`` source (papermill's ``-p quick False`` still overrides it).
     """
-    environ = os.environ if environ is None else environ
-    value = environ.get(MODE_ENV, "").strip().lower() or "quick"
-    if value not in MODES:
-        raise ValueError(f"${MODE_ENV}: expected one of {MODES}, got {environ[MODE_ENV]!r}")
-    return value == "quick"
+    return settings.mode(interactive=True, environ=environ) == "quick"
 
 
 def find_root(start: Path | None = None) -> Path:
