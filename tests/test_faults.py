@@ -64,3 +64,69 @@ def test_every_cache_entry_holds_the_digest_of_its_data(client_standin):
     digest = data_fingerprint(config.dataset, config.dtype)
     for entry in entries:
         assert list(pickle.loads(entry.read_bytes())["data"].values()) == [digest]
+
+
+# --------------------------------------------------------------------------- locks (issue 24 items 6 and 10)
+
+HOLD_LOCKS = """
+import os, signal, sys
+from resgd.pipeline.cache import ResultsCache
+cache = ResultsCache(sys.argv[1])
+held = [cache.try_lock(key) for key in sys.argv[2:]]
+assert all(held)
+print("held", flush=True)
+os.kill(os.getpid(), signal.SIGSTOP)  # a run stopped with Ctrl-Z while it holds its locks
+sys.stdin.readline()
+"""
+
+
+def toy_configs(n: int) -> list[ex.RunConfig]:
+    spec = DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
+    base = ex.RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
+                        GDConfig(lr=0.05, iterations=6, reduction="mean", record_every=3))
+    return [replace(base, seed=s) for s in range(n)]
+
+
+def test_a_stopped_run_does_not_block_a_second_one_forever(tmp_path, monkeypatch, capfd):
+    """Before: the second run showed 0/N for ever, with no message. After: it names the process it
+    waits for and, once that process has been stopped past the stated time, computes the entries."""
+    import signal
+    import subprocess
+    import sys
+
+    from resgd.pipeline import cache as cache_module
+
+    monkeypatch.setattr(cache_module, "STOPPED_GIVE_UP_S", 1.0)
+    configs = toy_configs(3)
+    keys = [ex.config_key(c) for c in configs]
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCKS, str(tmp_path), *keys], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        table = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+        assert sorted(table["seed"].unique()) == [0, 1, 2]
+        err = capfd.readouterr().err
+        assert f"waiting for process {holder.pid} on " in err and "has been stopped for 1 s" in err
+        assert err.count("waiting for process") == 1  # once per owner, not once per entry
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=60)
+
+
+def test_lock_files_are_removed_when_released(tmp_path):
+    """Before: 800 lock files left after one run. After: none."""
+    ex.sweep(toy_configs(3), n_jobs=1, cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("*.pkl"))) == 3
+    assert list((tmp_path / "locks").glob("*")) == []
+
+
+def test_removing_a_released_lock_file_never_lets_two_holders_in(tmp_path):
+    from resgd.pipeline.cache import ResultsCache
+
+    cache = ResultsCache(tmp_path)
+    first = cache.try_lock("k")
+    assert first is not None and cache.try_lock("k") is None
+    first.close()
+    second = cache.try_lock("k")
+    assert second is not None and cache.try_lock("k") is None
+    second.close()

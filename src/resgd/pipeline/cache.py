@@ -10,7 +10,13 @@ An entry is one computed result (for the experiments: one training run's table) 
   (a :class:`CacheEntryRejected` warning) and returns None, so the caller recomputes;
 * **locked**: :meth:`ResultsCache.lock` takes an exclusive lock per key
   (``<cache>/locks/<key>.lock``, POSIX ``flock``), so two runs on the same results folder do not
-  compute the same entry twice: the second waits for the first and reuses its entry.
+  compute the same entry twice: the second waits for the first and reuses its entry. The lock
+  file holds its owner's pid and host; a waiting run says which process it waits for
+  (:meth:`ResultsCache.wait_lock`) and gives up waiting on an owner that is gone or has been
+  stopped (SIGSTOP, Ctrl-Z) for more than :data:`STOPPED_GIVE_UP_S` seconds: it then computes the
+  entry itself (entries are written atomically, so the worst case is the same entry written twice).
+  A released lock's file is removed (the locker checks that the file it locked is still the one
+  at the path, so removal cannot let two processes hold one key).
 """
 
 from __future__ import annotations
@@ -20,8 +26,11 @@ import hashlib
 import json
 import os
 import pickle
+import socket
+import sys
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -30,6 +39,9 @@ from .. import settings
 from ..atomic import write_bytes
 
 RESULTS_ENV = "RESGD_RESULTS_DIR"
+STOPPED_GIVE_UP_S = 120.0
+"""A lock whose owner has been stopped this long (seconds) is not waited for any more."""
+LOCK_POLL_S = 0.25
 ENTRY_FORMAT = "resgd-cache-entry/1"
 
 
@@ -62,6 +74,8 @@ class ResultsCache:
 
     def __init__(self, directory: str | os.PathLike | None = None):
         self.directory = resolve_cache_dir(directory)
+        self._given_up: set[tuple[int, str]] = set()  # owners stopped too long: not waited for again
+        self._told: set[tuple[int, str] | None] = set()  # owners already named on stderr
 
     def path(self, key: str) -> Path:
         return self.directory / f"{key}.pkl"
@@ -115,25 +129,117 @@ class ResultsCache:
     def lock(self, key: str, *, wait: bool = True) -> Iterator[bool]:
         """Hold the exclusive lock of ``key`` for the block; yields False (without waiting) when
         ``wait=False`` and another process holds it."""
-        handle = self.try_lock(key, wait=wait)
+        handle = self.wait_lock(key) if wait else self.try_lock(key)
         try:
             yield handle is not None
         finally:
             if handle is not None:
                 handle.close()
 
-    def try_lock(self, key: str, *, wait: bool = False):
-        """An open lock file holding ``key``'s exclusive lock (close it to release), or None when
-        ``wait=False`` and another process holds it."""
-        path = self.directory / "locks" / f"{key}.lock"
+    def lock_path(self, key: str) -> Path:
+        return self.directory / "locks" / f"{key}.lock"
+
+    def try_lock(self, key: str, *, wait: bool = False) -> "Lock | None":
+        """A :class:`Lock` holding ``key``'s exclusive lock (close it to release), or None when
+        another process holds it. ``wait=True`` is :meth:`wait_lock` (which may also return None)."""
+        if wait:
+            return self.wait_lock(key)
+        path = self.lock_path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a+b")  # noqa: SIM115 - closed by the caller, which releases the lock
+        while True:
+            handle = open(path, "a+b")  # noqa: SIM115 - closed by Lock.close, which releases the lock
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                return None
+            except BaseException:
+                handle.close()
+                raise
+            try:
+                same = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:  # not a file its previous owner removed while we opened it
+                handle.seek(0)
+                handle.truncate()
+                handle.write(f"{os.getpid()} {socket.gethostname()}\n".encode())
+                handle.flush()
+                return Lock(path, handle)
+            handle.close()
+
+    def wait_lock(self, key: str, *, on_wait: Callable[[str], None] | None = None,
+                  give_up_s: float | None = None) -> "Lock | None":
+        """``key``'s lock once its owner releases it; None (give up waiting, compute without it) when
+        the owner is gone or has been stopped for ``give_up_s`` (default :data:`STOPPED_GIVE_UP_S`)
+        seconds. ``on_wait(message)`` is told once which process it waits for (default: stderr)."""
+        give_up_s = STOPPED_GIVE_UP_S if give_up_s is None else give_up_s
+        say = on_wait or _say
+        stopped_since = None
+        while True:
+            handle = self.try_lock(key)
+            if handle is not None:
+                return handle
+            owner = lock_owner(self.lock_path(key))
+            if owner in self._given_up:
+                return None
+            state = process_state(owner) if owner is not None else None
+            if owner not in self._told:  # once per owner, not once per entry
+                who = f"process {owner[0]} on {owner[1]}" if owner is not None else "another process"
+                say(f"cache entry {key}: waiting for {who}, which holds its lock ({self.lock_path(key)}); "
+                    f"given up if that process is gone or stays stopped {give_up_s:g} s")
+                self._told.add(owner)
+            if state == "gone":
+                return None
+            if state == "stopped":
+                stopped_since = stopped_since if stopped_since is not None else time.monotonic()
+                if time.monotonic() - stopped_since >= give_up_s:
+                    say(f"process {owner[0]} has been stopped for {give_up_s:g} s: its entries are computed here instead")
+                    self._given_up.add(owner)
+                    return None
+            else:
+                stopped_since = None
+            time.sleep(LOCK_POLL_S)
+
+
+class Lock:
+    """A held per-key lock; :meth:`close` removes its file, then releases it."""
+
+    def __init__(self, path: Path, handle):
+        self.path, self.handle = path, handle
+
+    def close(self) -> None:
+        if self.handle.closed:
+            return
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            handle.close()
-            return None
-        except BaseException:
-            handle.close()
-            raise
-        return handle
+            self.path.unlink(missing_ok=True)  # while still held: a waiter re-checks the inode
+        finally:
+            self.handle.close()
+
+
+def lock_owner(path: Path) -> tuple[int, str] | None:
+    """``(pid, host)`` written in a lock file, or None when unreadable (being written, or removed)."""
+    try:
+        pid, host = path.read_text().split()
+        return int(pid), host
+    except (OSError, ValueError):
+        return None
+
+
+def process_state(owner: tuple[int, str]) -> str:
+    """``"gone"``, ``"stopped"`` or ``"running"`` for a lock owner on this host (another host: ``"running"``)."""
+    pid, host = owner
+    if host != socket.gethostname():
+        return "running"
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return "gone"
+    except OSError:
+        return "running"
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return "gone" if state in ("Z", "X") else "stopped" if state in ("T", "t") else "running"
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -309,7 +309,8 @@ def cached_sweep(
                 held.pop(task.key).close()
         _compute(_grouped(todo, group), cache, results, held, n_jobs, scheduler, on_result)
         for task in busy:  # computed by another process: wait for it, then reuse its entry
-            held[task.key] = cache.try_lock(task.key, wait=True)
+            handle = cache.wait_lock(task.key)  # None: its owner is gone or stopped; compute it here
+            held[task.key] = handle if handle is not None else _NoLock()
             value = cache.read(task.key)
             if value is None:
                 _compute(_grouped([task], group), cache, results, held, n_jobs, scheduler, on_result)
@@ -320,6 +321,13 @@ def cached_sweep(
         for handle in held.values():
             handle.close()
     return results
+
+
+class _NoLock:
+    """Stands for a lock given up on (its owner is gone or stopped): nothing to release."""
+
+    def close(self) -> None:
+        pass
 
 
 def _grouped(todo: list[Task], group) -> list[Task | Group]:
