@@ -130,3 +130,74 @@ def test_removing_a_released_lock_file_never_lets_two_holders_in(tmp_path):
     second = cache.try_lock("k")
     assert second is not None and cache.try_lock("k") is None
     second.close()
+
+
+# --------------------------------------------------------------------------- a scheduler lost mid-run (issue 24 item 5)
+
+
+def wait_for(condition, deadline_s: float, what: str):
+    import time
+
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"not within {deadline_s} s: {what}")
+
+
+def test_a_scheduler_killed_mid_run_is_one_line_and_the_results_so_far_are_kept(tmp_path):
+    """Before: ClosedClientError traceback after 61 s. After: a ClusterError naming the scheduler
+    and how many results were kept; those results are in the cache."""
+    pytest.importorskip("distributed")
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from fault_helpers import slow_square
+
+    from resgd.pipeline.cache import ResultsCache
+    from resgd.pipeline.sweep import Task, cached_sweep
+    from resgd.user_errors import ClusterError, describe
+
+    dask = Path(sys.executable).with_name("dask")
+    tests = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent / "src"), os.environ.get("PYTHONPATH", "")])}
+    file = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                               "--scheduler-file", str(file)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)]
+    try:
+        address = json.loads(wait_for(lambda: file.is_file() and file.read_text(), 120, "the scheduler file"))["address"]
+        procs.append(subprocess.Popen([str(dask), "worker", address, "--nthreads", "1", "--no-dashboard",
+                                       "--host", "127.0.0.1"], env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True))
+        cache = ResultsCache(tmp_path / "cache")
+        tasks = [Task(str(x), slow_square, x) for x in range(4)]
+
+        killed = []
+
+        def kill_scheduler(key: str) -> None:  # after the first result is cached
+            os.killpg(procs[0].pid, signal.SIGKILL)
+            killed.append(time.monotonic())
+
+        with pytest.raises(ClusterError) as caught:
+            cached_sweep(tasks, cache, n_jobs=1, scheduler=address, on_result=kill_scheduler)
+        took = time.monotonic() - killed[0]
+    finally:
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=60)
+    message = str(caught.value)
+    assert "\n" not in message and f"the Dask scheduler at {address!r} was lost mid-run" in message
+    assert "the 1 of 4 results that arrived are cached" in message
+    assert cache.read("0") == 0 and describe(caught.value)[0] == 1
+    assert took < 30, took  # reported at once, not after the client's reconnect timeout

@@ -45,11 +45,11 @@ def _connection_lost(err: BaseException) -> bool:
     return isinstance(err, (OSError, TimeoutError)) or type(err).__name__ in CONNECTION_LOST
 
 
-def _lost_scheduler(address: Any, done: int, total: int, err: BaseException):
+def _lost_scheduler(address: Any, done: int, total: int, reason: str):
     from ..user_errors import ClusterError
 
     return ClusterError(
-        f"the Dask scheduler at {address!r} was lost mid-run ({type(err).__name__}); the {done} of {total} "
+        f"the Dask scheduler at {address!r} was lost mid-run ({reason}); the {done} of {total} "
         f"results that arrived are cached and a new run resumes from them: restart the scheduler, or "
         f"drop --scheduler to run locally"
     )
@@ -111,13 +111,15 @@ def execute_dask(tasks: Sequence[Any], address: Any, *, max_resubmits: int = MAX
                 break
             except Exception as err:
                 if _connection_lost(err):
-                    raise _lost_scheduler(address, len(delivered), len(tasks), err) from None
+                    raise _lost_scheduler(address, len(delivered), len(tasks), type(err).__name__) from None
                 raise
             task_key = owner.pop(future.key)
             if task_key in delivered:  # a stale duplicate (cannot normally happen): ignore it
                 future.release()
                 continue
             if _lost(future):
+                if client.status != "running":  # cancelled because the scheduler went away, not by a restart
+                    raise _lost_scheduler(address, len(delivered), len(tasks), f"tasks cancelled, client {client.status}")
                 attempts[task_key] += 1
                 if attempts[task_key] > max_resubmits:
                     raise DaskSweepError(
@@ -132,13 +134,22 @@ def execute_dask(tasks: Sequence[Any], address: Any, *, max_resubmits: int = MAX
                 result = future.result()  # re-raises the task's own exception
             except Exception as err:
                 if future.status != "error" and _connection_lost(err):
-                    raise _lost_scheduler(address, len(delivered), len(tasks), err) from None
+                    raise _lost_scheduler(address, len(delivered), len(tasks), type(err).__name__) from None
                 raise
             future.release()
             delivered.add(task_key)
             yield task_key, result
     finally:
+        quiet = client.status != "running"  # a lost scheduler: closing logs its reconnect's traceback
+        loggers = [logging.getLogger(name) for name in ("distributed.client", "distributed.comm", "distributed.core")]
+        levels = [logger.level for logger in loggers]
+        if quiet:
+            for logger in loggers:
+                logger.setLevel(logging.CRITICAL + 1)
         try:
             client.close(timeout=2)
         except Exception:  # noqa: BLE001 - a lost scheduler cannot be closed cleanly; nothing is left to close
             pass
+        finally:
+            for logger, level in zip(loggers, levels):
+                logger.setLevel(level)

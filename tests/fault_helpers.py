@@ -1,0 +1,11 @@
+"""Task functions for the fault tests' real Dask workers (importable there: the workers get ``tests/`` on their path)."""
+
+from __future__ import annotations
+
+import time
+
+
+def slow_square(x: int) -> int:
+    """A task that takes a while, so that the test can disturb the cluster mid-run."""
+    time.sleep(0.3 if x == 0 else 3.0)
+    return x * x
