@@ -201,3 +201,19 @@ def test_a_scheduler_killed_mid_run_is_one_line_and_the_results_so_far_are_kept(
     assert "the 1 of 4 results that arrived are cached" in message
     assert cache.read("0") == 0 and describe(caught.value)[0] == 1
     assert took < 30, took  # reported at once, not after the client's reconnect timeout
+
+
+# --------------------------------------------------------------------------- a dead local worker (issue 24 item 7)
+
+
+def test_a_dead_local_worker_s_tasks_are_run_again(tmp_path, capfd):
+    """Before: one dead worker process aborted the sweep with a joblib traceback. After: its
+    undelivered tasks run again on a fresh pool, as on Dask."""
+    from fault_helpers import dies_once
+
+    from resgd.pipeline.sweep import Task, execute
+
+    marker = str(tmp_path / "died")
+    got = dict(execute([Task(str(x), dies_once, (marker, x)) for x in range(4)], n_jobs=2))
+    assert got == {"0": 1, "1": 2, "2": 3, "3": 4}
+    assert "a local worker process died; running its" in capfd.readouterr().err

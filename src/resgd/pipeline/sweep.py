@@ -33,6 +33,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -208,14 +209,34 @@ def _execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) ->
     yield from _execute_local(tasks, n_jobs)
 
 
+LOCAL_RETRIES = 3
+"""How many times the tasks of a dead local worker process are run again (as Dask resubmits them)."""
+
+
 def _execute_local(tasks: list[Task], n_jobs: int) -> Iterator[tuple[str, Any]]:
+    """The tasks on local worker processes. A worker that dies (killed, out of memory) takes the
+    pool down with it: the tasks not yet delivered run again on a fresh pool, up to
+    :data:`LOCAL_RETRIES` times; an exception raised by a task itself is not retried."""
     from joblib import Parallel, delayed
     from joblib.parallel import LokyBackend
+    from joblib.externals.loky.process_executor import TerminatedWorkerError
 
-    jobs = [delayed(_in_worker)(task) for task in tasks]
-    backend = LokyBackend(initializer=_watch_parent)
-    with _sigterm_as_interrupt():  # each result as soon as it is ready, so the caller caches it at once
-        yield from Parallel(n_jobs=n_jobs, backend=backend, return_as="generator_unordered")(jobs)
+    remaining = {task.key: task for task in tasks}
+    for attempt in range(LOCAL_RETRIES + 1):
+        jobs = [delayed(_in_worker)(task) for task in remaining.values()]
+        backend = LokyBackend(initializer=_watch_parent)
+        try:
+            with _sigterm_as_interrupt():  # each result as soon as it is ready, so the caller caches it at once
+                for key, value in Parallel(n_jobs=n_jobs, backend=backend, return_as="generator_unordered")(jobs):
+                    remaining.pop(key)
+                    yield key, value
+            return
+        except TerminatedWorkerError as err:
+            if attempt == LOCAL_RETRIES:
+                raise RuntimeError(f"a local worker process died {attempt + 1} times; {len(remaining)} task(s) "
+                                   f"not computed (the cached ones are kept): {str(err).splitlines()[0]}") from None
+            print(f"a local worker process died; running its {len(remaining)} undelivered task(s) again "
+                  f"(retry {attempt + 1} of {LOCAL_RETRIES})", file=sys.stderr, flush=True)
 
 
 def _in_worker(task: Task) -> tuple[str, Any]:
