@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -365,3 +368,33 @@ def test_the_books_needs_name_notebooks_of_the_toc():
     needs = {name: bb.notebook_needs(ROOT / "notebooks" / f"{name}.md") for name in toc}
     assert needs["06_claims"] == ["04_jena", "05_sst2"]  # it collects their verdicts
     assert all(n in toc for wanted in needs.values() for n in wanted)
+
+
+# ---------------------------------------------------------------- SIGTERM (issue 24 item 4)
+
+
+def test_sigterm_to_the_build_ends_papermill_and_its_kernel_in_one_line(tmp_path):
+    """Before: papermill, its kernel and the kernel's workers ran on in their own session and kept
+    writing figures. After: they are killed; one line, exit 143; no page is published."""
+    src = "import os, pathlib, time\npathlib.Path('kernel.pid').write_text(str(os.getpid()))\ntime.sleep(600)"
+    root = make_book(tmp_path, {"01_slow": src})
+    pid_file = root / "notebooks" / "kernel.pid"
+    proc = subprocess.Popen([sys.executable, "-m", "resgd.publish.build", "--mode", "quick", "--root", str(root),
+                             "--timeout", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300  # papermill's and the kernel's start-up on a loaded machine
+        while not (pid_file.is_file() and pid_file.read_text()):
+            assert time.monotonic() < deadline and proc.poll() is None, "the slow cell never began"
+            time.sleep(0.2)
+        kernel = int(pid_file.read_text())
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143 and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("book_build: book_build stopped by SIGTERM")
+    deadline = time.monotonic() + 30
+    while psutil.pid_exists(kernel) and psutil.Process(kernel).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the kernel outlived the build"
+        time.sleep(0.2)
+    assert not (root / "notebooks" / "01_slow.ipynb").exists()

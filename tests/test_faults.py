@@ -217,3 +217,42 @@ def test_a_dead_local_worker_s_tasks_are_run_again(tmp_path, capfd):
     got = dict(execute([Task(str(x), dies_once, (marker, x)) for x in range(4)], n_jobs=2))
     assert got == {"0": 1, "1": 2, "2": 3, "3": 4}
     assert "a local worker process died; running its" in capfd.readouterr().err
+
+
+# --------------------------------------------------------------------------- clean stops (issue 24 items 4 and 10)
+
+STOPPABLE_CLI = """
+import sys, time, types
+from resgd import cli
+part = types.ModuleType("resgd_fake_slow")
+def reproduce(quick, directory, scheduler=None):
+    print("started", flush=True)
+    time.sleep(600)
+part.reproduce = reproduce
+sys.modules[part.__name__] = part
+raise SystemExit(cli.main(["reproduce", "--only", "setup", "--figures-dir", sys.argv[1]],
+                          targets={"setup": ("resgd_fake_slow", "reproduce")}))
+"""
+
+
+@pytest.mark.parametrize("signame, status", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_reproduce_stops_on_a_signal_in_one_line(tmp_path, signame, status):
+    """Before: a traceback, and SIGTERM exited 130. After: one line, 143 for SIGTERM, 130 for SIGINT."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RESGD_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", STOPPABLE_CLI, str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "started"
+        proc.send_signal(getattr(signal, signame))
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    lines = [line for line in err.splitlines() if line.strip() and "reproduce (" not in line and "%|" not in line]
+    assert proc.returncode == status and "Traceback" not in err
+    assert lines == [f"python -m resgd reproduce stopped by {signame}; its worker processes were ended; "
+                     f"the results computed so far are cached and a new run resumes from them"]

@@ -228,12 +228,20 @@ def data_sources() -> str:
 
 
 def main(argv: Sequence[str] | None = None, *, targets: Mapping[str, tuple[str, str]] = TARGETS) -> int:
+    from .user_errors import describe_stop, stop_on_signals
+
     parser = build_parser(targets)
     args = parser.parse_args(argv)
     try:
-        if args.command == "reproduce":
-            return reproduce_command(args, targets)
-        return info_command()
+        with stop_on_signals():  # SIGTERM as Ctrl-C: workers ended, one line, exit 143 (130 for Ctrl-C)
+            if args.command == "reproduce":
+                return reproduce_command(args, targets)
+            return info_command()
+    except KeyboardInterrupt as stop:
+        status, message = describe_stop(stop, f"python -m resgd {args.command}")
+        print(f"\n{message}; the results computed so far are cached and a new run resumes from them",
+              file=sys.stderr)
+        return status
     except CLIError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -454,10 +454,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="notebooks executed at a time (default 1; make book: 2)")
     parser.add_argument("--root", type=Path, help="book root (default: nearest folder with _toc.yml)")
     args = parser.parse_args(argv)
+    from ..user_errors import describe_stop, stop_on_signals  # imports the data package: not for the notebooks
+
     try:
         mode = resolve_mode(args.mode)
         root = find_root(args.root)
-        records = build(root, mode, args.only, args.timeout, args.keep_going, jobs=args.jobs)
+        with stop_on_signals():  # SIGTERM as Ctrl-C: build() kills every papermill tree, no orphans
+            records = build(root, mode, args.only, args.timeout, args.keep_going, jobs=args.jobs)
+    except KeyboardInterrupt as stop:
+        status, message = describe_stop(stop, "book_build")
+        print(f"book_build: {message}; notebooks/ keeps each page's previous version", file=sys.stderr)
+        return status
     except (BookBuildError, ValueError) as exc:
         print(f"book_build: error: {exc}", file=sys.stderr)
         return 2
