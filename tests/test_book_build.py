@@ -283,7 +283,9 @@ def test_a_running_notebook_has_no_output_in_notebooks(tmp_path):
 
 
 @pytest.mark.parametrize("how", ["fails", "times out"])
-def test_a_failed_notebook_leaves_no_ipynb_in_notebooks(tmp_path, how):
+def test_a_failed_notebook_keeps_the_previous_ipynb_and_adds_no_partial_one(tmp_path, how):
+    """Issue 24 item 10 changed this: a failed rebuild used to delete the previous page; now the
+    last good notebooks/NN.ipynb stays (the report says the run failed), and no partial output is there."""
     started = tmp_path / "started"  # outside notebooks/, whose listing is checked
     src = ("raise ValueError('deliberate failure')" if how == "fails"
            else f"import pathlib, time\npathlib.Path({str(started)!r}).write_text('x')\ntime.sleep(120)")
@@ -293,8 +295,9 @@ def test_a_failed_notebook_leaves_no_ipynb_in_notebooks(tmp_path, how):
         record = bb.build(root, "quick", timeout=120, log=lambda *a: None)[0]
     else:
         record = time_out_in_the_slow_cell(root, started)
-    assert not record.ok
-    assert sorted(p.name for p in (root / "notebooks").iterdir()) == ["01_bad.md"]
+    assert not record.ok and "(the previous notebooks/01_bad.ipynb is kept)" in record.error
+    assert sorted(p.name for p in (root / "notebooks").iterdir()) == ["01_bad.ipynb", "01_bad.md"]
+    assert (root / "notebooks" / "01_bad.ipynb").read_text() == "{}"
     partial = root / bb.PARTIAL_DIR / "01_bad.ipynb"  # kept for a look, outside the book's sources
     assert partial.is_file() and str(partial.relative_to(root)) in record.error
     if how == "fails":
@@ -398,3 +401,14 @@ def test_sigterm_to_the_build_ends_papermill_and_its_kernel_in_one_line(tmp_path
         assert time.monotonic() < deadline, "the kernel outlived the build"
         time.sleep(0.2)
     assert not (root / "notebooks" / "01_slow.ipynb").exists()
+
+
+def test_a_failed_build_keeps_the_report_of_the_notebooks_it_did_not_reach(tmp_path):
+    """Before: the report was rewritten without them. After: their earlier records stay."""
+    root = make_book(tmp_path, {"01_bad": "raise ValueError('deliberate failure')", "02_b": "y = 2"})
+    (root / "notebooks" / "02_b.ipynb").write_text("{}")
+    bb.write_report(root / bb.REPORT, [bb.Record("notebooks/02_b", "quick", 3.0, True)], "quick", 3.0)
+    records = bb.build(root, "quick", timeout=120, log=lambda *a: None)
+    assert [(r.notebook, r.ok) for r in records] == [("notebooks/01_bad", False)]  # 02_b did not start
+    report = json.loads((root / bb.REPORT).read_text())
+    assert [(r["notebook"], r["ok"]) for r in report["notebooks"]] == [("notebooks/01_bad", False), ("notebooks/02_b", True)]

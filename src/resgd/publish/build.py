@@ -253,6 +253,8 @@ def execute(
     start = time.perf_counter()
 
     def record(ok: bool, error: str | None = None) -> Record:
+        if error is not None and executed.exists():
+            error += f"\n(the previous {executed.relative_to(root)} is kept)"
         return Record(f"{NOTEBOOK_DIR}/{name}", mode, round(time.perf_counter() - start, 2), ok, error)
 
     if not source.is_file():
@@ -264,8 +266,8 @@ def execute(
     if not has_parameters_cell(staged):
         print(f"book_build: warning: {source.relative_to(root)} has no cell tagged `parameters`;"
               " papermill needs one to set its parameters from the command line", file=sys.stderr)
-    if executed.exists():
-        executed.unlink()  # a stale output must never be rendered after a failure
+    # A previous notebooks/NN.ipynb stays until the new one is complete (issue 24 item 10): a failed
+    # rebuild keeps the last good page, and the report says this run failed.
     output.parent.mkdir(parents=True, exist_ok=True)
     output.unlink(missing_ok=True)
     cmd = [
@@ -391,13 +393,10 @@ def build(
         if unknown:
             raise BookBuildError(f"{source.relative_to(root)}: needs {unknown}, which the TOC does not list")
         needs[name] = [n for n in wanted if n in names]  # the others ran in an earlier build
-    earlier = {}
-    if only:
-        earlier = {
-            r.notebook: r for r in read_report(root / REPORT)
-            if Path(r.notebook).name in toc and Path(r.notebook).name not in names
-            and (root / f"{r.notebook}.ipynb").is_file()
-        }
+    earlier = {  # kept in the report until this run replaces them (a failed build keeps the others' records)
+        r.notebook: r for r in read_report(root / REPORT)
+        if Path(r.notebook).name in toc and (root / f"{r.notebook}.ipynb").is_file()
+    }
     timeout = timeout or DEFAULT_TIMEOUT_S[mode]
     for folder in ("figures", "results", "_build"):
         (root / folder).mkdir(exist_ok=True)
