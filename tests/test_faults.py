@@ -256,3 +256,44 @@ def test_reproduce_stops_on_a_signal_in_one_line(tmp_path, signame, status):
     assert proc.returncode == status and "Traceback" not in err
     assert lines == [f"python -m resgd reproduce stopped by {signame}; its worker processes were ended; "
                      f"the results computed so far are cached and a new run resumes from them"]
+
+
+# --------------------------------------------------------------------------- publish all-or-nothing (issue 24 item 10)
+
+KILLED_PUBLISH = """
+import os, sys
+from pathlib import Path
+from resgd.pipeline import reproduce
+root = Path(sys.argv[1])
+files = {f"t{i}": (f"tables/t{i}.csv", lambda tmp, i=i: tmp.write_text(f"new {i}")) for i in range(4)}
+real, calls = os.replace, []
+def replace_then_die(src, dst):
+    if ".resgd-stage-" not in str(dst):  # a final rename (writes into the stage go through os.replace too)
+        calls.append(dst)
+    if len(calls) == 3:
+        os._exit(9)  # as kill -9 between the final renames
+    real(src, dst)
+reproduce.os.replace = replace_then_die
+reproduce.publish(reproduce.Outputs(result_files=files), figures_dir=root / "figures", results_dir=root / "results")
+"""
+
+
+def test_a_publish_killed_between_its_renames_is_completed_by_the_next_one(tmp_path):
+    """Before: kill -9 between the final renames left a mix of old and new outputs. After: the
+    manifest written before the first rename lets the next publish complete them: all new."""
+    import subprocess
+    import sys
+
+    from resgd.pipeline.reproduce import recover_stages
+
+    tables = tmp_path / "results" / "tables"
+    tables.mkdir(parents=True)
+    for i in range(4):
+        (tables / f"t{i}.csv").write_text(f"old {i}")
+    done = subprocess.run([sys.executable, "-c", KILLED_PUBLISH, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 9, done.stderr
+    texts = sorted((tables / f"t{i}.csv").read_text().split()[0] for i in range(4))
+    assert texts == ["new", "new", "old", "old"]  # the mix a kill leaves for the moment
+    recover_stages(tmp_path / "results")
+    assert [(tables / f"t{i}.csv").read_text() for i in range(4)] == [f"new {i}" for i in range(4)]
+    assert not list((tmp_path / "results").glob(".resgd-stage-*"))
