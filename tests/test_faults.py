@@ -297,3 +297,19 @@ def test_a_publish_killed_between_its_renames_is_completed_by_the_next_one(tmp_p
     recover_stages(tmp_path / "results")
     assert [(tables / f"t{i}.csv").read_text() for i in range(4)] == [f"new {i}" for i in range(4)]
     assert not list((tmp_path / "results").glob(".resgd-stage-*"))
+
+
+def test_a_rejected_cache_entry_is_reported_once(tmp_path):
+    """Before: the same damaged entry was reported twice in one sweep. After: once."""
+    import warnings
+
+    from resgd.pipeline.cache import CacheEntryRejected
+
+    configs = toy_configs(1)
+    ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+    entry = next(tmp_path.glob("*.pkl"))
+    entry.write_bytes(entry.read_bytes()[:-10])  # damaged
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+    assert len([w for w in caught if issubclass(w.category, CacheEntryRejected)]) == 1

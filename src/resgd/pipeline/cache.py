@@ -76,6 +76,7 @@ class ResultsCache:
         self.directory = resolve_cache_dir(directory)
         self._given_up: set[tuple[int, str]] = set()  # owners stopped too long: not waited for again
         self._told: set[tuple[int, str] | None] = set()  # owners already named on stderr
+        self._reported: set[tuple[str, int, int]] = set()  # rejected entries already reported
 
     def path(self, key: str) -> Path:
         return self.directory / f"{key}.pkl"
@@ -102,7 +103,11 @@ class ResultsCache:
             return None
         problem = self._problem(path, key)
         if isinstance(problem, str):
-            warnings.warn(f"cache entry {path} not used ({problem}); recomputing it", CacheEntryRejected, stacklevel=2)
+            stat = path.stat()
+            seen = (key, stat.st_size, stat.st_mtime_ns)
+            if seen not in self._reported:  # once per damaged file, however often it is looked at
+                self._reported.add(seen)
+                warnings.warn(f"cache entry {path} not used ({problem}); recomputing it", CacheEntryRejected, stacklevel=2)
             return None
         return problem[0]
 
