@@ -358,3 +358,17 @@ def test_glove_vectors_shuffled_against_their_words_are_rejected(shared, tmp_pat
     pattern = rf"{GLOVE_SUBSET_NAME}: GloVe content sha256 .* is [0-9a-f]{{64}}, expected {GLOVE_CONTENT_SHA256}"
     with pytest.raises(DataError, match=pattern):
         load_sst2(n_train=8, data_dir=data, cache_dir=tmp_path / "cache", allow_download=False)
+
+
+def test_a_damaged_official_file_is_reported_with_its_line_and_field(shared, tmp_path):
+    """Before: only 'sha256 ... expected ...'. After: the line and field, then the checksum and the advice."""
+    data = tmp_path / "data"
+    (data / "sst2").mkdir(parents=True)
+    lines = (shared / "sst2" / "dev.tsv").read_text(encoding="utf-8").split("\n")
+    lines[5] = lines[5].rsplit("\t", 1)[0] + "\tpositive"
+    (data / "sst2" / "dev.tsv").write_text("\n".join(lines), encoding="utf-8")
+    (data / "sst2" / "train.tsv.gz").symlink_to(shared / "sst2" / "train.tsv.gz")
+    (data / "glove").mkdir()
+    (data / "glove" / GLOVE_SUBSET_NAME).symlink_to(shared / "glove" / GLOVE_SUBSET_NAME)
+    with pytest.raises(DataError, match=r"dev\.tsv: line 6, field 'label': got 'positive', expected 0 or 1; the official file has sha256 " + SHA256["dev"]):
+        load_sst2(data_dir=data, cache_dir=tmp_path / "cache", allow_download=False)

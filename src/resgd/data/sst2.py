@@ -104,9 +104,15 @@ def parse_sst2_tsv(
     path = Path(path)
     fix = fix or f"Replace {path} with a good copy."
     data = download.read_maybe_gzip(path, what_to_do=fix)
+    try:  # parsed first, so a damaged file is reported with its line and field, not only by its checksum
+        parsed = parse_sst2_text(_decode(data, str(path)), str(path))
+    except DataError as exc:
+        if expected_sha256 is None:
+            raise
+        raise DataError(f"{exc}; the official file has sha256 {expected_sha256}. {fix}") from exc
     if expected_sha256 is not None:
         download.check_sha256(data, expected_sha256, path=path, what_to_do=fix)
-    return parse_sst2_text(_decode(data, str(path)), str(path))
+    return parsed
 
 
 # --------------------------------------------------------------------------- sources
