@@ -77,17 +77,28 @@ class ResultsCache:
         self._given_up: set[tuple[int, str]] = set()  # owners stopped too long: not waited for again
         self._told: set[tuple[int, str] | None] = set()  # owners already named on stderr
         self._reported: set[tuple[str, int, int]] = set()  # rejected entries already reported
+        self._computed_on: dict[str, str] = {}  # see computed_on
 
     def path(self, key: str) -> Path:
         return self.directory / f"{key}.pkl"
 
     def write(self, key: str, value: Any, *, data: dict[str, str] | None = None) -> Path:
         """Store ``value`` under ``key`` atomically, with the key, a checksum of its content and
-        ``data``: the digest of each data set it was computed on (checked against the client's)."""
+        ``data``: the digest of each data set it was computed on (checked against the client's);
+        default: those of the enclosing :meth:`computed_on` block."""
         content = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         record = {"format": ENTRY_FORMAT, "key": key, "sha256": _checksum(content), "content": content,
-                  "data": dict(data or {})}
+                  "data": dict(self._computed_on if data is None else data)}
         return write_bytes(self.path(key), pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+
+    @contextmanager
+    def computed_on(self, data: dict[str, str]) -> Iterator[None]:
+        """Within the block, :meth:`write` records ``data`` (data set → digest) with each entry."""
+        self._computed_on = dict(data)
+        try:
+            yield
+        finally:
+            self._computed_on = {}
 
     def data_of(self, key: str) -> dict[str, str] | None:
         """The data digests stored with ``key``'s entry (None when absent or not trustworthy)."""

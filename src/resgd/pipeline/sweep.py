@@ -363,7 +363,8 @@ def _grouped(todo: list[Task], group) -> list[Task | Group]:
 
 def _compute(todo, cache, results, held, n_jobs, scheduler, on_result) -> None:
     for key, value, data in execute_checked(todo, n_jobs=n_jobs, scheduler=scheduler):
-        cache.write(key, value, data=data)
+        with cache.computed_on(data):  # the entry records the digests of the data it was computed on
+            cache.write(key, value)
         results[key] = value
         held.pop(key).close()
         if on_result is not None:
