@@ -36,22 +36,29 @@ def fake_targets(monkeypatch, tmp_path):
 
 
 def test_reproduce_calls_the_named_parts(fake_targets, tmp_path, monkeypatch, capsys):
+    import socket
+
     monkeypatch.setenv("RESGD_RESULTS_DIR", str(tmp_path / "before"))  # restored after the test
-    code = cli.main(["reproduce", "--quick", "--only", "jena", "setup", "--figures-dir", str(tmp_path),
-                     "--jobs", "1", "--results-dir", str(tmp_path / "r"), "--scheduler", "tcp://sched:8786"],
-                    targets=fake_targets)
+    with socket.create_server(("127.0.0.1", 0)) as listening:  # the address is checked before any work
+        address = f"tcp://127.0.0.1:{listening.getsockname()[1]}"
+        code = cli.main(["reproduce", "--quick", "--only", "jena", "setup", "--figures-dir", str(tmp_path),
+                         "--jobs", "1", "--results-dir", str(tmp_path / "r"), "--scheduler", address],
+                        targets=fake_targets)
     assert code == 0
-    assert CALLS == [("jena", True, str(tmp_path), 1, "tcp://sched:8786"), ("done", True, str(tmp_path), "tcp://sched:8786")]
+    assert CALLS == [("jena", True, str(tmp_path), 1, address), ("done", True, str(tmp_path), address)]
     assert "jena, setup done" in capsys.readouterr().out
     import os
 
     assert os.environ["RESGD_RESULTS_DIR"] == str(tmp_path / "r")
 
 
-@pytest.mark.parametrize("variable, value, status, message", [  # 2: a setting; 1: a data problem
-    ("RESGD_GRAD_BACKEND", "bogus", 2, "$RESGD_GRAD_BACKEND: expected one of 'manual', 'autograd', got 'bogus'"),
-    ("RESGD_MKL_INTEL_PATH", "yes", 2, "$RESGD_MKL_INTEL_PATH: expected 1"),
-    ("RESGD_DATA_DIR", "/nonexistent/resgd-data", 1, "RESGD_DATA_DIR=/nonexistent/resgd-data: "),
+@pytest.mark.parametrize("variable, value, status, message", [  # 2: every bad setting (issue 24 item 8)
+    ("RESGD_GRAD_BACKEND", "bogus", 2, "$RESGD_GRAD_BACKEND='bogus': expected one of manual, autograd"),
+    ("RESGD_MKL_INTEL_PATH", "yes", 2, "$RESGD_MKL_INTEL_PATH='yes': expected 1"),
+    ("RESGD_DATA_DIR", "/nonexistent/resgd-data", 2, "RESGD_DATA_DIR=/nonexistent/resgd-data: "),
+    ("RESGD_MODE", "qiuck", 2, "$RESGD_MODE='qiuck': expected one of quick, full"),
+    ("RESGD_OFFLINE", "maybe", 2, "$RESGD_OFFLINE='maybe': expected one of"),
+    ("RESGD_MOD", "quick", 2, "$RESGD_MOD: not a setting of this package"),
 ])
 def test_a_bad_setting_stops_reproduce_before_any_part_runs(fake_targets, tmp_path, monkeypatch, capsys,
                                                            variable, value, status, message):
@@ -277,7 +284,7 @@ def test_a_bug_keeps_its_traceback(writing_part, monkeypatch):
 
 def test_missing_data_dir_is_reported(fake_targets, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RESGD_DATA_DIR", str(tmp_path / "no_such_folder"))
-    assert cli.main(["reproduce", "--only", "jena"], targets=fake_targets) == 1
+    assert cli.main(["reproduce", "--only", "jena"], targets=fake_targets) == 2  # a bad setting: exit 2, as the README promises (issue 24 item 8)
     line = _one_line_error(capsys)
     assert f"RESGD_DATA_DIR={tmp_path / 'no_such_folder'}" in line and "does not exist" in line
     assert CALLS == []  # before any work
@@ -304,11 +311,11 @@ def test_module_entry_point_config_error(debug, monkeypatch):
     proc = subprocess.run([sys.executable, "-m", "resgd", *debug, "reproduce", "--quick", "--only", "setup"],
                           capture_output=True, text=True, timeout=300, env=env)
     if debug:
-        assert proc.returncode == 1 and "Traceback" in proc.stderr and "ConfigError" in proc.stderr
+        assert proc.returncode == 1 and "Traceback" in proc.stderr and "SettingError" in proc.stderr  # a ConfigError
     else:
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
         assert proc.stderr.strip().splitlines()[-1] == \
-            "error: $RESGD_GRAD_BACKEND: expected one of 'manual', 'autograd', got 'bogus'"
+            "error: $RESGD_GRAD_BACKEND='bogus': expected one of manual, autograd"  # resgd.settings' one format
 
 
 def test_jena_advice_works_from_the_command_line(tmp_path, monkeypatch, capsys):
@@ -326,3 +333,41 @@ def test_jena_advice_works_from_the_command_line(tmp_path, monkeypatch, capsys):
     assert "not the canonical Jena climate file: 288 data rows" in line
     assert "which is only read: replace it with a good copy, or set RESGD_DATA_DIR to a folder holding a good jena/" in line
     assert "pass check_canonical=False" not in line and "delete" not in line.lower()
+
+
+# ---------------------------------------------------------------- settings (issue 24 item 8, issue 20 item 3)
+
+
+@pytest.mark.parametrize("env, flag, quick", [({}, [], False), ({"RESGD_MODE": "quick"}, [], True),
+                                              ({"RESGD_MODE": "full"}, ["--quick"], True)])
+def test_reproduce_honours_resgd_mode(fake_targets, tmp_path, monkeypatch, env, flag, quick):
+    """Before: RESGD_MODE=quick ran full and typos passed. After: --quick, else $RESGD_MODE, else full."""
+    monkeypatch.delenv("RESGD_MODE", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cli.main(["reproduce", *flag, "--only", "setup", "--figures-dir", str(tmp_path)], targets=fake_targets) == 0
+    assert CALLS == [("done", quick, str(tmp_path), None)]
+
+
+@pytest.mark.parametrize("address, words", [("tcp://127.0.0.1:1", "nothing answers at 127.0.0.1:1"),
+                                            ("tcp:/127.0.0.1", "not an address of the form tcp://HOST:PORT")])
+def test_a_bad_scheduler_address_is_one_line_and_exit_2_before_any_work(fake_targets, tmp_path, capsys, address, words):
+    """Before: a traceback after 72-120 s, exit 1. After: one line, exit 2, before any part runs."""
+    import time
+
+    start = time.monotonic()
+    code = cli.main(["reproduce", "--only", "setup", "--figures-dir", str(tmp_path), "--scheduler", address],
+                    targets=fake_targets)
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and CALLS == [] and words in err and "\n" not in err
+    assert time.monotonic() - start < 30  # the check waits at most SCHEDULER_CHECK_S (5 s) per address
+
+
+def test_mkl_intel_path_yes_is_one_line_exit_2_from_python_m_resgd(tmp_path):
+    """Before: a traceback (the MKL re-exec ran outside the CLI's error handling)."""
+    import os
+
+    env = {**os.environ, "RESGD_MKL_INTEL_PATH": "yes"}
+    done = subprocess.run([sys.executable, "-m", "resgd", "info"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == "error: $RESGD_MKL_INTEL_PATH='yes': expected 1 (use MKL's Intel path) or 0/unset (MKL's default)"

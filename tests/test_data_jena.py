@@ -278,7 +278,8 @@ def test_good_download_is_published_and_used(tmp_path, monkeypatch):
     calls = serve(monkeypatch, zipped_csv(small_csv(tmp_path, days=12)))
     cache = tmp_path / "cache"
     ds = load_jena(n_tokens=6, n_train=8, n_test=8, cache_dir=cache, check_canonical=False)
-    assert not ds.is_standin and ds.source_label.startswith("Jena climate")
+    assert not ds.is_standin and ds.source_label.startswith("NOT the canonical Jena climate file")  # labelled (issue 24 item 3)
+    assert ds.info["canonical"] is False
     assert (cache / "jena" / JENA_FILE_NAME).is_file() and calls == [JENA_URL]
     assert not [p for p in files_below(cache) if p.suffix == ".part" or p.name.startswith(".download")]
     load_jena(n_tokens=6, n_train=8, n_test=8, cache_dir=cache, check_canonical=False)
@@ -452,3 +453,57 @@ def test_a_bad_file_in_the_cache_is_to_be_deleted(tmp_path, monkeypatch, offline
         assert "RESGD_OFFLINE unset" in message
     else:
         assert f"Delete {cached} (a copy in the data cache) and run again: it is downloaded again." in message
+
+
+# --------------------------------------------------------------------------- plausibility (issue 24 items 3 and 10)
+
+
+def test_nan_text_is_reported_as_written_not_as_an_empty_field(tmp_path):
+    path = replace_line(small_csv(tmp_path), 5, "01.01.2009 00:40:00,996.51,-8.31,265.12,-9.07,nan,3.26,3.07,0.19,1.92,3.08,1309.19,0.34,0.5,198")
+    with pytest.raises(DataError, match=r"line 5, field 'rh \(%\)': got 'nan', expected a number"):
+        parse_jena_csv(path)
+
+
+def test_pressure_and_temperature_swapped_under_a_correct_header_are_rejected(tmp_path):
+    """Before: exit 0 and claim (a) flipped. After: the first implausible line and field."""
+    frame = standin_frame(days=2, seed=1)
+    frame[["p (mbar)", "T (degC)"]] = frame[["T (degC)", "p (mbar)"]].to_numpy()
+    path = write_frame(frame, tmp_path / "swapped.csv")
+    with pytest.raises(DataError, match=r"swapped\.csv: line 2, field 'p \(mbar\)': got -?[0-9.]+, expected a value in \[850, 1100\]"):
+        parse_jena_csv(path)
+
+
+def test_wind_error_marker_is_accepted_but_other_negative_wind_is_not(tmp_path):
+    frame = standin_frame(days=2, seed=1)
+    frame.loc[3, "wv (m/s)"] = -9999.0
+    assert parse_jena_csv(write_frame(frame, tmp_path / "ok.csv")).iloc[3]["wv (m/s)"] == -9999.0
+    frame.loc[4, "wv (m/s)"] = -3.0
+    with pytest.raises(DataError, match=r"line 6, field 'wv \(m/s\)': got -3"):
+        parse_jena_csv(write_frame(frame, tmp_path / "bad.csv"))
+
+
+def test_a_day_given_the_wrong_year_is_rejected_with_its_line(tmp_path):
+    """Before: duplicate timestamps plus a one-day gap, silently filled. After: the line that goes back in time."""
+    frame = standin_frame(days=3, seed=1)
+    day = frame.index[144:288]  # the second day's rows, now labelled a year later, then the third day's
+    frame.loc[day, "Date Time"] = frame.loc[day, "Date Time"].str.replace(".2009", ".2010", regex=False)
+    path = write_frame(frame, tmp_path / "year.csv")
+    with pytest.raises(DataError, match=r"year\.csv: line 290, field 'Date Time': got 03\.01\.2009 00:10:00, a timestamp earlier than line 289's \(out of order\)"):
+        parse_jena_csv(path)
+
+
+def test_conflicting_duplicate_is_rejected_exact_repeat_is_counted(tmp_path):
+    frame = standin_frame(days=2, seed=1)
+    repeated = pd.concat([frame.iloc[:11], frame.iloc[10:11], frame.iloc[11:]], ignore_index=True)
+    parsed = parse_jena_csv(write_frame(repeated, tmp_path / "repeat.csv"))
+    assert parsed.attrs["checks"]["n_exact_repeats"] == 1 and parsed.attrs["checks"]["n_missing_steps"] == 0
+    conflicting = repeated.copy()
+    conflicting.loc[11, "T (degC)"] += 1.0
+    with pytest.raises(DataError, match=r"line 13, field 'Date Time': .*the same timestamp as line 12 with other values \(a conflict\)"):
+        parse_jena_csv(write_frame(conflicting, tmp_path / "conflict.csv"))
+
+
+def test_gaps_are_counted(tmp_path):
+    frame = standin_frame(days=2, seed=1).drop(index=range(20, 26)).reset_index(drop=True)
+    checks = parse_jena_csv(write_frame(frame, tmp_path / "gap.csv")).attrs["checks"]
+    assert checks["n_missing_steps"] == 6 and checks["longest_gap_minutes"] == 70

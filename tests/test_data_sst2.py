@@ -325,3 +325,50 @@ def test_corrupt_file_in_the_data_folder_gets_advice_that_works_there(fixture_di
     assert f"{path} is in the data folder (RESGD_DATA_DIR={fixture_dir}), which is only read: replace it with a good copy, " \
            f"or set RESGD_DATA_DIR to a folder holding a good sst2/train.tsv" in message
     assert ("unset RESGD_DATA_DIR to download it into the data cache" in message) is not offline
+
+
+# --------------------------------------------------------------------------- GloVe content verified (issue 24 item 2)
+
+
+def test_published_glove_file_matches_its_published_sha256(shared):
+    import hashlib
+
+    from resgd.data.glove import GLOVE_FILE_SHA256, content_sha256, read_glove_npz, verified
+
+    path = shared / "glove" / GLOVE_SUBSET_NAME
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == GLOVE_FILE_SHA256
+    table = read_glove_npz(path)
+    assert verified(table, "") is table
+    reordered = glove_module.GloveTable(table.words[::-1], table.vectors[::-1], "reordered")
+    assert content_sha256(reordered) == content_sha256(table)  # row order does not matter, pairing does
+
+
+def test_glove_vectors_shuffled_against_their_words_are_rejected(shared, tmp_path):
+    """Before: exit 0 and SST-2 accuracy 0.594 -> 0.513. After: a DataError naming the file and both digests."""
+    from resgd.data.glove import GLOVE_CONTENT_SHA256
+
+    data = tmp_path / "data"
+    (data / "sst2").mkdir(parents=True)
+    for name in ("train.tsv.gz", "dev.tsv"):
+        (data / "sst2" / name).symlink_to(shared / "sst2" / name)
+    (data / "glove").mkdir()
+    with np.load(shared / "glove" / GLOVE_SUBSET_NAME) as stored:
+        words, vectors = stored["words"], stored["vectors"]
+    np.savez(data / "glove" / GLOVE_SUBSET_NAME, words=words, vectors=vectors[np.random.default_rng(0).permutation(len(words))])
+    pattern = rf"{GLOVE_SUBSET_NAME}: GloVe content sha256 .* is [0-9a-f]{{64}}, expected {GLOVE_CONTENT_SHA256}"
+    with pytest.raises(DataError, match=pattern):
+        load_sst2(n_train=8, data_dir=data, cache_dir=tmp_path / "cache", allow_download=False)
+
+
+def test_a_damaged_official_file_is_reported_with_its_line_and_field(shared, tmp_path):
+    """Before: only 'sha256 ... expected ...'. After: the line and field, then the checksum and the advice."""
+    data = tmp_path / "data"
+    (data / "sst2").mkdir(parents=True)
+    lines = (shared / "sst2" / "dev.tsv").read_text(encoding="utf-8").split("\n")
+    lines[5] = lines[5].rsplit("\t", 1)[0] + "\tpositive"
+    (data / "sst2" / "dev.tsv").write_text("\n".join(lines), encoding="utf-8")
+    (data / "sst2" / "train.tsv.gz").symlink_to(shared / "sst2" / "train.tsv.gz")
+    (data / "glove").mkdir()
+    (data / "glove" / GLOVE_SUBSET_NAME).symlink_to(shared / "glove" / GLOVE_SUBSET_NAME)
+    with pytest.raises(DataError, match=r"dev\.tsv: line 6, field 'label': got 'positive', expected 0 or 1; the official file has sha256 " + SHA256["dev"]):
+        load_sst2(data_dir=data, cache_dir=tmp_path / "cache", allow_download=False)

@@ -4,6 +4,11 @@ import sys
 
 from .cli import main
 from .mkl_path import reexec_if_requested
+from .validation import ConfigError
 
-reexec_if_requested(["-m", "resgd", *sys.argv[1:]])  # opt-in $RESGD_MKL_INTEL_PATH: see resgd.mkl_path
+try:
+    reexec_if_requested(["-m", "resgd", *sys.argv[1:]])  # opt-in $RESGD_MKL_INTEL_PATH: see resgd.mkl_path
+except ConfigError as err:  # a bad setting: one line, exit 2 (as in resgd.cli)
+    print(f"error: {err}", file=sys.stderr)
+    raise SystemExit(2) from None
 raise SystemExit(main())

@@ -86,7 +86,8 @@ def build_parser(targets: Mapping[str, tuple[str, str]] = TARGETS) -> argparse.A
     commands.required = True
     rep = commands.add_parser("reproduce", help="regenerate figures, tables and claim verdicts")
     rep.add_argument("--debug", **debug, default=argparse.SUPPRESS)  # before or after the command
-    rep.add_argument("--quick", action="store_true", help="quick sizes (minutes) instead of the full ones")
+    rep.add_argument("--quick", action="store_const", const="quick", dest="mode", default=None,
+                     help="quick sizes (minutes) instead of the full ones (default: $RESGD_MODE, else full)")
     rep.add_argument("--only", nargs="+", metavar="NAME", choices=list(targets),
                      help=f"only these parts (choose from: {', '.join(targets)}); default: all")
     rep.add_argument("--figures-dir", metavar="DIR", default=None,
@@ -116,40 +117,51 @@ def _positive_int(text: str) -> int:
 def reproduce_command(args: argparse.Namespace, targets: Mapping[str, tuple[str, str]] = TARGETS, out=print) -> int:
     from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
 
+    from . import settings
+
     names = list(dict.fromkeys(args.only or list(targets)))
     if args.results_dir:
         os.environ["RESGD_RESULTS_DIR"] = str(args.results_dir)
     functions = {name: resolve(name, targets) for name in names}  # fail before any work starts
     check_environment()
+    mode = settings.mode(args.mode)  # --quick, else $RESGD_MODE, else full
+    quick = mode == "quick"
     check_outputs(args.figures_dir, writes_results=any(name in WRITES_RESULTS for name in names))
+    scheduler = check_scheduler(args.scheduler)
     if "jena" in names:
         _note_jena_source()
-    mode = "quick" if args.quick else "full"
     bar = tqdm(names, desc=f"reproduce ({mode})", unit="part")
     for name in bar:
         bar.set_postfix_str(name)
         start = time.perf_counter()
-        function = partial(functions[name], scheduler=args.scheduler)
+        function = partial(functions[name], scheduler=scheduler)
         if name in DATASET_TARGETS:
             function = partial(function, name, n_jobs=args.jobs)
         elif name == "robustness":
             function = partial(function, n_jobs=args.jobs)
-        function(args.quick, args.figures_dir)
+        function(quick, args.figures_dir)
         tqdm.write(f"{name}: done in {time.perf_counter() - start:.1f} s")
     out(f"reproduce ({mode}): {', '.join(names)} done")
     return 0
 
 
 def check_environment() -> None:
-    """The ``$RESGD_*`` settings that are read deep inside a part, checked before the first part starts
-    (a typo would otherwise surface only after minutes of work)."""
-    from .data.locations import resolve_data_dir
-    from .core.fastgrad.plan import default_backend
-    from .mkl_path import requested
+    """Every ``$RESGD_*`` setting, checked before the first part starts (a typo would otherwise
+    surface only after minutes of work): :func:`resgd.settings.check_all`."""
+    from . import settings
 
-    default_backend()
-    requested()
-    resolve_data_dir()
+    settings.check_all()
+
+
+def check_scheduler(address: str | None) -> str | None:
+    """The scheduler address (``--scheduler``, else ``$RESGD_SCHEDULER``), parsed and reached now,
+    before any work (:func:`resgd.pipeline.sweep.check_scheduler`); None for local processes."""
+    from .pipeline.sweep import check_scheduler as check, resolve_scheduler
+
+    resolved = resolve_scheduler(address)
+    if resolved is not None:
+        check(resolved)
+    return resolved
 
 
 def check_outputs(figures_dir: str | None, *, writes_results: bool) -> None:
@@ -188,8 +200,9 @@ def info_command(out=print) -> int:
             out(f"{name} {importlib.import_module(name).__version__}")
         except ImportError:
             out(f"{name}: not installed")
-    for variable in ("RESGD_DATA_DIR", "RESGD_RESULTS_DIR", "RESGD_FIGURES_DIR", "RESGD_MODE", "RESGD_SCHEDULER",
-                     "RESGD_MKL_INTEL_PATH"):
+    from .settings import VARIABLES
+
+    for variable in VARIABLES:
         out(f"{variable} = {os.environ.get(variable, '(unset)')}")
     from .mkl_path import active
 
@@ -215,12 +228,20 @@ def data_sources() -> str:
 
 
 def main(argv: Sequence[str] | None = None, *, targets: Mapping[str, tuple[str, str]] = TARGETS) -> int:
+    from .user_errors import describe_stop, stop_on_signals
+
     parser = build_parser(targets)
     args = parser.parse_args(argv)
     try:
-        if args.command == "reproduce":
-            return reproduce_command(args, targets)
-        return info_command()
+        with stop_on_signals():  # SIGTERM as Ctrl-C: workers ended, one line, exit 143 (130 for Ctrl-C)
+            if args.command == "reproduce":
+                return reproduce_command(args, targets)
+            return info_command()
+    except KeyboardInterrupt as stop:
+        status, message = describe_stop(stop, f"python -m resgd {args.command}")
+        print(f"\n{message}; the results computed so far are cached and a new run resumes from them",
+              file=sys.stderr)
+        return status
     except CLIError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -26,6 +26,7 @@ import sys
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
+from . import settings
 from .validation import ConfigError
 
 ENV = "RESGD_MKL_INTEL_PATH"
@@ -35,19 +36,15 @@ _REEXECED = "_RESGD_MKL_INTEL_PATH_REEXECED"
 
 
 def requested(env: Mapping[str, str] | None = None) -> bool:
-    """Whether ``$RESGD_MKL_INTEL_PATH`` asks for the Intel path (``1``/``0``, unset means ``0``)."""
-    value = (os.environ if env is None else env).get(ENV, "").strip()
-    if value not in ("", "0", "1"):
-        raise ConfigError(f"${ENV}: expected 1 (use MKL's Intel path) or 0/unset (MKL's default), got {value!r}")
-    return value == "1"
+    """Whether ``$RESGD_MKL_INTEL_PATH`` asks for the Intel path (``1``/``0``, unset means ``0``;
+    anything else is a :class:`resgd.settings.SettingError`)."""
+    return settings.mkl_intel_path(env)
 
 
 def stub_path(cache_dir: str | os.PathLike | None = None) -> Path:
     """The compiled stub, built now if missing (atomically: compiled beside it, then renamed)."""
-    from .data.locations import resolve_cache_dir
-
     digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:12]
-    path = resolve_cache_dir(cache_dir) / "mkl_path" / f"libresgd_mkl_intel_path-{digest}.so"
+    path = (Path(cache_dir) if cache_dir is not None else settings.download_cache_dir()) / "mkl_path" / f"libresgd_mkl_intel_path-{digest}.so"
     if path.is_file():
         return path
     compiler = os.environ.get("CC") or "cc"

@@ -8,6 +8,10 @@ with ``--debug``): a traceback tells a user that the program is broken when the 
 from __future__ import annotations
 
 import errno
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .data.errors import DataError
 from .validation import ConfigError, OutputError
@@ -28,6 +32,10 @@ _HINTS = {
     errno.EEXIST: f"a file stands where a folder is needed: move the file or choose another folder ({_WHERE})",
     errno.EISDIR: "a folder stands where a file is needed: move the folder away",
 }
+
+
+class ClusterError(RuntimeError):
+    """The Dask cluster went away or could not be used mid-run; the message says what was kept."""
 
 
 FULL_DISK = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -66,9 +74,44 @@ def describe(exc: BaseException) -> tuple[int, str] | None:
         return EXIT_USAGE, str(exc)
     if isinstance(exc, OutputError):  # checked before any work; its message already says what to do
         return EXIT_DATA_IO, str(exc)
+    if isinstance(exc, ClusterError):
+        return EXIT_DATA_IO, str(exc)
     # An OSError, or a full disk behind another error (a full disk breaks clean-up code too); other
     # errors raised while handling an OSError may be bugs and keep their traceback.
     os_error = os_error_in_chain(exc, FULL_DISK)
     if os_error is not None and os_error.errno is not None:
         return EXIT_DATA_IO, describe_os_error(os_error)
     return None
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM (or SIGINT) received: raised like Ctrl-C so every ``finally`` and worker pool shuts
+    down (joblib stops its workers on KeyboardInterrupt), then reported in one line."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """While the block runs (main thread only), SIGTERM and SIGINT raise :class:`Stopped`."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise Stopped(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def describe_stop(exc: KeyboardInterrupt, what: str) -> tuple[int, str]:
+    """``(128 + signal number, one line)`` for a stop: 143 for SIGTERM, 130 for SIGINT (Ctrl-C)."""
+    signum = getattr(exc, "signum", signal.SIGINT)
+    return 128 + signum, f"{what} stopped by {signal.Signals(signum).name}; its worker processes were ended"

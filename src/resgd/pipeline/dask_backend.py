@@ -17,6 +17,10 @@ Robustness (why the loop below is more than ``as_completed``):
   raised *by the task itself* is not retried and propagates to the caller unchanged.
 
 A task is resubmitted at most ``max_resubmits`` times; then :class:`DaskSweepError` names it.
+
+A scheduler lost mid-run (killed, network gone) ends the sweep within about ``timeout`` seconds
+with a :class:`resgd.user_errors.ClusterError` in one line: every result that arrived before is
+already in the caller's cache, so a new run resumes from there.
 """
 
 from __future__ import annotations
@@ -33,6 +37,24 @@ class DaskSweepError(RuntimeError):
     """A task could not be completed on the cluster (it kept losing its worker or being cancelled)."""
 
 
+CONNECTION_LOST = ("ClosedClientError", "CommClosedError", "CancelledError", "FutureCancelledError", "TimeoutError")
+
+
+def _connection_lost(err: BaseException) -> bool:
+    """An error of the client's connection (not of a task): the scheduler is gone."""
+    return isinstance(err, (OSError, TimeoutError)) or type(err).__name__ in CONNECTION_LOST
+
+
+def _lost_scheduler(address: Any, done: int, total: int, reason: str):
+    from ..user_errors import ClusterError
+
+    return ClusterError(
+        f"the Dask scheduler at {address!r} was lost mid-run ({reason}); the {done} of {total} "
+        f"results that arrived are cached and a new run resumes from them: restart the scheduler, or "
+        f"drop --scheduler to run locally"
+    )
+
+
 def _lost(future) -> bool:
     """True when the future failed for a reason outside the task: cancelled, or its worker kept dying."""
     from distributed.scheduler import KilledWorker
@@ -45,7 +67,7 @@ def _lost(future) -> bool:
 
 
 def execute_dask(tasks: Sequence[Any], address: Any, *, max_resubmits: int = MAX_RESUBMITS,
-                 timeout: float = 60) -> Iterator[tuple[str, Any]]:
+                 timeout: float = 30) -> Iterator[tuple[str, Any]]:
     """Yield ``(task.key, task.fn(task.arg))`` for every task, computed on the cluster at ``address``.
 
     ``tasks``: objects with ``key`` (a string, unique), ``fn`` and ``arg``. ``address``: a
@@ -62,7 +84,13 @@ def execute_dask(tasks: Sequence[Any], address: Any, *, max_resubmits: int = MAX
     if not tasks:
         return
     by_key = {t.key: t for t in tasks}
-    client = Client(address, set_as_default=False, timeout=timeout)
+    try:
+        client = Client(address, set_as_default=False, timeout=timeout)
+    except (OSError, TimeoutError) as err:
+        from ..user_errors import ClusterError
+
+        raise ClusterError(f"cannot reach the Dask scheduler at {address!r} within {timeout:g} s "
+                           f"({type(err).__name__}); start it, or drop --scheduler to run locally") from None
     try:
         attempts = dict.fromkeys(by_key, 0)
         owner: dict[str, str] = {}  # Dask future key -> task key
@@ -75,12 +103,23 @@ def execute_dask(tasks: Sequence[Any], address: Any, *, max_resubmits: int = MAX
 
         pending = as_completed([submit(k) for k in keys], loop=client.loop)
         delivered: set[str] = set()
-        for future in pending:
+        iterator = iter(pending)
+        while True:
+            try:
+                future = next(iterator)
+            except StopIteration:
+                break
+            except Exception as err:
+                if _connection_lost(err):
+                    raise _lost_scheduler(address, len(delivered), len(tasks), type(err).__name__) from None
+                raise
             task_key = owner.pop(future.key)
             if task_key in delivered:  # a stale duplicate (cannot normally happen): ignore it
                 future.release()
                 continue
             if _lost(future):
+                if client.status != "running":  # cancelled because the scheduler went away, not by a restart
+                    raise _lost_scheduler(address, len(delivered), len(tasks), f"tasks cancelled, client {client.status}")
                 attempts[task_key] += 1
                 if attempts[task_key] > max_resubmits:
                     raise DaskSweepError(
@@ -91,9 +130,26 @@ def execute_dask(tasks: Sequence[Any], address: Any, *, max_resubmits: int = MAX
                 future.release()
                 pending.add(submit(task_key))
                 continue
-            result = future.result()  # re-raises the task's own exception
+            try:
+                result = future.result()  # re-raises the task's own exception
+            except Exception as err:
+                if future.status != "error" and _connection_lost(err):
+                    raise _lost_scheduler(address, len(delivered), len(tasks), type(err).__name__) from None
+                raise
             future.release()
             delivered.add(task_key)
             yield task_key, result
     finally:
-        client.close()
+        quiet = client.status != "running"  # a lost scheduler: closing logs its reconnect's traceback
+        loggers = [logging.getLogger(name) for name in ("distributed.client", "distributed.comm", "distributed.core")]
+        levels = [logger.level for logger in loggers]
+        if quiet:
+            for logger in loggers:
+                logger.setLevel(logging.CRITICAL + 1)
+        try:
+            client.close(timeout=2)
+        except Exception:  # noqa: BLE001 - a lost scheduler cannot be closed cleanly; nothing is left to close
+            pass
+        finally:
+            for logger, level in zip(loggers, levels):
+                logger.setLevel(level)

@@ -10,11 +10,16 @@ and returns :class:`Outputs` (figures, and files for the figures and the results
 3. its files are **published together** (:func:`publish`): each is written completely into a
    staging folder beside its destination, and only when all of them are ready are they moved
    into place. A failure before that point leaves every earlier output as it was, so tables,
-   verdicts and figures never come from two different runs.
+   verdicts and figures never come from two different runs. Before the first move a manifest of
+   all moves is written (atomically) into each staging folder: it is the commit point. A run
+   killed (even with kill -9) between the moves leaves its stage and manifest behind, and the
+   next publish into that folder first completes those moves (:func:`recover_stages`); a stage
+   without a manifest was never committed and is removed. So a part's outputs are all old or all new.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -29,6 +34,7 @@ from .cache import resolve_cache_dir, resolve_results_dir
 
 Writer = Callable[[Path], object]
 STAGE_PREFIX = ".resgd-stage-"
+MANIFEST = "resgd-publish-manifest.json"
 
 
 @dataclass
@@ -77,7 +83,7 @@ def publish(outputs: Outputs, figures_dir: str | os.PathLike | None = None,
     def stage(root: str) -> Path:
         if root not in stages:
             roots[root].mkdir(parents=True, exist_ok=True)
-            _remove_stale_stages(roots[root])
+            recover_stages(roots[root])
             stages[root] = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=roots[root]))
         return stages[root]
 
@@ -93,25 +99,42 @@ def publish(outputs: Outputs, figures_dir: str | os.PathLike | None = None,
             for label, (relative, writer) in files.items():
                 moves.append((write_with(stage(root) / relative, writer), roots[root] / relative))
                 paths[label] = roots[root] / relative
-        for staged, final in moves:
-            final.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staged, final)
+        manifest = json.dumps([[str(staged), str(final)] for staged, final in moves])
+        for folder in stages.values():  # the commit point: from here on the moves are completed, even after a kill
+            write_with(folder / MANIFEST, lambda tmp: tmp.write_text(manifest))
+        _complete(moves)
     finally:
         for folder in stages.values():
             shutil.rmtree(folder, ignore_errors=True)
     return paths
 
 
-def _remove_stale_stages(folder: Path) -> None:
-    """Remove staging folders left by a killed run (no live process of theirs is still writing)."""
-    for stale in folder.glob(f"{STAGE_PREFIX}*-*"):
+def _complete(moves: Iterable[tuple[Path, Path]]) -> None:
+    """Move each staged file whose stage still holds it into place (again after a kill: idempotent)."""
+    for staged, final in moves:
+        if staged.exists():
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staged, final)
+
+
+def recover_stages(folder: str | os.PathLike) -> None:
+    """Finish or drop what a killed run left in ``folder``: a stage with a manifest was committed,
+    so its moves are completed; one without was not, so it is removed (live runs' stages are left alone)."""
+    for stale in Path(folder).glob(f"{STAGE_PREFIX}*-*"):
         pid = stale.name[len(STAGE_PREFIX):].split("-", 1)[0]
         try:
             modified = stale.stat().st_mtime
         except OSError:
             continue  # removed by its own run meanwhile
-        if pid.isdigit() and not writer_alive(int(pid), modified):
-            shutil.rmtree(stale, ignore_errors=True)
+        if not pid.isdigit() or writer_alive(int(pid), modified):
+            continue
+        try:
+            moves = json.loads((stale / MANIFEST).read_text())
+        except (OSError, ValueError):
+            moves = []
+        _complete((Path(staged), Path(final)) for staged, final in moves)
+        shutil.rmtree(stale, ignore_errors=True)
+
 
 
 def reproduce_part(

@@ -12,6 +12,12 @@ missing entries are computed and an interrupted sweep resumes; :func:`execute` s
 any backend as one plain task and yields its keys one by one, each written to the cache as it
 arrives. A group that fails writes none of its keys (the entries of groups done before stay).
 
+Data identity: every task travels with the client's data fingerprints
+(:func:`resgd.data.spec.known_fingerprints`) and runs inside :func:`resgd.data.spec.expecting`,
+so a worker whose data differ fails before it trains (naming itself and both digests); the
+client checks the digests the task reports once more and stores them in the cache entry, so
+nothing computed on other data is ever stored under the client's key.
+
 Backends: local processes (joblib's loky, one torch thread per worker; ``n_jobs == 1`` runs
 in-process) unless a scheduler address is given (``scheduler=`` or ``$RESGD_SCHEDULER``), which
 goes to :func:`resgd.pipeline.dask_backend.execute_dask`.
@@ -24,7 +30,10 @@ second instead of living on as an orphan.
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -80,23 +89,92 @@ def check_n_jobs(n_jobs: object) -> int:
 
 def resolve_scheduler(scheduler: str | None = None) -> str | None:
     """The scheduler address: the argument, else ``$RESGD_SCHEDULER``, else None (local processes)."""
-    return (scheduler or os.environ.get(SCHEDULER_ENV, "")).strip() or None
+    from .. import settings
+
+    return (scheduler or "").strip() or settings.scheduler()
+
+
+SCHEDULER_CHECK_S = 5.0
+"""How long :func:`check_scheduler` waits for the scheduler's port to answer."""
+_ADDRESS = re.compile(r"^(?:(?P<scheme>[a-z]+)://)?(?P<host>\[[0-9a-fA-F:]+\]|[^:/\s\[\]]+):(?P<port>[0-9]{1,5})/?$")
+
+
+def check_scheduler(address: str, timeout: float = SCHEDULER_CHECK_S) -> str:
+    """``address`` if it parses (``[tcp://]host:port``) and something listens there; else a
+    :class:`resgd.validation.ConfigError` in one line, within ``timeout`` seconds, before any work."""
+    from ..validation import ConfigError
+
+    where = f"scheduler {address!r} (from --scheduler or ${SCHEDULER_ENV})"
+    match = _ADDRESS.match(address.strip())
+    if match is None or not 0 < int(match["port"]) < 65536 or (match["scheme"] or "tcp") not in ("tcp", "tls"):
+        raise ConfigError(f"{where}: not an address of the form tcp://HOST:PORT (e.g. tcp://127.0.0.1:8786)")
+    host = match["host"].strip("[]")
+    try:
+        with socket.create_connection((host, int(match["port"])), timeout=timeout):
+            pass
+    except OSError as err:
+        raise ConfigError(
+            f"{where}: nothing answers at {host}:{match['port']} within {timeout:g} s "
+            f"({err.strerror or type(err).__name__}); start `dask scheduler` there, or drop --scheduler / "
+            f"unset {SCHEDULER_ENV} to run locally"
+        ) from None
+    return address
 
 
 def execute(tasks: list[Task | Group], *, n_jobs: int, scheduler: str | None = None) -> Iterator[tuple[str, Any]]:
     """``(key, fn(arg))`` for every task, as each completes (any order); for a :class:`Group`,
     ``(key, result)`` for each of its keys when the group completes."""
+    for key, value, _ in execute_checked(tasks, n_jobs=n_jobs, scheduler=scheduler):
+        yield key, value
+
+
+def execute_checked(tasks: list[Task | Group], *, n_jobs: int,
+                    scheduler: str | None = None) -> Iterator[tuple[str, Any, dict[str, str]]]:
+    """As :func:`execute`, with the data each result was computed on: ``{data set: digest}``, every
+    digest checked against the client's (else :class:`resgd.data.spec.DataMismatchError`)."""
+    from ..data.spec import known_fingerprints
+
+    expected = known_fingerprints()
     plain, members = [], {}
     for item in tasks:
         task, keys = _as_task(item)
-        plain.append(task)
+        plain.append(Task(task.key, _checked_call, (task.fn, task.arg, expected)))
         if keys is not None:
             members[task.key] = keys
-    for key, value in _execute(plain, n_jobs=n_jobs, scheduler=scheduler):
+    for key, (value, used, worker) in _execute(plain, n_jobs=n_jobs, scheduler=scheduler):
+        data = _client_check(used, worker)
         if key in members:
-            yield from zip(members[key], value)
+            for member, result in zip(members[key], value):
+                yield member, result, data
         else:
-            yield key, value
+            yield key, value, data
+
+
+def _checked_call(packed: tuple) -> tuple[Any, dict, str]:
+    """On the worker: ``fn(arg)`` with the client's data fingerprints enforced; returns the result,
+    the fingerprints of the data it loaded and who computed it."""
+    from ..data.spec import expecting, where_am_i
+
+    fn, arg, expected = packed
+    with expecting(expected) as used:
+        value = fn(arg)
+        return value, dict(used), where_am_i()
+
+
+def _client_check(used: dict, worker: str) -> dict[str, str]:
+    """The digests a worker reports, each equal to the client's own (computed here if need be)."""
+    from ..data.spec import DataMismatchError, data_fingerprint, describe_spec
+
+    checked = {}
+    for (spec, dtype), digest in used.items():
+        mine = data_fingerprint(spec, dtype)
+        if digest != mine:
+            raise DataMismatchError(
+                f"{worker}: its result was computed on data {describe_spec(spec, dtype)} with digest {digest}, "
+                f"the client's have {mine}: give every worker the client's data files; nothing was cached"
+            )
+        checked[describe_spec(spec, dtype)] = digest
+    return checked
 
 
 def _execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) -> Iterator[tuple[str, Any]]:
@@ -116,6 +194,7 @@ def _execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) ->
                 f"({err.name} is missing): install the project's 'cluster' extra (make install does), or unset "
                 f"{SCHEDULER_ENV} / drop --scheduler to run locally"
             ) from None
+        check_scheduler(address)
         yield from execute_dask(tasks, address)
         return
     if not tasks:
@@ -130,14 +209,34 @@ def _execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) ->
     yield from _execute_local(tasks, n_jobs)
 
 
+LOCAL_RETRIES = 3
+"""How many times the tasks of a dead local worker process are run again (as Dask resubmits them)."""
+
+
 def _execute_local(tasks: list[Task], n_jobs: int) -> Iterator[tuple[str, Any]]:
+    """The tasks on local worker processes. A worker that dies (killed, out of memory) takes the
+    pool down with it: the tasks not yet delivered run again on a fresh pool, up to
+    :data:`LOCAL_RETRIES` times; an exception raised by a task itself is not retried."""
     from joblib import Parallel, delayed
     from joblib.parallel import LokyBackend
+    from joblib.externals.loky.process_executor import TerminatedWorkerError
 
-    jobs = [delayed(_in_worker)(task) for task in tasks]
-    backend = LokyBackend(initializer=_watch_parent)
-    with _sigterm_as_interrupt():  # each result as soon as it is ready, so the caller caches it at once
-        yield from Parallel(n_jobs=n_jobs, backend=backend, return_as="generator_unordered")(jobs)
+    remaining = {task.key: task for task in tasks}
+    for attempt in range(LOCAL_RETRIES + 1):
+        jobs = [delayed(_in_worker)(task) for task in remaining.values()]
+        backend = LokyBackend(initializer=_watch_parent)
+        try:
+            with _sigterm_as_interrupt():  # each result as soon as it is ready, so the caller caches it at once
+                for key, value in Parallel(n_jobs=n_jobs, backend=backend, return_as="generator_unordered")(jobs):
+                    remaining.pop(key)
+                    yield key, value
+            return
+        except TerminatedWorkerError as err:
+            if attempt == LOCAL_RETRIES:
+                raise RuntimeError(f"a local worker process died {attempt + 1} times; {len(remaining)} task(s) "
+                                   f"not computed (the cached ones are kept): {str(err).splitlines()[0]}") from None
+            print(f"a local worker process died; running its {len(remaining)} undelivered task(s) again "
+                  f"(retry {attempt + 1} of {LOCAL_RETRIES})", file=sys.stderr, flush=True)
 
 
 def _in_worker(task: Task) -> tuple[str, Any]:
@@ -231,7 +330,8 @@ def cached_sweep(
                 held.pop(task.key).close()
         _compute(_grouped(todo, group), cache, results, held, n_jobs, scheduler, on_result)
         for task in busy:  # computed by another process: wait for it, then reuse its entry
-            held[task.key] = cache.try_lock(task.key, wait=True)
+            handle = cache.wait_lock(task.key)  # None: its owner is gone or stopped; compute it here
+            held[task.key] = handle if handle is not None else _NoLock()
             value = cache.read(task.key)
             if value is None:
                 _compute(_grouped([task], group), cache, results, held, n_jobs, scheduler, on_result)
@@ -242,6 +342,13 @@ def cached_sweep(
         for handle in held.values():
             handle.close()
     return results
+
+
+class _NoLock:
+    """Stands for a lock given up on (its owner is gone or stopped): nothing to release."""
+
+    def close(self) -> None:
+        pass
 
 
 def _grouped(todo: list[Task], group) -> list[Task | Group]:
@@ -255,8 +362,9 @@ def _grouped(todo: list[Task], group) -> list[Task | Group]:
 
 
 def _compute(todo, cache, results, held, n_jobs, scheduler, on_result) -> None:
-    for key, value in execute(todo, n_jobs=n_jobs, scheduler=scheduler):
-        cache.write(key, value)
+    for key, value, data in execute_checked(todo, n_jobs=n_jobs, scheduler=scheduler):
+        with cache.computed_on(data):  # the entry records the digests of the data it was computed on
+            cache.write(key, value)
         results[key] = value
         held.pop(key).close()
         if on_result is not None:

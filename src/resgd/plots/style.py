@@ -8,6 +8,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import seaborn as sns
 
+from .. import settings
 from ..atomic import write_with
 from ..user_errors import FULL_DISK, os_error_in_chain
 
@@ -23,7 +24,7 @@ def use_style() -> None:
 
 def figures_dir(directory: str | os.PathLike | None = None) -> Path:
     """Where figures go: the argument, else ``$RESGD_FIGURES_DIR``, else ``./figures``."""
-    return Path(directory or os.environ.get(FIGURES_ENV) or "figures")
+    return Path(directory) if directory else settings.figures_dir()
 
 
 FIXED_METADATA = {"png": {}, "pdf": {"CreationDate": None}}

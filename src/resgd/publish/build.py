@@ -43,10 +43,11 @@ from typing import Mapping, Sequence
 
 import yaml
 
+from .. import settings
 from ..atomic import write_text, write_with
 from ..mkl_path import child_env
 
-MODES = ("quick", "full")
+MODES = settings.MODES
 MODE_ENV = "RESGD_MODE"
 DEFAULT_MODE = "full"
 NOTEBOOK_DIR = "notebooks"
@@ -75,28 +76,19 @@ class Record:
 
 
 def resolve_mode(flag: str | None = None, environ: Mapping[str, str] | None = None) -> str:
-    """The run mode: ``flag`` if given, else ``$RESGD_MODE``, else ``"full"``."""
-    environ = os.environ if environ is None else environ
-    mode = flag if flag is not None else environ.get(MODE_ENV, "").strip() or DEFAULT_MODE
-    mode = mode.strip().lower()
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    return mode
+    """The build's mode: ``flag``, else ``$RESGD_MODE``, else ``full`` (the rule of :func:`resgd.settings.mode`)."""
+    return settings.mode(flag, environ=environ)
 
 
 def notebook_quick(environ: Mapping[str, str] | None = None) -> bool:
-    """The notebooks' ``quick`` parameter: True unless ``$RESGD_MODE`` is ``"full"``.
+    """The notebooks' ``quick`` parameter: the same rule as :func:`resolve_mode`, for a notebook
+    (``interactive``: unset ``$RESGD_MODE`` means quick in a session opened by hand).
 
-    The book build sets ``RESGD_MODE`` for every notebook; a reader's own session without it runs
-    the quick sizes. Reading the mode here instead of injecting it with papermill keeps each
-    executed notebook's cells identical to its ``.md`` source (papermill's ``-p quick False``
-    still overrides it).
+    The book build sets ``RESGD_MODE`` for every notebook, so what it publishes follows the build's
+    mode. Reading the mode here instead of injecting it with papermill keeps each executed
+    notebook's cells identical to its ``.md`` source (papermill's ``-p quick False`` still overrides it).
     """
-    environ = os.environ if environ is None else environ
-    value = environ.get(MODE_ENV, "").strip().lower() or "quick"
-    if value not in MODES:
-        raise ValueError(f"${MODE_ENV}: expected one of {MODES}, got {environ[MODE_ENV]!r}")
-    return value == "quick"
+    return settings.mode(interactive=True, environ=environ) == "quick"
 
 
 def find_root(start: Path | None = None) -> Path:
@@ -261,6 +253,8 @@ def execute(
     start = time.perf_counter()
 
     def record(ok: bool, error: str | None = None) -> Record:
+        if error is not None and executed.exists():
+            error += f"\n(the previous {executed.relative_to(root)} is kept)"
         return Record(f"{NOTEBOOK_DIR}/{name}", mode, round(time.perf_counter() - start, 2), ok, error)
 
     if not source.is_file():
@@ -272,8 +266,8 @@ def execute(
     if not has_parameters_cell(staged):
         print(f"book_build: warning: {source.relative_to(root)} has no cell tagged `parameters`;"
               " papermill needs one to set its parameters from the command line", file=sys.stderr)
-    if executed.exists():
-        executed.unlink()  # a stale output must never be rendered after a failure
+    # A previous notebooks/NN.ipynb stays until the new one is complete (issue 24 item 10): a failed
+    # rebuild keeps the last good page, and the report says this run failed.
     output.parent.mkdir(parents=True, exist_ok=True)
     output.unlink(missing_ok=True)
     cmd = [
@@ -399,13 +393,10 @@ def build(
         if unknown:
             raise BookBuildError(f"{source.relative_to(root)}: needs {unknown}, which the TOC does not list")
         needs[name] = [n for n in wanted if n in names]  # the others ran in an earlier build
-    earlier = {}
-    if only:
-        earlier = {
-            r.notebook: r for r in read_report(root / REPORT)
-            if Path(r.notebook).name in toc and Path(r.notebook).name not in names
-            and (root / f"{r.notebook}.ipynb").is_file()
-        }
+    earlier = {  # kept in the report until this run replaces them (a failed build keeps the others' records)
+        r.notebook: r for r in read_report(root / REPORT)
+        if Path(r.notebook).name in toc and (root / f"{r.notebook}.ipynb").is_file()
+    }
     timeout = timeout or DEFAULT_TIMEOUT_S[mode]
     for folder in ("figures", "results", "_build"):
         (root / folder).mkdir(exist_ok=True)
@@ -462,10 +453,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="notebooks executed at a time (default 1; make book: 2)")
     parser.add_argument("--root", type=Path, help="book root (default: nearest folder with _toc.yml)")
     args = parser.parse_args(argv)
+    from ..user_errors import describe_stop, stop_on_signals  # imports the data package: not for the notebooks
+
     try:
         mode = resolve_mode(args.mode)
         root = find_root(args.root)
-        records = build(root, mode, args.only, args.timeout, args.keep_going, jobs=args.jobs)
+        with stop_on_signals():  # SIGTERM as Ctrl-C: build() kills every papermill tree, no orphans
+            records = build(root, mode, args.only, args.timeout, args.keep_going, jobs=args.jobs)
+    except KeyboardInterrupt as stop:
+        status, message = describe_stop(stop, "book_build")
+        print(f"book_build: {message}; notebooks/ keeps each page's previous version", file=sys.stderr)
+        return status
     except (BookBuildError, ValueError) as exc:
         print(f"book_build: error: {exc}", file=sys.stderr)
         return 2

@@ -6,12 +6,11 @@ These are decisions taken once per call from the shapes, before any arithmetic.
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 
 from ..model import ModelConfig
-from ...validation import check_choice
+from ... import settings
 
 BACKENDS = ("manual", "autograd")
 BACKEND_ENV = "RESGD_GRAD_BACKEND"
@@ -34,9 +33,7 @@ def default_backend() -> str:
     The environment variable lets a whole book build run on the autograd path for a
     cross-check without changing any code.
     """
-    backend = os.environ.get(BACKEND_ENV, "manual")
-    check_choice(f"${BACKEND_ENV}", backend, BACKENDS)
-    return backend
+    return settings.grad_backend()
 
 
 def fold_logits(cfg: ModelConfig) -> bool:

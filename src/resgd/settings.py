@@ -1,0 +1,171 @@
+"""Every ``RESGD_*`` setting, read from the environment and validated in this one module.
+
+Why one module: the settings were read in nine modules with three defaults for the same mode and
+a typo surfaced only deep inside a run (or never: a mistyped mode ran full). Each function below
+reads one variable each time it is called (tests and the book build change the environment), and
+:func:`check_all` validates every one before any work starts. A bad value is a
+:class:`SettingError`: one line naming the variable, the value and what was expected; the command
+line exits with status 2 for it (:mod:`resgd.user_errors`).
+
+The mode rule (one rule for every entry point): an explicit flag (``--mode``, ``--quick``) wins,
+else ``$RESGD_MODE``, else ``full`` — except in a notebook opened by hand (``interactive=True``),
+which runs ``quick`` when ``$RESGD_MODE`` is unset; the book build always sets ``$RESGD_MODE`` for
+its notebooks, so the exception never applies to what is published.
+
+Two caches with two names: :func:`download_cache_dir` (``$RESGD_CACHE_DIR``: downloaded and parsed
+data) and :func:`results_dir` (``$RESGD_RESULTS_DIR``, whose ``cache/`` holds the training runs,
+see :func:`resgd.pipeline.cache.resolve_cache_dir`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from .validation import ConfigError
+
+MODES = ("quick", "full")
+GRAD_BACKENDS = ("manual", "autograd")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+
+VARIABLES: dict[str, str] = {
+    "RESGD_MODE": "quick or full (a flag overrides it); unset: full (a notebook opened by hand: quick)",
+    "RESGD_DATA_DIR": "an existing folder holding jena/, sst2/, glove/; unset: the download cache",
+    "RESGD_CACHE_DIR": "where downloaded and parsed data are cached; unset: the per-user cache",
+    "RESGD_OFFLINE": "1/true/yes/on forbids downloads; 0/false/no/off or unset allows them",
+    "RESGD_RESULTS_DIR": "tables, verdicts and the run cache (its cache/); unset: ./results",
+    "RESGD_FIGURES_DIR": "where figures are saved; unset: ./figures",
+    "RESGD_SCHEDULER": "a Dask scheduler address (tcp://host:port); unset: local processes",
+    "RESGD_MKL_INTEL_PATH": "1 preloads the MKL vendor-check stub; 0 or unset: MKL's default path",
+    "RESGD_GRAD_BACKEND": "manual or autograd; unset: manual",
+    "RESGD_REQUIRE_SITE": "1 makes the site tests fail, not skip, without the built site",
+}
+"""Every variable this package reads, with what it accepts (``python -m resgd info`` prints them)."""
+
+
+class SettingError(ConfigError):
+    """A ``RESGD_*`` variable whose value cannot be used (exit status 2, as every bad setting)."""
+
+
+def _env(environ: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if environ is None else environ
+
+
+def _raw(name: str, environ: Mapping[str, str] | None) -> str:
+    return _env(environ).get(name, "").strip()
+
+
+def _choice(label: str, value: str, choices: tuple[str, ...]) -> str:
+    """``value`` lower-cased if one of ``choices``; ``label`` names where it came from (``$VAR`` or ``--flag``)."""
+    if value.lower() not in choices:
+        raise SettingError(f"{label}={value!r}: expected one of {', '.join(choices)}")
+    return value.lower()
+
+
+def _flag(name: str, environ: Mapping[str, str] | None, true=_TRUE, false=_FALSE) -> bool:
+    value = _raw(name, environ).lower()
+    if value in true:
+        return True
+    if value in false:
+        return False
+    raise SettingError(f"${name}={value!r}: expected one of {', '.join(v for v in (*true, *false) if v)} (or unset)")
+
+
+def mode(flag: str | None = None, *, interactive: bool = False, environ: Mapping[str, str] | None = None) -> str:
+    """``quick`` or ``full``: ``flag`` if given, else ``$RESGD_MODE``, else ``full`` (``quick`` when
+    ``interactive``: a notebook opened by hand). See the module docstring."""
+    if flag is not None:
+        return _choice("--mode", str(flag).strip(), MODES)
+    value = _raw("RESGD_MODE", environ)
+    if not value:
+        return "quick" if interactive else "full"
+    return _choice("$RESGD_MODE", value, MODES)
+
+
+def data_dir(environ: Mapping[str, str] | None = None) -> Path | None:
+    """``$RESGD_DATA_DIR`` as a folder that exists, or None when unset (a typo must not silently
+    send Jena to its synthetic stand-in)."""
+    value = _raw("RESGD_DATA_DIR", environ)
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise SettingError(
+            f"RESGD_DATA_DIR={value}: {path} {what}; set RESGD_DATA_DIR to the folder holding jena/, sst2/ "
+            f"and glove/ (laid out like the project's shared data folder), or unset it to use the data "
+            f"cache and downloads"
+        )
+    return path
+
+
+def download_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$RESGD_CACHE_DIR``, else the per-user cache: downloaded and parsed data (not the run cache)."""
+    value = _raw("RESGD_CACHE_DIR", environ)
+    if value:
+        return Path(value).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("resgd"))
+
+
+def offline(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``$RESGD_OFFLINE`` forbids downloads."""
+    return _flag("RESGD_OFFLINE", environ)
+
+
+def results_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$RESGD_RESULTS_DIR``, else ``./results``."""
+    return Path(_raw("RESGD_RESULTS_DIR", environ) or "results").expanduser()
+
+
+def figures_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$RESGD_FIGURES_DIR``, else ``./figures``."""
+    return Path(_raw("RESGD_FIGURES_DIR", environ) or "figures").expanduser()
+
+
+def scheduler(environ: Mapping[str, str] | None = None) -> str | None:
+    """``$RESGD_SCHEDULER`` (a scheduler address; checked when used: :func:`resgd.pipeline.sweep.check_scheduler`), else None."""
+    return _raw("RESGD_SCHEDULER", environ) or None
+
+
+def mkl_intel_path(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``$RESGD_MKL_INTEL_PATH`` asks for MKL's Intel path (``1``; ``0`` or unset: no)."""
+    value = _raw("RESGD_MKL_INTEL_PATH", environ)
+    if value not in ("", "0", "1"):
+        raise SettingError(f"$RESGD_MKL_INTEL_PATH={value!r}: expected 1 (use MKL's Intel path) or 0/unset (MKL's default)")
+    return value == "1"
+
+
+def grad_backend(environ: Mapping[str, str] | None = None) -> str:
+    """``$RESGD_GRAD_BACKEND`` (``manual`` or ``autograd``), else ``manual``."""
+    value = _raw("RESGD_GRAD_BACKEND", environ)
+    return _choice("$RESGD_GRAD_BACKEND", value, GRAD_BACKENDS) if value else "manual"
+
+
+def require_site(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``$RESGD_REQUIRE_SITE=1`` makes the site tests fail rather than skip."""
+    return _flag("RESGD_REQUIRE_SITE", environ)
+
+
+def check_all(environ: Mapping[str, str] | None = None) -> dict[str, object]:
+    """Every setting, validated now (the first bad one raises :class:`SettingError`); also flags a
+    ``RESGD_*`` variable this package does not know (a typo such as ``RESGD_MOD``)."""
+    env = _env(environ)
+    unknown = sorted(name for name in env if name.startswith("RESGD_") and name not in VARIABLES)
+    if unknown:
+        raise SettingError(f"${unknown[0]}: not a setting of this package (known: {', '.join(VARIABLES)}); "
+                           f"unset it or fix its name")
+    return {
+        "RESGD_MODE": mode(environ=environ),
+        "RESGD_DATA_DIR": data_dir(environ),
+        "RESGD_CACHE_DIR": download_cache_dir(environ),
+        "RESGD_OFFLINE": offline(environ),
+        "RESGD_RESULTS_DIR": results_dir(environ),
+        "RESGD_FIGURES_DIR": figures_dir(environ),
+        "RESGD_SCHEDULER": scheduler(environ),
+        "RESGD_MKL_INTEL_PATH": mkl_intel_path(environ),
+        "RESGD_GRAD_BACKEND": grad_backend(environ),
+        "RESGD_REQUIRE_SITE": require_site(environ),
+    }

@@ -1,0 +1,24 @@
+"""Task functions for the fault tests' real Dask workers (importable there: the workers get ``tests/`` on their path)."""
+
+from __future__ import annotations
+
+import time
+
+
+def slow_square(x: int) -> int:
+    """A task that takes a while, so that the test can disturb the cluster mid-run."""
+    time.sleep(0.3 if x == 0 else 3.0)
+    return x * x
+
+
+def dies_once(arg: tuple[str, int]) -> int:
+    """Kills its own worker process the first time (a marker file says it happened), then returns x + 1."""
+    import os
+    import signal
+    from pathlib import Path
+
+    marker, x = arg
+    if x == 0 and not Path(marker).exists():
+        Path(marker).write_text("died")
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x + 1
