@@ -1,4 +1,4 @@
-"""``python -m resgd``: argument errors are clear, targets are called, missing parts are named."""
+"""``python -m resgd``: argument errors are clear, the named parts are called with one signature."""
 
 from __future__ import annotations
 
@@ -15,24 +15,15 @@ CALLS: list[tuple] = []
 
 @pytest.fixture
 def fake_targets(monkeypatch, tmp_path):
-    """Two fake modules in sys.modules, one with a reproduce function and one without."""
+    """Two fake parts with the studies' one signature, ``reproduce(quick, figures_dir, *, n_jobs, scheduler)``."""
     CALLS.clear()
     monkeypatch.setenv("RESGD_OFFLINE", "1")  # `reproduce --only jena` first looks for the Jena file
     monkeypatch.setenv("RESGD_CACHE_DIR", str(tmp_path / "data_cache"))
-    done = types.ModuleType("resgd_fake_done")
-    done.reproduce = lambda quick, directory, scheduler=None: CALLS.append(("done", quick, directory, scheduler))
-    data = types.ModuleType("resgd_fake_data")
-    data.reproduce = lambda dataset, quick, directory, n_jobs=2, scheduler=None: CALLS.append(
-        (dataset, quick, directory, n_jobs, scheduler))
-    empty = types.ModuleType("resgd_fake_empty")
-    for module in (done, data, empty):
-        monkeypatch.setitem(sys.modules, module.__name__, module)
-    return {
-        "setup": ("resgd_fake_done", "reproduce"),
-        "theorem1": ("resgd_fake_empty", "reproduce"),
-        "collapse": ("resgd_fake_missing_module", "reproduce"),
-        "jena": ("resgd_fake_data", "reproduce"),
-    }
+
+    def part(name):
+        return lambda quick, figures_dir, *, n_jobs, scheduler: CALLS.append((name, quick, figures_dir, n_jobs, scheduler))
+
+    return {"setup": part("done"), "jena": part("jena")}
 
 
 def test_reproduce_calls_the_named_parts(fake_targets, tmp_path, monkeypatch, capsys):
@@ -43,9 +34,9 @@ def test_reproduce_calls_the_named_parts(fake_targets, tmp_path, monkeypatch, ca
         address = f"tcp://127.0.0.1:{listening.getsockname()[1]}"
         code = cli.main(["reproduce", "--quick", "--only", "jena", "setup", "--figures-dir", str(tmp_path),
                          "--jobs", "1", "--results-dir", str(tmp_path / "r"), "--scheduler", address],
-                        targets=fake_targets)
+                        parts=fake_targets)
     assert code == 0
-    assert CALLS == [("jena", True, str(tmp_path), 1, address), ("done", True, str(tmp_path), address)]
+    assert CALLS == [("jena", True, str(tmp_path), 1, address), ("done", True, str(tmp_path), 1, address)]
     assert "jena, setup done" in capsys.readouterr().out
     import os
 
@@ -64,14 +55,14 @@ def test_a_bad_setting_stops_reproduce_before_any_part_runs(fake_targets, tmp_pa
                                                            variable, value, status, message):
     """Settings read deep inside a part are checked first: a typo costs no minutes of work."""
     monkeypatch.setenv(variable, value)
-    code = cli.main(["reproduce", "--quick", "--only", "setup", "--figures-dir", str(tmp_path)], targets=fake_targets)
+    code = cli.main(["reproduce", "--quick", "--only", "setup", "--figures-dir", str(tmp_path)], parts=fake_targets)
     assert code == status and CALLS == []
     assert message in capsys.readouterr().err
 
 
 def test_unknown_name_is_a_clear_usage_error(fake_targets, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["reproduce", "--only", "figure9"], targets=fake_targets)
+        cli.main(["reproduce", "--only", "figure9"], parts=fake_targets)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "invalid choice: 'figure9'" in err and "setup" in err and "jena" in err
@@ -91,22 +82,17 @@ def test_argument_errors(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name, message", [
-    ("theorem1", "resgd_fake_empty has no function reproduce(quick, directory) yet"),
-    ("collapse", "module resgd_fake_missing_module does not exist yet"),
-])
-def test_a_part_that_is_not_written_yet_is_named(fake_targets, capsys, name, message):
-    assert cli.main(["reproduce", "--only", "setup", name], targets=fake_targets) == 1
-    assert message in capsys.readouterr().err
-    assert CALLS == []  # checked before any work starts
+def test_default_parts_cover_the_documented_names_with_one_signature():
+    import inspect
 
-
-def test_default_targets_cover_the_documented_names():
-    assert list(cli.TARGETS) == ["setup", "theorem1", "collapse", "jena", "sst2", "robustness"]
-    assert cli.resolve("jena").__module__ == "resgd.experiments.study"
-    assert cli.resolve("robustness").__module__ == "resgd.robustness.study"
-    with pytest.raises(cli.CLIError, match="unknown name 'fig9'"):
-        cli.resolve("fig9")
+    parts = cli.study_parts()
+    assert list(parts) == list(cli.PARTS) == ["setup", "theorem1", "collapse", "jena", "sst2", "robustness"]
+    assert parts["jena"].__module__ == "resgd.experiments.study"
+    assert parts["robustness"].__module__ == "resgd.robustness.study"
+    for name, function in parts.items():
+        params = inspect.signature(function).parameters
+        assert list(params)[:2] == ["quick", "figures_dir"], name
+        assert params["n_jobs"].kind is params["scheduler"].kind is inspect.Parameter.KEYWORD_ONLY, name
 
 
 def test_info_prints_versions_and_data_source(monkeypatch, capsys):
@@ -130,8 +116,8 @@ def test_an_unwritable_output_folder_stops_the_run_before_any_part(fake_targets,
     argv = ["reproduce", "--only", "setup", "jena", "--figures-dir", str(tmp_path / "figures"),
             "--results-dir", str(tmp_path)]
     with pytest.raises(OutputError, match="cache is not writable"):
-        cli.main([*argv, "--debug"], targets=fake_targets)
-    assert cli.main(argv, targets=fake_targets) == 1  # without --debug: one line, no traceback
+        cli.main([*argv, "--debug"], parts=fake_targets)
+    assert cli.main(argv, parts=fake_targets) == 1  # without --debug: one line, no traceback
     assert CALLS == []  # not even the part that writes only figures ran
 
 
@@ -140,7 +126,7 @@ def test_an_unwritable_output_folder_stops_the_run_before_any_part(fake_targets,
 WRITES = types.ModuleType("resgd_fake_writes")
 
 
-def _writes_like_a_part(quick, directory, scheduler=None):
+def _writes_like_a_part(quick, directory, *, n_jobs, scheduler):
     """What every real part does: a table through resgd.atomic into the results folder, a figure
     through resgd.plots.save_figure into the figures folder."""
     import os
@@ -171,7 +157,7 @@ WRITES.reproduce = _writes_like_a_part
 def writing_part(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, WRITES.__name__, WRITES)
     monkeypatch.setenv("RESGD_RESULTS_DIR", str(tmp_path / "unused"))  # restored after the test
-    targets = {"setup": (WRITES.__name__, "reproduce")}
+    targets = {"setup": lambda *args, **kwargs: WRITES.reproduce(*args, **kwargs)}  # looked up when called: tests replace it
     argv = ["reproduce", "--only", "setup", "--figures-dir", str(tmp_path / "figures"), "--results-dir", str(tmp_path / "results")]
     return targets, argv
 
@@ -188,7 +174,7 @@ def _one_line_error(capsys) -> str:
 
 def test_the_writing_part_works(writing_part, tmp_path):
     targets, argv = writing_part
-    assert cli.main(argv, targets=targets) == 0
+    assert cli.main(argv, parts=targets) == 0
     assert (tmp_path / "results" / "part" / "verdicts.json").is_file()
     assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["part_figure.pdf", "part_figure.png"]
 
@@ -196,7 +182,7 @@ def test_the_writing_part_works(writing_part, tmp_path):
 def test_results_path_that_is_a_file(writing_part, tmp_path, capsys):
     targets, argv = writing_part
     (tmp_path / "results").write_text("not a folder")
-    assert cli.main(argv, targets=targets) == 1
+    assert cli.main(argv, parts=targets) == 1
     line = _one_line_error(capsys)
     assert str(tmp_path / "results" / "part") in line and "Not a directory" in line and "--results-dir" in line
 
@@ -218,7 +204,7 @@ def test_read_only_output_folder(writing_part, tmp_path, capsys, monkeypatch, fo
 
     monkeypatch.setattr(resgd.atomic.tempfile, "mkstemp", mkstemp)
     targets, argv = writing_part
-    assert cli.main(argv, targets=targets) == 1
+    assert cli.main(argv, parts=targets) == 1
     line = _one_line_error(capsys)
     assert "Permission denied" in line and str(tmp_path / folder) in line and "not writable" in line
 
@@ -236,7 +222,7 @@ def test_full_disk_while_writing_a_table(writing_part, tmp_path, capsys, monkeyp
 
     monkeypatch.setattr(Path, "write_text", write_text)
     targets, argv = writing_part
-    assert cli.main(argv, targets=targets) == 1
+    assert cli.main(argv, parts=targets) == 1
     line = _one_line_error(capsys)
     assert "verdicts.json: No space left on device; the disk is full" in line
     assert not any((tmp_path / "results" / "part").iterdir())  # no temporary left behind
@@ -255,7 +241,7 @@ def test_full_disk_while_writing_a_pdf_figure_is_not_a_zlib_error(writing_part, 
 
     monkeypatch.setattr(Figure, "savefig", savefig)
     targets, argv = writing_part
-    assert cli.main(argv, targets=targets) == 1
+    assert cli.main(argv, parts=targets) == 1
     line = _one_line_error(capsys)
     assert "part_figure.pdf: No space left on device; the disk is full" in line and "zlib" not in line
 
@@ -263,28 +249,28 @@ def test_full_disk_while_writing_a_pdf_figure_is_not_a_zlib_error(writing_part, 
 def test_bad_data_is_one_line_with_exit_1(writing_part, capsys, monkeypatch):
     from resgd.data import DataError
 
-    def bad_data(quick, directory, scheduler=None):
+    def bad_data(quick, directory, *, n_jobs, scheduler):
         raise DataError("/data/sst2/train.tsv.gz: cannot read the file; it is truncated or corrupt")
 
     monkeypatch.setattr(WRITES, "reproduce", bad_data)
     targets, argv = writing_part
-    assert cli.main(argv, targets=targets) == 1
+    assert cli.main(argv, parts=targets) == 1
     assert _one_line_error(capsys) == "error: /data/sst2/train.tsv.gz: cannot read the file; it is truncated or corrupt"
 
 
 def test_a_bug_keeps_its_traceback(writing_part, monkeypatch):
-    def bug(quick, directory, scheduler=None):
+    def bug(quick, directory, *, n_jobs, scheduler):
         raise KeyError("not an error of the user")
 
     monkeypatch.setattr(WRITES, "reproduce", bug)
     targets, argv = writing_part
     with pytest.raises(KeyError):
-        cli.main(argv, targets=targets)
+        cli.main(argv, parts=targets)
 
 
 def test_missing_data_dir_is_reported(fake_targets, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RESGD_DATA_DIR", str(tmp_path / "no_such_folder"))
-    assert cli.main(["reproduce", "--only", "jena"], targets=fake_targets) == 2  # a bad setting: exit 2, as the README promises (issue 24 item 8)
+    assert cli.main(["reproduce", "--only", "jena"], parts=fake_targets) == 2  # a bad setting: exit 2, as the README promises (issue 24 item 8)
     line = _one_line_error(capsys)
     assert f"RESGD_DATA_DIR={tmp_path / 'no_such_folder'}" in line and "does not exist" in line
     assert CALLS == []  # before any work
@@ -294,11 +280,11 @@ def test_jena_on_the_standin_is_said_on_the_console(fake_targets, tmp_path, monk
     data = tmp_path / "data"
     (data / "jena").mkdir(parents=True)
     monkeypatch.setenv("RESGD_DATA_DIR", str(data))
-    assert cli.main(["reproduce", "--only", "jena"], targets=fake_targets) == 0
+    assert cli.main(["reproduce", "--only", "jena"], parts=fake_targets) == 0
     err = capsys.readouterr().err
     assert "note: jena runs on the SYNTHETIC stand-in" in err and "RESGD_OFFLINE" in err
     (data / "jena" / "jena_climate_2009_2016.csv").write_text("the real file is here")
-    assert cli.main(["reproduce", "--only", "jena"], targets=fake_targets) == 0
+    assert cli.main(["reproduce", "--only", "jena"], parts=fake_targets) == 0
     assert "SYNTHETIC" not in capsys.readouterr().err
 
 
@@ -345,8 +331,8 @@ def test_reproduce_honours_resgd_mode(fake_targets, tmp_path, monkeypatch, env, 
     monkeypatch.delenv("RESGD_MODE", raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    assert cli.main(["reproduce", *flag, "--only", "setup", "--figures-dir", str(tmp_path)], targets=fake_targets) == 0
-    assert CALLS == [("done", quick, str(tmp_path), None)]
+    assert cli.main(["reproduce", *flag, "--only", "setup", "--figures-dir", str(tmp_path)], parts=fake_targets) == 0
+    assert CALLS == [("done", quick, str(tmp_path), 2, None)]
 
 
 @pytest.mark.parametrize("address, words", [("tcp://127.0.0.1:1", "nothing answers at 127.0.0.1:1"),
@@ -357,7 +343,7 @@ def test_a_bad_scheduler_address_is_one_line_and_exit_2_before_any_work(fake_tar
 
     start = time.monotonic()
     code = cli.main(["reproduce", "--only", "setup", "--figures-dir", str(tmp_path), "--scheduler", address],
-                    targets=fake_targets)
+                    parts=fake_targets)
     err = capsys.readouterr().err.strip()
     assert code == 2 and CALLS == [] and words in err and "\n" not in err
     assert time.monotonic() - start < 30  # the check waits at most SCHEDULER_CHECK_S (5 s) per address

@@ -11,14 +11,11 @@ that cannot be written, a full disk) print one line and exit with 1 (data, files
 ``--debug`` shows the traceback (see :mod:`resgd.user_errors`).
 
 ``NAME`` is one of ``setup``, ``theorem1``, ``collapse``, ``jena``, ``sst2``, ``robustness`` (default:
-all, in that order; ``robustness`` calls :func:`resgd.robustness.study.reproduce`, the claims' map).
-``jena``/``sst2`` call :func:`resgd.experiments.study.reproduce`; ``setup``/``theorem1`` call
-``resgd.theorem1.study.reproduce_setup``/``reproduce_theorem1`` and ``collapse`` calls
-``resgd.collapse.study.reproduce``, each as ``function(quick, directory, scheduler=...)`` (see
-:data:`TARGETS`), imported only when asked for; every one runs through
+all, in that order). :func:`study_parts` maps each name to its study's entry point, all with one
+signature, ``reproduce(quick, figures_dir, *, n_jobs, scheduler)``; every one runs through
 :func:`resgd.pipeline.reproduce.reproduce_part`. ``--scheduler`` sends the sweeps to a scheduler
-(:mod:`resgd.pipeline.sweep`). Sizes come from each module's presets (``--quick`` selects the quick ones), the
-same ones the notebooks use.
+(:mod:`resgd.pipeline.sweep`). Sizes come from each study's presets (``--quick`` selects the quick
+ones), the same ones the notebooks use.
 """
 
 from __future__ import annotations
@@ -32,50 +29,35 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
-TARGETS: dict[str, tuple[str, str]] = {
-    "setup": ("resgd.theorem1.study", "reproduce_setup"),
-    "theorem1": ("resgd.theorem1.study", "reproduce_theorem1"),
-    "collapse": ("resgd.collapse.study", "reproduce"),
-    "jena": ("resgd.experiments.study", "reproduce"),
-    "sst2": ("resgd.experiments.study", "reproduce"),
-    "robustness": ("resgd.robustness.study", "reproduce"),
-}
-"""NAME → (module, function). The function is called as ``function(quick, directory, scheduler=...)``;
-for the data sets as ``reproduce(dataset, quick, directory, n_jobs=..., scheduler=...)``."""
+PARTS = ("setup", "theorem1", "collapse", "jena", "sst2", "robustness")
+"""The parts of ``reproduce``, in the order they run (the book's order)."""
 
-DATASET_TARGETS = ("jena", "sst2")
-WRITES_RESULTS = (*DATASET_TARGETS, "robustness")
+WRITES_RESULTS = ("jena", "sst2", "robustness")
 """Parts that write tables into the results folder and use the run cache."""
 
-
-class CLIError(RuntimeError):
-    """A command that cannot run; the message says why and what to do."""
-
-
-def resolve(name: str, targets: Mapping[str, tuple[str, str]] = TARGETS) -> Callable:
-    """The ``reproduce`` function behind ``name``, imported now; a clear error if it is not there yet."""
-    if name not in targets:
-        raise CLIError(f"unknown name {name!r}; choose from {', '.join(targets)}")
-    module_name, function_name = targets[name]
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as err:
-        if err.name and module_name.startswith(err.name):
-            raise CLIError(
-                f"{name!r}: module {module_name} does not exist yet, so {module_name}.{function_name}"
-                f"(quick, directory) cannot be called; run the matching notebook instead"
-            ) from err
-        raise
-    function = getattr(module, function_name, None)
-    if not callable(function):
-        raise CLIError(
-            f"{name!r}: {module_name} has no function {function_name}(quick, directory) yet; "
-            f"run the matching notebook instead"
-        )
-    return function
+Part = Callable[..., dict]
+"""A study's entry point: ``reproduce(quick, figures_dir, *, n_jobs, scheduler) -> {name: path}``."""
 
 
-def build_parser(targets: Mapping[str, tuple[str, str]] = TARGETS) -> argparse.ArgumentParser:
+def study_parts() -> dict[str, Part]:
+    """Part name → the study's ``reproduce`` function (imported here, when a command runs: the
+    studies import torch, which ``--help`` and argument errors do not need)."""
+    from .collapse import study as collapse
+    from .experiments import study as experiments
+    from .robustness import study as robustness
+    from .theorem1 import study as theorem1
+
+    return {
+        "setup": theorem1.reproduce_setup,
+        "theorem1": theorem1.reproduce_theorem1,
+        "collapse": collapse.reproduce,
+        "jena": experiments.reproduce_jena,
+        "sst2": experiments.reproduce_sst2,
+        "robustness": robustness.reproduce,
+    }
+
+
+def build_parser(names: Sequence[str] = PARTS) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m resgd",
         description="Reproduce the companion's figures and tables (arXiv 2506.05249) without Jupyter.",
@@ -88,8 +70,8 @@ def build_parser(targets: Mapping[str, tuple[str, str]] = TARGETS) -> argparse.A
     rep.add_argument("--debug", **debug, default=argparse.SUPPRESS)  # before or after the command
     rep.add_argument("--quick", action="store_const", const="quick", dest="mode", default=None,
                      help="quick sizes (minutes) instead of the full ones (default: $RESGD_MODE, else full)")
-    rep.add_argument("--only", nargs="+", metavar="NAME", choices=list(targets),
-                     help=f"only these parts (choose from: {', '.join(targets)}); default: all")
+    rep.add_argument("--only", nargs="+", metavar="NAME", choices=list(names),
+                     help=f"only these parts (choose from: {', '.join(names)}); default: all")
     rep.add_argument("--figures-dir", metavar="DIR", default=None,
                      help="where figures go (default: $RESGD_FIGURES_DIR, else ./figures)")
     rep.add_argument("--results-dir", metavar="DIR", default=None,
@@ -114,15 +96,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def reproduce_command(args: argparse.Namespace, targets: Mapping[str, tuple[str, str]] = TARGETS, out=print) -> int:
+def reproduce_command(args: argparse.Namespace, parts: Mapping[str, Part] | None = None, out=print) -> int:
     from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
 
     from . import settings
 
-    names = list(dict.fromkeys(args.only or list(targets)))
+    names = list(dict.fromkeys(args.only or list(PARTS if parts is None else parts)))
     if args.results_dir:
         os.environ["RESGD_RESULTS_DIR"] = str(args.results_dir)
-    functions = {name: resolve(name, targets) for name in names}  # fail before any work starts
+    functions = study_parts() if parts is None else parts
     check_environment()
     mode = settings.mode(args.mode)  # --quick, else $RESGD_MODE, else full
     quick = mode == "quick"
@@ -134,12 +116,7 @@ def reproduce_command(args: argparse.Namespace, targets: Mapping[str, tuple[str,
     for name in bar:
         bar.set_postfix_str(name)
         start = time.perf_counter()
-        function = partial(functions[name], scheduler=scheduler)
-        if name in DATASET_TARGETS:
-            function = partial(function, name, n_jobs=args.jobs)
-        elif name == "robustness":
-            function = partial(function, n_jobs=args.jobs)
-        function(quick, args.figures_dir)
+        functions[name](quick, args.figures_dir, n_jobs=args.jobs, scheduler=scheduler)
         tqdm.write(f"{name}: done in {time.perf_counter() - start:.1f} s")
     out(f"reproduce ({mode}): {', '.join(names)} done")
     return 0
@@ -227,24 +204,22 @@ def data_sources() -> str:
     return "\n  " + "\n  ".join(lines)
 
 
-def main(argv: Sequence[str] | None = None, *, targets: Mapping[str, tuple[str, str]] = TARGETS) -> int:
+def main(argv: Sequence[str] | None = None, *, parts: Mapping[str, Part] | None = None) -> int:
+    """``parts`` replaces :func:`study_parts` (the tests pass their own)."""
     from .user_errors import describe_stop, stop_on_signals
 
-    parser = build_parser(targets)
+    parser = build_parser(PARTS if parts is None else list(parts))
     args = parser.parse_args(argv)
     try:
         with stop_on_signals():  # SIGTERM as Ctrl-C: workers ended, one line, exit 143 (130 for Ctrl-C)
             if args.command == "reproduce":
-                return reproduce_command(args, targets)
+                return reproduce_command(args, parts)
             return info_command()
     except KeyboardInterrupt as stop:
         status, message = describe_stop(stop, f"python -m resgd {args.command}")
         print(f"\n{message}; the results computed so far are cached and a new run resumes from them",
               file=sys.stderr)
         return status
-    except CLIError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
     except Exception as err:
         from .user_errors import describe  # imports the data package: only when needed
 
