@@ -140,12 +140,13 @@ def plot_beta_sweep(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
 def _twin_label(k) -> str:
     if k["beta"] == 1.0:
         return f"L = {int(k['n_layers'])}, residual"
-    return f"L = {int(k['n_layers'])}, no residual" + (" (dead-by-init twin)" if k["twin_init"] == "scaled" else "")
+    return f"L = {int(k['n_layers'])}, no residual" + (", 1/√L init (dead at init when deep)" if k["twin_init"] == "scaled" else "")
 
 
 def plot_depth(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
     """Paper's Fig. 3b read as speed: Φ(t)/Φ(0) of L-layer models with residual connections
-    (solid), their living twins without (dashed) and the dead-by-init twins (dotted, grey edge),
+    (solid), their living twins without (dashed) and the twins with the residual model's 1/√L init
+    (dotted; dead at initialisation at L = 6, 10),
     one panel per step-size protocol."""
     use_style()
     fig, panels = _panels(curves, height=4.0)
