@@ -57,12 +57,14 @@ def page_work(dataset: str, quick: bool, cache_dir: str | Path | None = None) ->
     finally:
         resgd.experiments.runs._compute_stack = compute
     rows = []
-    for (experiment, beta, L, seed), h in results.runs.groupby(["experiment", "beta", "n_layers", "seed"]):
+    # one row per trained configuration (its cache key): a run two arms share was trained once
+    for _, h in results.runs.groupby("key", sort=False):
         last = h.iloc[-1]
         ran = int(last["diverged_at"]) if bool(last["diverged"]) else int(last["iterations"])
-        flops = step_flops(s.model(float(beta), int(L)), s.N, s.n)["total"]
-        rows.append({"dataset": dataset, "experiment": experiment, "beta": beta, "n_layers": int(L), "seed": int(seed),
-                     "iterations_run": ran, "step_flops": flops, "flops": flops * ran})
+        beta, L = float(last["beta"]), int(last["n_layers"])
+        flops = step_flops(s.model(beta, L, float(last["beta_ffn"])), int(last["n_train"]), s.n)["total"]
+        rows.append({"dataset": dataset, "experiment": last["experiment"], "beta": beta, "n_layers": L,
+                     "seed": int(last["seed"]), "iterations_run": ran, "step_flops": flops, "flops": flops * ran})
     return pd.DataFrame(rows)
 
 

@@ -43,7 +43,8 @@ from .metrics import _metrics, _stacked_metrics
 from .run_config import RunConfig, config_key
 
 CONFIG_COLUMNS = (
-    "experiment", "dataset", "is_standin", "source_label", "n_train", "n_tokens", "beta", "n_layers",
+    "experiment", "dataset", "is_standin", "source_label", "n_train", "n_tokens", "beta", "beta_ffn", "v_scale",
+    "ffn_scale", "n_layers",
     "d_qk", "m", "seed", "lr", "iterations", "reduction", "diverged", "diverged_at", "loss_zero",
     "test_loss", "train_acc", "test_acc", "key",
 )
@@ -121,6 +122,9 @@ def _frame(config: RunConfig, data, history: pd.DataFrame, diverged: bool, metri
         "n_train": config.dataset.n_train,
         "n_tokens": config.dataset.n_tokens,
         "beta": float(cfg.beta),
+        "beta_ffn": float(cfg.residual_ffn),
+        "v_scale": float(cfg.v_scale),
+        "ffn_scale": float(cfg.ffn_scale),
         "n_layers": cfg.n_layers,
         "d_qk": cfg.d_qk,
         "m": cfg.m,

@@ -9,14 +9,14 @@
   initial weights (:func:`resgd.core.smoothness.smoothness_fast`), ``c`` ∈ :data:`THEORY_FACTORS`.
   Theorem 1 speaks to this protocol: its guarantee is μα with μ ≤ 1/L, and L grows with ‖Z‖ and so
   with β. One μ per configuration, from the first seed's θ⁰ (all seeds of a configuration share it).
+
+``s`` below is a :class:`resgd.experiments.study.Settings` (not imported: the study imports this module).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
 import numpy as np
 import pandas as pd
 
@@ -28,9 +28,6 @@ from ..data.spec import load_dataset
 from ..pipeline.cache import ResultsCache, hash_key
 from ..validation import ConfigError, check_choice
 from .runs import sweep
-
-if TYPE_CHECKING:
-    from .study import Settings
 
 PROTOCOLS = ("common", "own", "best", "theory")
 THEORY_FACTORS = (0.25, 0.5, 1.0)
@@ -53,7 +50,7 @@ def probe_stable(history: pd.DataFrame, diverged: bool) -> bool:
 
 
 def choose_lr(
-    s: "Settings",
+    s,
     n_layers: Sequence[int],
     *,
     n_jobs: int = 2,
@@ -89,7 +86,7 @@ def choose_lr(
     return largest * s.safety, table
 
 
-def smoothness(s: "Settings", beta: float, n_layers: int, *, beta_ffn: float | None = None,
+def smoothness(s, beta: float, n_layers: int, *, beta_ffn: float | None = None,
                seed: int | None = None, cache_dir: str | os.PathLike | None = None) -> float:
     """L̂(β, L, θ⁰) of the loss the runs minimise (``s.reduction``), at the initial weights of
     ``seed`` (default: the first seed); cached like a run. Computed in float64 whatever the runs'
@@ -110,7 +107,7 @@ def smoothness(s: "Settings", beta: float, n_layers: int, *, beta_ffn: float | N
     return float(frame["L_hat"].iloc[0])
 
 
-def theory_lr(s: "Settings", beta: float, n_layers: int, c: float = THEORY_PRIMARY, *, beta_ffn: float | None = None,
+def theory_lr(s, beta: float, n_layers: int, c: float = THEORY_PRIMARY, *, beta_ffn: float | None = None,
               cache_dir: str | os.PathLike | None = None) -> float:
     """The ``theory`` protocol's step: μ = c / L̂(β, L, θ⁰) (one μ for every seed of the configuration)."""
     check_protocol("theory", c)

@@ -217,7 +217,7 @@ def choices_table(s: Settings) -> pd.DataFrame:
         ("initialisation", f"every weight N(0, scale²/fan_in); qk_scale = {s.qk_scale}", "Settings.qk_scale"),
         ("start", f"read-out scale {s.equal_out_scale}: Ŷ⁰ ≈ 0, every model starts near Φ(Ŷ = 0)" if s.start == "equal" else f"read-out scale {s.out_scale}", "Settings.start, equal_out_scale, out_scale"),
         ("depth scaling of the init", "W_V, W_1, W_2 scaled by 1/√L in every sublayer with its skip" if s.branch_scale == "1/sqrt(L)" else "no depth scaling", "Settings.branch_scale"),
-        ("twin without residual", f"'{s.twin_init}': " + ("a sublayer without skip gets W_V scale 1 and W_1, W_2 scale √2 (keeps its signal)" if s.twin_init == "living" else "the same depth scaling as the residual model (dead at L = 6, 10)") + "; the depth figure also shows the other ('scaled', dead-by-init) twin, labelled", "Settings.twin_init"),
+        ("twin without residual", f"'{s.twin_init}': " + ("a sublayer without skip gets W_V scale 1 and W_1, W_2 scale √2 (keeps its signal)" if s.twin_init == "living" else "the same depth scaling as the residual model (dead at L = 6, 10)") + "; the depth figure also shows the 'scaled' (1/√L-init) twin, labelled, dead at L = 6, 10", "Settings.twin_init"),
         ("residual placement", "β multiplies the skip path of both sublayers (β_ffn = β) except in the factorial, which sets β_ffn apart", "ModelConfig.beta, beta_ffn"),
         ("activation, logit scale", f"{s.activation}, logits / √d_qk" if s.logit_scale == "sqrt" else f"{s.activation}, logits / d_qk", "Settings.activation, Settings.logit_scale"),
         ("step size: common", f"largest μ on the grid {list(s.lr_grid)} for which every β = 1 model of the comparison has a finite loss, lower after {s.probe_iterations} GD steps than at the start (seed {s.seeds[0]}), times safety {s.safety}; one μ per comparison", "Settings.lr_grid, probe_iterations, safety"),
@@ -347,7 +347,7 @@ def twins_table(results: ExperimentResults) -> pd.DataFrame:
     (mean over seeds), Φ(T)/Φ(0) and the outcomes, per protocol, L and twin init."""
     rows = results.per_run()
     rows = rows[rows["experiment"] == "depth"].assign(
-        model=lambda t: np.where(t["beta"] == 1.0, "residual", np.where(t["twin_init"] == "living", "living twin", "dead-by-init twin")))
+        model=lambda t: np.where(t["beta"] == 1.0, "residual", np.where(t["twin_init"] == "living", "living twin", "1/√L-init twin")))
     return (rows.groupby(["protocol", "n_layers", "model"], sort=True)
             .agg(seeds=("seed", "size"), loss_0=("loss_0", "mean"), loss_T=("loss_T", "mean"),
                  loss_ratio_T=("loss_ratio_T", "median"), rate=("rate", "median"),
@@ -382,7 +382,7 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
             out[f"{slug}-f-carried"] = v.numbers["carried_by"]
     twins = twins_table(results)
     for _, row in twins.iterrows():
-        model = {"residual": "res", "living twin": "living", "dead-by-init twin": "dead"}[row["model"]]
+        model = {"residual": "res", "living twin": "living", "1/√L-init twin": "dead"}[row["model"]]
         stem = f"{SLUGS[row['protocol']]}-L{int(row['n_layers'])}-{model}"
         out[f"{stem}-loss0"], out[f"{stem}-lossT"] = float(row["loss_0"]), float(row["loss_T"])
     per_run = results.per_run()

@@ -81,10 +81,14 @@ def _title(dataset: str, what: str) -> str:
 
 
 def _panels(curves: pd.DataFrame, width: float = 4.6, height: float = 3.6):
-    """One panel per protocol present in ``curves`` (in the order they appear)."""
+    """One panel per protocol present in ``curves`` (in the order they appear), two per row."""
     protocols = list(dict.fromkeys(curves["protocol"])) or [""]
-    fig, axes = plt.subplots(1, len(protocols), figsize=(width * len(protocols), height), squeeze=False, sharey=True)
-    return fig, list(zip(protocols, axes[0]))
+    cols = min(2, len(protocols))
+    rows = -(-len(protocols) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows + 0.4), squeeze=False, sharey=True)
+    for ax in axes.flat[len(protocols):]:
+        ax.set_visible(False)
+    return fig, list(zip(protocols, axes.flat))
 
 
 def _lr_text(curves: pd.DataFrame) -> str:
@@ -95,8 +99,8 @@ def _lr_text(curves: pd.DataFrame) -> str:
 
 
 def _finish(fig: plt.Figure, curves: pd.DataFrame, dataset: str, what: str) -> plt.Figure:
-    fig.suptitle(_title(dataset, what), fontsize="medium", y=0.96)
-    fig.tight_layout(rect=(0, 0, 1, 0.92))
+    fig.suptitle(_title(dataset, what), fontsize="medium", y=0.95)
+    fig.tight_layout(rect=(0, 0, 1, 0.91))
     _banner(fig, curves)
     return fig
 
@@ -136,12 +140,13 @@ def plot_beta_sweep(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
 def _twin_label(k) -> str:
     if k["beta"] == 1.0:
         return f"L = {int(k['n_layers'])}, residual"
-    return f"L = {int(k['n_layers'])}, no residual" + (" (dead-by-init twin)" if k["twin_init"] == "scaled" else "")
+    return f"L = {int(k['n_layers'])}, no residual" + (", 1/√L init (dead at init when deep)" if k["twin_init"] == "scaled" else "")
 
 
 def plot_depth(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
     """Paper's Fig. 3b read as speed: Φ(t)/Φ(0) of L-layer models with residual connections
-    (solid), their living twins without (dashed) and the dead-by-init twins (dotted, grey edge),
+    (solid), their living twins without (dashed) and the twins with the residual model's 1/√L init
+    (dotted; dead at initialisation at L = 6, 10),
     one panel per step-size protocol."""
     use_style()
     fig, panels = _panels(curves, height=4.0)
