@@ -26,7 +26,8 @@ import os
 import pytest
 
 SLOW_FIRST = (
-    "test_robustness_agreement.py",  # the quick robustness map: about a minute on two cores when not cached
+    "test_robustness_agreement.py",  # the quick robustness map: several minutes on two cores when not cached
+    "test_faults.py",  # Dask clusters, worker processes and signals (issue 24)
     "test_book_build.py",  # papermill kernels, two notebook timeouts
     "test_dask_backend.py",  # a LocalCluster, workers killed and restarted
     "test_lab.py",  # a JupyterLab server running notebooks/01_setup.md, and a Chromium

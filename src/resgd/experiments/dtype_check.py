@@ -91,7 +91,7 @@ def compare(reference: str | Path, other: str | Path, rtol: float = RTOL, atol: 
     }
 
 
-MAP_CELL_KEYS = ["dataset", "qk_scale", "fraction", "N", "protocol", "horizon", "claim"]
+MAP_CELL_KEYS = ["dataset", "qk_scale", "fraction", "N", "protocol", "horizon", "claim", "measure"]
 
 
 def map_cell_diffs(reference: str | Path, other: str | Path) -> tuple[int, pd.DataFrame]:

@@ -28,7 +28,8 @@ import torch
 
 from ..core.conditioning import stack
 from ..core.model import ModelConfig, Params, forward
-from .quantities import hessian_norm, ntk_eigenvalues, row_sigma_min
+from ..core.smoothness import hessian_norm, ntk_eigenvalues
+from .quantities import row_sigma_min
 
 PATH_COLUMNS = ["rho", "J_bar", "inv_mu", "max_distance", "max_path_length", "A3_min_margin", "A4_max_jacobian_ratio",
                 "A4_max_smoothness_ratio", "A2", "A3_path", "A4_path", "A5_path", "A6", "in_regime",

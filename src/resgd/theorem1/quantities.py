@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from ..core.conditioning import singular_values, stack
-from ..core.smoothness import hessian_norm, jacobian, ntk_eigenvalues, smoothness_estimate  # noqa: F401 - the theorem's L̂
+from ..core.smoothness import smoothness_estimate
 from ..core.model import ModelConfig, Params, forward, init_params, weight_shapes
 from ..core.stats import empirical_rate
 from ..validation import ConfigError, check_choice

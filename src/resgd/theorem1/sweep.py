@@ -25,7 +25,8 @@ from ..pipeline.sweep import Group, execute
 from ..threads import torch_threads
 from ..validation import ConfigError
 from .path import PATH_COLUMNS, checkpoint, path_summary
-from .quantities import bound_check, make_task, ntk_eigenvalues, row_sigma_min, smoothness_estimate, theorem_alpha
+from ..core.smoothness import ntk_eigenvalues, smoothness_estimate
+from .quantities import bound_check, make_task, row_sigma_min, theorem_alpha
 
 VACUOUS_RATIO = 1e-6
 """A configuration's guarantee is *vacuous* when its bound rate is below this fraction of its measured rate."""
