@@ -65,7 +65,7 @@ def test_a_changed_verdict_and_a_changed_curve_are_caught(toy_runs, tmp_path):
 
 def test_a_changed_map_cell_verdict_is_caught(toy_runs, tmp_path):
     cells = pd.DataFrame([dict(dataset="jena", qk_scale=1.0, fraction=0.5, N=16, protocol="common", horizon=50,
-                               claim=claim, verdict=verdict)
+                               claim=claim, measure="relative", verdict=verdict)
                           for claim, verdict in (("residual_helps", "holds"), ("beta_monotone", "undecided"))])
     folders = {}
     for name in ("a", "b"):
