@@ -22,17 +22,14 @@ fractions ours/ceiling and ours/dense come from the same run. A benchmark, not a
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import torch
 
-from resgd.atomic import atomic_path
-from resgd.core.calibration import cpu_id
+from report import publish_table  # benchmarks/ is on sys.path when a script runs
 from resgd.core.model import ModelConfig, init_params
 from resgd.core.stacked import train_stacked
 from resgd.core.train import GDConfig
@@ -146,12 +143,7 @@ def main(argv=None) -> pd.DataFrame:
                 rows.append(row)
                 print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
     table = pd.DataFrame(rows)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out / "bench_map.csv") as tmp:
-        table.to_csv(tmp, index=False)
-    print(f"\nCPU: {cpu_id()}, torch {torch.__version__}, 1 thread, load {os.getloadavg()[0]:.1f}\n")
-    print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    publish_table(table, args.out, "bench_map")
     return table
 
 

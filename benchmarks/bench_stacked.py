@@ -13,15 +13,13 @@ the reported time is the median over ``--repeats``. Writes ``benchmarks/results/
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import time
-from pathlib import Path
 
 import pandas as pd
 import torch
 
+from report import publish_table  # benchmarks/ is on sys.path when a script runs
 from resgd.experiments import study as ex
 from resgd.data.spec import load_dataset
 from resgd.core.model import init_params
@@ -84,23 +82,8 @@ def main() -> None:
                     rows.append(row)
                     print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
     table = pd.DataFrame(rows)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    from resgd.atomic import atomic_path
-
-    with atomic_path(out / "bench_stacked.csv") as tmp:
-        table.to_csv(tmp, index=False)
-    print(f"\nCPU: {platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread, "
-          f"load {os.getloadavg()[0]:.1f}\n")
-    print(table.to_markdown(index=False, floatfmt=".2f") if _has_tabulate() else table.to_string(index=False))
-
-
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    publish_table(table, args.out, "bench_stacked")
+    return table
 
 
 if __name__ == "__main__":
