@@ -85,3 +85,49 @@ def test_the_checker_finds_a_cycle_through_a_function_level_import(tmp_path):
 def test_module_names_are_dotted_from_the_package():
     assert module_name(ROOT / "pipeline" / "__init__.py") == "resgd.pipeline"
     assert module_name(ROOT / "pipeline" / "sweep.py") == "resgd.pipeline.sweep"
+
+
+LAYERS = {  # README "Layout": imports point down (or sideways within a layer) only
+    "top": 5, "studies": 4, "pipeline": 3, "output": 2, "ground": 1, "helpers": 0,
+}
+HOMES = {
+    "cli": "top", "__main__": "top",
+    "theorem1": "studies", "collapse": "studies", "experiments": "studies", "robustness": "studies",
+    "pipeline": "pipeline", "plots": "output", "publish": "output",
+    "core": "ground", "data": "ground", "user_errors": "ground",  # it names the data package's errors
+    "atomic": "helpers", "validation": "helpers", "threads": "helpers", "mkl_path": "helpers", "settings": "helpers",
+}
+STUDY_USES = {("robustness", "experiments")}
+"""The one study that builds on another: the claims' map trains the experiments' runs."""
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    def home(module: str) -> str:
+        return module.split(".")[1] if "." in module else ""
+
+    bad = []
+    for module, targets in graph.items():
+        for target in targets:
+            a, b = home(module), home(target)
+            if not a or not b or a == b:
+                continue
+            up = LAYERS[HOMES[b]] > LAYERS[HOMES[a]]
+            across = HOMES[a] == HOMES[b] == "studies" and (a, b) not in STUDY_USES
+            if up or across:
+                bad.append((module, target))
+    return sorted(bad)
+
+
+def test_every_folder_has_a_layer():
+    folders = {p.name.removesuffix(".py") for p in ROOT.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    assert folders - {"__init__"} <= set(HOMES)
+
+
+def test_imports_point_down_only():
+    assert layer_violations(import_graph()) == []
+
+
+def test_the_layer_check_finds_an_upward_import():
+    assert layer_violations({"resgd.core.model": {"resgd.experiments.runs"}}) == [("resgd.core.model", "resgd.experiments.runs")]
+    assert layer_violations({"resgd.collapse.study": {"resgd.theorem1.study"}}) == [("resgd.collapse.study", "resgd.theorem1.study")]
+    assert layer_violations({"resgd.robustness.grid": {"resgd.experiments.study"}}) == []
