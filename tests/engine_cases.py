@@ -52,7 +52,8 @@ def data(kind: str, N: int, n: int, seed: int = 0):
     lengths = torch.randint(2, n + 1, (N,), generator=g)
     mask = torch.arange(n).view(1, n) < lengths.view(N, 1)
     X = X * mask.unsqueeze(-1)
-    Y = torch.where(torch.rand(N, 1, generator=g) < 0.5, -1.0, 1.0).to(torch.float64)
+    # float32 named: the draw must not follow the default dtype (tests/test_model.py sets float64 at import)
+    Y = torch.where(torch.rand(N, 1, generator=g, dtype=torch.float32) < 0.5, -1.0, 1.0).to(torch.float64)
     return X, Y, mask
 
 

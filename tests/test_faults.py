@@ -222,16 +222,12 @@ def test_a_dead_local_worker_s_tasks_are_run_again(tmp_path, capfd):
 # --------------------------------------------------------------------------- clean stops (issue 24 items 4 and 10)
 
 STOPPABLE_CLI = """
-import sys, time, types
+import sys, time
 from resgd import cli
-part = types.ModuleType("resgd_fake_slow")
-def reproduce(quick, directory, scheduler=None):
+def reproduce(quick, figures_dir, *, n_jobs, scheduler):
     print("started", flush=True)
     time.sleep(600)
-part.reproduce = reproduce
-sys.modules[part.__name__] = part
-raise SystemExit(cli.main(["reproduce", "--only", "setup", "--figures-dir", sys.argv[1]],
-                          targets={"setup": ("resgd_fake_slow", "reproduce")}))
+raise SystemExit(cli.main(["reproduce", "--only", "setup", "--figures-dir", sys.argv[1]], parts={"setup": reproduce}))
 """
 
 
