@@ -112,10 +112,7 @@ def plot_horizons(tally: pd.DataFrame, standin: str | None = None) -> plt.Figure
         ax.set_xlabel("share of cells")
         ax.invert_yaxis()
     axes[0, -1].legend(loc="lower right", fontsize=8)
-    if standin:
-        fig.suptitle(" ", fontsize=10)  # room for the banner above the panel titles
-    label_standin(fig, standin)
-    return fig
+    return _stamped(fig, standin)
 
 
 def plot_theory_link(cells: pd.DataFrame, standin: str | None = None) -> plt.Figure:
@@ -138,10 +135,7 @@ def plot_theory_link(cells: pd.DataFrame, standin: str | None = None) -> plt.Fig
         ax.set_xlabel("predicted gain\nlog σ²-ratio(Z⁰) with / without")
     axes[0, 0].set_ylabel("(a) measured effect:\nmedian log ratio of Φ(T)/Φ(0)")
     axes[0, -1].legend(fontsize=7, loc="best")
-    if standin:
-        fig.suptitle(" ", fontsize=10)
-    label_standin(fig, standin)
-    return fig
+    return _stamped(fig, standin)
 
 
 def plot_readout_link(predictions: pd.DataFrame, standin: str | None = None) -> plt.Figure:
@@ -161,6 +155,11 @@ def plot_readout_link(predictions: pd.DataFrame, standin: str | None = None) -> 
         ax.set_xlabel("predicted Φ(T)/Φ(0)\n(read-out only, features frozen at θ⁰)")
     axes[0, 0].set_ylabel("measured Φ(T)/Φ(0)")
     axes[0, -1].legend(fontsize=7, loc="best")
+    return _stamped(fig, standin)
+
+
+def _stamped(fig: plt.Figure, standin: str | None) -> plt.Figure:
+    """The stand-in banner, with an empty title reserving its room above the panel titles."""
     if standin:
         fig.suptitle(" ", fontsize=10)
     label_standin(fig, standin)
