@@ -114,6 +114,14 @@ def leftover_markup(page: str, html: str) -> list[str]:
     return [f"{page}: raw markup {m.group(0)!r}" for rx in RAW_MARKUP for m in [rx.search(text)] if m]
 
 
+def missing_pastes(page: str, source: str, html: str) -> list[str]:
+    """A page written in Markdown pastes every ``{glue:text}`` it names: a reference to another notebook's
+    key that did not resolve (a renamed key, a page not executed) is dropped from the HTML with only a warning."""
+    wanted = len(re.findall(r"\{glue:text\}`", source))
+    pasted = len(content(soup(html)).select(".pasted-text"))
+    return [] if pasted == wanted else [f"{page}: {wanted} glue references in the source, {pasted} pasted"]
+
+
 def tracebacks(page: str, html: str) -> list[str]:
     tree = soup(html)
     text = content(tree).get_text("\n")
@@ -269,6 +277,16 @@ def test_no_raw_markup_or_tracebacks():
 
 
 @pytest.mark.site
+def test_intro_pastes_every_number():
+    """The intro's *What we found* is glued across pages (``path::key``): each number must arrive."""
+    require_site()
+    source = (ROOT / "book" / "intro.md").read_text(encoding="utf8")
+    assert "::" in source  # it does glue from the chapters
+    problems = missing_pastes("book/intro.html", source, read("book/intro.html"))
+    assert not problems, report(problems)
+
+
+@pytest.mark.site
 def test_glued_figures_render_once_as_images():
     require_site()
     problems = [p for page in toc_pages() for p in glued_figure_problems(page, read(page))]
@@ -389,6 +407,14 @@ def test_checker_ignores_external_links():
 def test_checker_finds_raw_markup(text):
     html = f'<article class="bd-article"><p>{text}</p></article>'
     assert leftover_markup("book/page.html", html)
+
+
+def test_checker_finds_missing_paste():
+    source = "found {glue:text}`../notebooks/06_claims.ipynb::claims-theory-K:s` of {glue:text}`a::b:s`"
+    one = '<article class="bd-article"><p>found <span class="pasted-text">8</span> of</p></article>'
+    two = one.replace("of</p>", 'of <span class="pasted-text">3</span></p>')
+    assert missing_pastes("book/intro.html", source, one)
+    assert not missing_pastes("book/intro.html", source, two)
 
 
 def test_checker_finds_indented_directive_rendered_as_code():
