@@ -261,7 +261,7 @@ def test_figures_from_small_tables(tmp_path, monkeypatch):
         "collapse_sweep_per_sample", "collapse_sweep_stacked", "collapse_attention_maps", "collapse_attention_regimes",
         "collapse_bound_per_sample", "collapse_bound_stacked", "collapse_training", "collapse_training_interaction",
     }
-    assert set(collapse.FIGURE_NAMES.values()) == names
+    assert set(map(collapse.figure_name, collapse.FIGURE_KINDS)) == names
     assert set(paths) == names | {f"{name}.pdf" for name in names}
     for name in names:
         assert paths[name] == tmp_path / f"{name}.png" and paths[f"{name}.pdf"] == tmp_path / f"{name}.pdf"
@@ -283,14 +283,14 @@ def _tiny_preset() -> dict:
 
 
 def test_one_list_of_figure_names_and_no_literal_name_in_the_notebook():
-    """Issue 20: the notebook names its figures through collapse.FIGURE_NAMES, never by typing them."""
+    """Issue 20: the notebook names its figures through collapse.figure_name, never by typing them."""
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "notebooks" / "03_rank_collapse.md").read_text()
-    for name in collapse.FIGURE_NAMES.values():
+    for name in map(collapse.figure_name, collapse.FIGURE_KINDS):
         assert name not in text, f"{name!r} typed in the notebook"
-    with pytest.raises(KeyError, match="figure key 'nope'"):
-        collapse.make_figure("nope", {})
+    with pytest.raises(ConfigError, match="figure kind"):
+        collapse.make_figure({}, "nope")
 
 
 def test_interaction_target_is_out_of_reach_of_the_skip_path():

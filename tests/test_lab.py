@@ -26,7 +26,7 @@ import requests
 import websocket
 
 from resgd.publish import lab
-from resgd.theorem1.study import FIGURE_NAMES
+from resgd.theorem1.study import figure_name
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "notebooks/01_setup.md"
@@ -201,7 +201,7 @@ def test_01_setup_executes_in_the_project_kernel(server):
         status, outputs = kernel.run("print(quick)")
         assert text_of(outputs).strip() == "True"  # the notebook ran its quick sizes
         assert images >= 1, "the glued figure was not sent as an image (inline backend?)"
-        assert (server.figures / f"{FIGURE_NAMES['setup']}.png").is_file()
+        assert (server.figures / f"{figure_name('setup')}.png").is_file()
     finally:
         kernel.ws.close()
         server.http.delete(f"{server.url}/api/sessions/{session['id']}", timeout=60)

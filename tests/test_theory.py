@@ -15,6 +15,7 @@ from resgd.theorem1 import path, quantities, regime_map, study as theory
 from resgd.theorem1 import sweep as certificate
 from resgd.core.conditioning import spectrum
 from resgd.core.model import ModelConfig, forward, init_params
+from resgd.validation import ConfigError
 
 
 def geometric_history(rate: float, T: int = 50, phi0: float = 3.0) -> pd.DataFrame:
@@ -213,7 +214,7 @@ def test_reproduce_writes_every_figure(tmp_path, monkeypatch):
     monkeypatch.setattr(theory, "preset", lambda quick: tiny)
     paths = theory.reproduce_theorem1(True, tmp_path, n_jobs=1)
     paths |= theory.reproduce_setup(True, tmp_path, n_jobs=1)
-    for name in theory.FIGURE_NAMES.values():
+    for name in map(theory.figure_name, theory.FIGURE_KINDS):
         assert paths[name] == tmp_path / f"{name}.png" and paths[name].stat().st_size > 0
         assert (tmp_path / f"{name}.pdf").stat().st_size > 0
     sweep = pd.read_csv(paths["02_theorem1_sweep.csv"])
@@ -223,10 +224,12 @@ def test_reproduce_writes_every_figure(tmp_path, monkeypatch):
     assert set(regime["verdict"]) <= set(regime_map.VERDICTS)
 
 
-def test_make_figure_knows_every_key_and_rejects_others():
-    assert set(theory.FIGURE_TABLES) == set(theory.FIGURE_NAMES)
-    with pytest.raises(KeyError, match="figure key 'nope'"):
-        theory.make_figure("nope", pd.DataFrame())
+def test_make_figure_knows_every_kind_and_rejects_others():
+    assert set(theory.FIGURE_TABLES) == set(theory.FIGURE_KINDS)
+    with pytest.raises(ConfigError, match="figure kind"):
+        theory.make_figure(pd.DataFrame(), "nope")
+    with pytest.raises(ConfigError, match="figure kind"):
+        theory.figure_name("nope")
 
 
 # --- the hypotheses along the path ----------------------------------------------------------
@@ -299,10 +302,10 @@ def test_reproduce_parts_split_the_figures(tmp_path, monkeypatch):
 
 
 def test_no_literal_figure_name_in_the_theory_notebooks():
-    """Issue 20: the notebooks name their figures through theory.FIGURE_NAMES, never by typing them."""
+    """Issue 20: the notebooks name their figures through theory.figure_name, never by typing them."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1] / "notebooks"
     text = (root / "01_setup.md").read_text() + (root / "02_theorem1.md").read_text()
-    for name in theory.FIGURE_NAMES.values():
+    for name in map(theory.figure_name, theory.FIGURE_KINDS):
         assert name not in text, f"{name!r} typed in a notebook"

@@ -353,7 +353,7 @@ def run_all(quick: bool = True) -> dict:
     return {**results, "timings": timings}
 
 
-FIGURE_NAMES = {
+_FIGURE_FILES = {
     "sweep_per_sample": "collapse_sweep_per_sample",
     "sweep_stacked": "collapse_sweep_stacked",
     "attention_maps": "collapse_attention_maps",
@@ -363,13 +363,21 @@ FIGURE_NAMES = {
     "training": "collapse_training",
     "training_interaction": "collapse_training_interaction",
 }
-"""Figure key → file name: the one list of this study's figures (the notebook and :func:`reproduce` use it)."""
+FIGURE_KINDS = tuple(_FIGURE_FILES)
+"""This study's figures: the one list the notebook and :func:`reproduce` use (every study has
+``FIGURE_KINDS``, ``figure_name(kind, …)`` and ``make_figure(results, kind)``)."""
 FIGURE_TABLE = {"training_interaction": "training_interaction"}
 """Figures drawn only when their table was computed (the preset names an interaction target)."""
 
 
-def make_figure(key: str, results: dict):
-    """The figure ``key`` of :data:`FIGURE_NAMES` from the tables of :func:`sweep_tables`,
+def figure_name(kind: str) -> str:
+    """The file name (no suffix) of the figure ``kind``."""
+    check_choice("figure kind", kind, FIGURE_KINDS)
+    return _FIGURE_FILES[kind]
+
+
+def make_figure(results: dict, kind: str):
+    """The figure ``kind`` of :data:`FIGURE_KINDS` from the tables of :func:`sweep_tables`,
     :func:`attention_tables` and :func:`resgd.collapse.training.training_tables` (merged in ``results``)."""
     from ..plots import collapse as plots
 
@@ -384,16 +392,15 @@ def make_figure(key: str, results: dict):
         "training_interaction": lambda r: plots.plot_training(r["training_interaction"], floor=r["skip_floor_interaction"],
                                                               floor_label="best linear fit from [x_i, mean x, 1]"),
     }
-    if key not in makers:
-        raise KeyError(f"figure key {key!r}: expected one of {', '.join(FIGURE_NAMES)}")
-    return makers[key](results)
+    check_choice("figure kind", kind, FIGURE_KINDS)
+    return makers[kind](results)
 
 
 def outputs(quick: bool = True) -> Outputs:
     """Every figure of ``03_rank_collapse`` at the preset sizes."""
     results = run_all(quick)
-    return Outputs(figures={name: make_figure(key, results) for key, name in FIGURE_NAMES.items()
-                            if FIGURE_TABLE.get(key, "sweep") in results})
+    return Outputs(figures={figure_name(kind): make_figure(results, kind) for kind in FIGURE_KINDS
+                            if FIGURE_TABLE.get(kind, "sweep") in results})
 
 
 def reproduce(quick: bool, figures_dir: str | Path | None = None, *, n_jobs: int = 2,

@@ -41,6 +41,7 @@ from ..core.train import DivergenceError, GDConfig, loss_from_output, train_gd
 from ..pipeline.presets import theory as preset
 from ..pipeline.reproduce import Outputs, reproduce_part
 from ..threads import torch_threads
+from ..validation import check_choice
 from .quantities import bound_check, make_task, readout_gd, step_size, theorem_alpha
 from .regime_map import regime_map
 from .sweep import SweepConfig, base_config, rate_sweep, sweep_configs, train_config
@@ -197,7 +198,7 @@ def compute_all(quick: bool, seed: int = 0, parts: Sequence[str] = ("setup", "th
     return tables
 
 
-FIGURE_NAMES = {
+_FIGURE_FILES = {
     "setup": "01_setup_loss",
     "special": "02_theorem1_special_case",
     "rate": "02_theorem1_rate_vs_prediction",
@@ -206,23 +207,30 @@ FIGURE_NAMES = {
     "regime": "02_theorem1_regime_map",
     "trajectories": "02_theorem1_sigma_trajectories",
 }
-"""Figure key → file name: the one list of this study's figures (the notebooks and :func:`reproduce` use it)."""
+FIGURE_KINDS = tuple(_FIGURE_FILES)
+"""This study's figures: the one list the notebooks and :func:`reproduce` use (every study has
+``FIGURE_KINDS``, ``figure_name(kind, …)`` and ``make_figure(results, kind)``)."""
 FIGURE_TABLES = {"setup": "setup", "special": "special", "rate": "sweep", "bound": "sweep", "distance": "sweep",
                  "regime": "regime", "trajectories": "trajectories"}
-"""Figure key → the table of :func:`compute_all` it is drawn from."""
+"""Figure kind → the table of :func:`compute_all` it is drawn from."""
 TABLE_CSV = {"sweep": "02_theorem1_sweep.csv", "regime": "02_theorem1_regime_map.csv"}
 
 
-def make_figure(key: str, table: pd.DataFrame):
-    """The figure ``key`` of :data:`FIGURE_NAMES`, drawn from its table (:data:`FIGURE_TABLES`)."""
+def figure_name(kind: str) -> str:
+    """The file name (no suffix) of the figure ``kind``."""
+    check_choice("figure kind", kind, FIGURE_KINDS)
+    return _FIGURE_FILES[kind]
+
+
+def make_figure(table: pd.DataFrame, kind: str):
+    """The figure ``kind`` of :data:`FIGURE_KINDS`, drawn from its table (:data:`FIGURE_TABLES`)."""
     from ..plots import theorem1 as tplots
 
+    check_choice("figure kind", kind, FIGURE_KINDS)
     makers = {"setup": tplots.loss_curves, "special": tplots.special_case, "rate": tplots.rate_vs_prediction,
               "bound": tplots.bound_check, "distance": tplots.distance_vs_radius, "regime": tplots.regime_map,
               "trajectories": tplots.sigma_trajectories}
-    if key not in makers:
-        raise KeyError(f"figure key {key!r}: expected one of {', '.join(FIGURE_NAMES)}")
-    return makers[key](table)
+    return makers[kind](table)
 
 
 def outputs(quick: bool, seed: int = 0, parts: Sequence[str] = ("setup", "theorem1"), *, n_jobs: int | None = None,
@@ -232,8 +240,8 @@ def outputs(quick: bool, seed: int = 0, parts: Sequence[str] = ("setup", "theore
     tables = compute_all(quick, seed, parts, whole_map=True, n_jobs=n_jobs, scheduler=scheduler)
     figure_files = {name: (name, lambda tmp, t=tables[key]: t.to_csv(tmp, index=False))
                     for key, name in TABLE_CSV.items() if key in tables}
-    figures = {FIGURE_NAMES[key]: make_figure(key, tables[table])
-               for key, table in FIGURE_TABLES.items() if table in tables}
+    figures = {figure_name(kind): make_figure(tables[table], kind)
+               for kind, table in FIGURE_TABLES.items() if table in tables}
     return Outputs(figures=figures, figure_files=figure_files)
 
 
