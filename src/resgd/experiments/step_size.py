@@ -8,7 +8,8 @@
 * ``theory`` — the theorem's: ``μ = c / L̂(β, L, θ⁰)`` with L̂ the local smoothness at the
   initial weights (:func:`resgd.core.smoothness.smoothness_fast`), ``c`` ∈ :data:`THEORY_FACTORS`.
   Theorem 1 speaks to this protocol: its guarantee is μα with μ ≤ 1/L, and L grows with ‖Z‖ and so
-  with β. One μ per configuration, from the first seed's θ⁰ (all seeds of a configuration share it).
+  with β. The theorem's step is a property of each run's own θ⁰, so every seed gets its own μ
+  (L̂ at that seed's initial weights; :func:`theory_lr` needs the seed).
 
 ``s`` below is a :class:`resgd.experiments.study.Settings` (not imported: the study imports this module).
 """
@@ -107,8 +108,11 @@ def smoothness(s, beta: float, n_layers: int, *, beta_ffn: float | None = None,
     return float(frame["L_hat"].iloc[0])
 
 
-def theory_lr(s, beta: float, n_layers: int, c: float = THEORY_PRIMARY, *, beta_ffn: float | None = None,
+def theory_lr(s, beta: float, n_layers: int, c: float = THEORY_PRIMARY, *, seed: int, beta_ffn: float | None = None,
               cache_dir: str | os.PathLike | None = None) -> float:
-    """The ``theory`` protocol's step: μ = c / L̂(β, L, θ⁰) (one μ for every seed of the configuration)."""
+    """The ``theory`` protocol's step of the run with initialisation ``seed``: μ = c / L̂(β, L, θ⁰ of
+    that seed) (each seed its own μ: the theorem's step belongs to the run's own θ⁰)."""
     check_protocol("theory", c)
-    return float(c) / smoothness(s, beta, n_layers, beta_ffn=beta_ffn, cache_dir=cache_dir)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ConfigError(f"theory_lr: seed must be an integer (the run's initialisation seed), got {seed!r}")
+    return float(c) / smoothness(s, beta, n_layers, beta_ffn=beta_ffn, seed=seed, cache_dir=cache_dir)

@@ -221,7 +221,7 @@ def choices_table(s: Settings) -> pd.DataFrame:
         ("residual placement", "β multiplies the skip path of both sublayers (β_ffn = β) except in the factorial, which sets β_ffn apart", "ModelConfig.beta, beta_ffn"),
         ("activation, logit scale", f"{s.activation}, logits / √d_qk" if s.logit_scale == "sqrt" else f"{s.activation}, logits / d_qk", "Settings.activation, Settings.logit_scale"),
         ("step size: common", f"largest μ on the grid {list(s.lr_grid)} for which every β = 1 model of the comparison has a finite loss, lower after {s.probe_iterations} GD steps than at the start (seed {s.seeds[0]}), times safety {s.safety}; one μ per comparison", "Settings.lr_grid, probe_iterations, safety"),
-        ("step size: theory", f"μ = c / L̂(β, L, θ⁰), L̂ = max(‖∇²Φ‖, λ_max(JJᵀ)/N) at the first seed's θ⁰ (power iteration, 20 steps); c ∈ {list(THEORY_FACTORS)}, c = {THEORY_PRIMARY} primary", "step_size.THEORY_FACTORS"),
+        ("step size: theory", f"μ = c / L̂(β, L, θ⁰), L̂ = max(‖∇²Φ‖, λ_max(JJᵀ)/N) at each seed's own θ⁰, so each run its own μ (power iteration, 20 steps); c ∈ {list(THEORY_FACTORS)}, c = {THEORY_PRIMARY} primary", "step_size.THEORY_FACTORS"),
         ("sizes", f"β sweep and factorial: N = {s.N}, T = {s.iterations}; depth sweep: N = {s.depth_N}, T = {s.depth_iterations}", "Settings.N, iterations, depth_N, depth_iterations"),
         ("seeds", f"{len(s.seeds)} initialisation seeds {list(s.seeds)}; the data sample is fixed (data seed {s.data_seed}); curves: mean, band = min–max over seeds", "Settings.seeds, data_seed"),
         ("divergence", "a run stops when Φ exceeds 10⁶ Φ(θ⁽⁰⁾) or is not finite; it is kept (partial history, outcome 'diverged', rate −∞)", "GDConfig.divergence_factor"),
@@ -296,11 +296,13 @@ def run_experiments(
         seeds = arm_s.seeds[: arm.n_seeds] if arm.n_seeds else arm_s.seeds
         configs = []
         for beta, beta_ffn, L in arm.points:
-            lr = (common["depth" if arm.experiment == "depth" else "beta"] if arm.protocol == "common"
-                  else theory_lr(arm_s, beta, L, arm.c, beta_ffn=beta_ffn, cache_dir=cache_dir))
-            steps.append({"experiment": arm.experiment, "protocol": arm.label, "twin_init": arm.twin_init,
-                          "beta": beta, "beta_ffn": beta if beta_ffn is None else beta_ffn, "n_layers": L, "lr": lr})
-            configs += [arm_s.config(beta, L, seed, lr, beta_ffn=beta_ffn) for seed in seeds]
+            for seed in seeds:
+                lr = (common["depth" if arm.experiment == "depth" else "beta"] if arm.protocol == "common"
+                      else theory_lr(arm_s, beta, L, arm.c, seed=seed, beta_ffn=beta_ffn, cache_dir=cache_dir))
+                steps.append({"experiment": arm.experiment, "protocol": arm.label, "twin_init": arm.twin_init,
+                              "beta": beta, "beta_ffn": beta if beta_ffn is None else beta_ffn, "n_layers": L,
+                              "seed": seed, "lr": lr})
+                configs.append(arm_s.config(beta, L, seed, lr, beta_ffn=beta_ffn))
         runs = sweep(configs, desc=f"{s.dataset}: {arm.experiment}, {arm.label}, {arm.twin_init}", **engine)
         frames.append(runs.assign(experiment=arm.experiment, protocol=arm.label,
                                   c=math.nan if arm.c is None else arm.c, twin_init=arm.twin_init,
@@ -413,7 +415,7 @@ def result_files(results: ExperimentResults) -> dict[str, tuple[str, Any]]:
     files["claims"] = (f"claims/{tag}.json", verdicts_writer(
         results.verdicts(), dataset=s.dataset, mode=s.mode,
         meta={"source_label": results.source_label, "is_standin": results.is_standin,
-              "lr": {f"{r.experiment}/{r.protocol}/{r.twin_init}/L={r.n_layers}/β={r.beta:g}/β_ffn={r.beta_ffn:g}": r.lr
+              "lr": {f"{r.experiment}/{r.protocol}/{r.twin_init}/L={r.n_layers}/β={r.beta:g}/β_ffn={r.beta_ffn:g}/seed={r.seed}": r.lr
                      for r in results.lr.itertuples()},
               "iterations": s.iterations, "depth_iterations": s.depth_iterations, "seeds": list(s.seeds), "N": s.N},
     ))
