@@ -85,6 +85,7 @@ class Settings:
     activation: str
     logit_scale: str
     dtype: str
+    interval_seeds: tuple[int, ...] = ()
     twin_init: str = "living"
     start: str = "equal"
     equal_out_scale: float = 0.01
@@ -94,6 +95,8 @@ class Settings:
     def __post_init__(self) -> None:
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ConfigError(f"Settings.seeds: expected distinct seeds, got {self.seeds!r}")
+        if len(set(self.interval_seeds)) != len(self.interval_seeds):
+            raise ConfigError(f"Settings.interval_seeds: expected distinct seeds, got {self.interval_seeds!r}")
         if not self.betas or not self.depths:
             raise ConfigError("Settings: betas and depths must not be empty")
         if not 0 < self.safety <= 1:
@@ -177,8 +180,9 @@ def settings(
     """:func:`preset` turned into :class:`Settings`; ``None`` arguments keep the preset's value.
 
     ``seed`` shifts everything random: the data sample (``data_seed = seed``) and the
-    initialization seeds (``seed + s`` for each preset seed ``s``). ``seeds`` (a list, or a
-    count) replaces the preset's seeds; ``betas``/``depths`` replace the swept values. Any other
+    initialization seeds (``seed + s`` for each preset seed ``s``, and for each of the preset's
+    ``interval_seeds``, the seeds of the interval-rule arms). ``seeds`` (a list, or a
+    count) replaces the preset's seeds (not the interval arms'); ``betas``/``depths`` replace the swept values. Any other
     field of :class:`Settings` can be overridden by keyword.
     """
     values = preset(dataset, quick)
@@ -191,6 +195,7 @@ def settings(
             raise ConfigError(f"seeds: expected a count >= 1 or a list of seeds, got {seeds!r}")
         seeds = tuple(seed + s for s in range(seeds))
     values["seeds"] = tuple(int(s) for s in seeds)
+    values["interval_seeds"] = tuple(seed + int(s) for s in values["interval_seeds"])
     if iterations is not None:
         values["iterations"] = int(iterations)
     if n_train is not None:
@@ -204,7 +209,7 @@ def settings(
     if unknown:
         raise ConfigError(f"settings: unknown setting(s) {sorted(unknown)}; known: {sorted(Settings.__dataclass_fields__)}")
     values.update(overrides)
-    for name in ("betas", "depths", "lr_grid"):
+    for name in ("betas", "depths", "lr_grid", "interval_seeds"):
         values[name] = tuple(values[name])
     return Settings(**values)
 
