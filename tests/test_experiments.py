@@ -252,13 +252,20 @@ def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     results = ex.run_experiments(s, n_jobs=1)
     assert set(results.runs["experiment"]) == {"beta", "depth", "factorial"}
     per_run = results.per_run()
-    # β sweep: 3 β × 2 seeds × (common, theory 0.5) + 2 β × 2 seeds × (c = 0.25, 1); factorial 4 × 2;
-    # depth: 2 L × 2 seeds × 2 models × 2 protocols + 2 L × 1 seed dead twin
-    assert len(per_run) == 12 + 8 + 8 + 16 + 2
+    # β sweep: 3 β × (2 seeds common + 8 interval seeds theory 0.5) + 2 β × 2 seeds × (c = 0.25, 1);
+    # factorial 4 × 8 interval seeds; depth: 2 L × 2 seeds × 2 models × 2 protocols + 2 L × 1 seed dead twin
+    assert len(s.interval_seeds) == 8 and s.interval_seeds[:2] == s.seeds
+    assert len(per_run) == 6 + 24 + 8 + 32 + 16 + 2
     assert set(per_run["protocol"]) == {"common", "theory c=0.25", "theory c=0.5", "theory c=1"}
     assert set(per_run["outcome"]) <= {"learning", "stalled", "diverged"}
     theory = results.lr[results.lr["protocol"] == "theory c=0.5"]
     assert theory["lr"].nunique() > 1  # the theorem's step differs per configuration
+    # … and per seed: each run's μ is c / L̂ at its own θ⁰
+    assert theory.groupby(["experiment", "beta", "beta_ffn", "n_layers"])["lr"].nunique().gt(1).all()
+    rules = {(v.protocol, v.name): v.numbers.get("rule", v.numbers.get("attention", {}).get("rule", "sign"))
+             for v in results.verdicts()}
+    assert rules[("theory c=0.5", "residual_helps")] == rules[("theory c=0.5", "beta_monotone")] == "interval"
+    assert rules[("theory c=0.5", "factorial")] == "interval" and rules[("common", "residual_helps")] == "sign"
     summary = results.summary()
     assert {"loss_T", "iterations_to_target", "rate", "stalled", "diverged", "loss_ratio_T"} <= set(summary.columns)
     assert ("train_acc" in summary.columns) == (dataset == "toy_cls")
