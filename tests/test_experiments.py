@@ -272,7 +272,11 @@ def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     names = [(v.protocol, v.name) for v in results.verdicts()]
     assert ("theory c=0.5", "factorial") in names and ("common", "depth_residual_helps") in names
     numbers = ex.page_numbers(results)
-    assert {"theory-a", "common-b", "theory-f-carried", "common-L3-dead-lossT"} <= set(numbers)
+    assert {"theory-a", "common-b", "theory-f-carried", "common-L3-dead-lossT", "theory-a-level"} <= set(numbers)
+    predictions = results.readout()  # one row per distinct run (the factorial's corners are β-sweep runs)
+    assert len(predictions) == len(per_run.drop_duplicates(["twin_init", "beta", "beta_ffn", "n_layers", "seed", "lr"]))
+    assert (predictions["predicted"] > 0).all() and set(predictions["experiment"]) == {"beta", "factorial", "depth"}
+    assert numbers["readout-runs"] <= len(predictions) and -1 <= numbers["readout-spearman"] <= 1
     paths = ex.write_outputs(results)
     assert paths["claims"] == tmp_path / "results" / "claims" / f"{dataset}_quick.json"
     for kind in ex.FIGURE_KINDS:

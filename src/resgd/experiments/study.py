@@ -48,7 +48,7 @@ from .step_size import PROTOCOLS, THEORY_FACTORS, THEORY_PRIMARY, check_protocol
 from ..core.train import GDConfig
 from ..validation import ConfigError, check_choice
 
-FIGURE_KINDS = ("residual", "beta", "depth", "factorial", "conditioning", "rate")
+FIGURE_KINDS = ("residual", "beta", "depth", "factorial", "conditioning", "rate", "readout")
 PRIMARY = f"theory c={THEORY_PRIMARY:g}"
 """The protocol label of the theorem's primary step (the one Theorem 1 speaks to)."""
 SLUGS = {"common": "common", f"theory c={THEORY_PRIMARY:g}": "theory",
@@ -253,6 +253,7 @@ class ExperimentResults:
     probes: pd.DataFrame
     runs: pd.DataFrame
     _per_run: pd.DataFrame | None = field(default=None, repr=False)
+    _readout: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
     def is_standin(self) -> bool:
@@ -269,6 +270,25 @@ class ExperimentResults:
 
     def summary(self) -> pd.DataFrame:
         return summary_table(self.per_run())
+
+    def readout(self) -> pd.DataFrame:
+        """Every distinct run's read-out prediction of Φ(T)/Φ(0) beside the measured one
+        (:func:`resgd.experiments.readout_link.page_predictions`)."""
+        if self._readout is None:
+            from .readout_link import page_predictions
+
+            self._readout = page_predictions(self.per_run(), self.settings)
+        return self._readout
+
+    def readout_link(self) -> pd.DataFrame:
+        """The read-out link's Spearman ρ, run count, 5 % critical |ρ| and 80 %-power |ρ|: over all
+        the page's runs, the single-layer runs and the depth sweep's."""
+        from .readout_link import link_summary
+
+        pred = self.readout()
+        parts = {"all runs": pred, "single layer (β sweep, factorial)": pred[pred["experiment"] != "depth"],
+                 "depth sweep": pred[pred["experiment"] == "depth"]}
+        return pd.DataFrame([{"runs of": name, **link_summary(part)} for name, part in parts.items()])
 
     def verdicts(self):
         from .claims import evaluate
@@ -343,6 +363,13 @@ def make_figure(results: ExperimentResults, kind: str):
         return plots.plot_beta_sweep(loss_curves(part), dataset=name)
     if kind in ("depth", "factorial"):
         return getattr(plots, f"plot_{kind}")(loss_curves(runs[runs["experiment"] == kind]), dataset=name)
+    if kind == "readout":
+        from ..plots.robustness import plot_readout_link
+
+        pred = results.readout()
+        pred = pred.assign(dataset=name, protocol=pred["experiment"].map(
+            {"beta": "L = 1, β sweep", "factorial": "L = 1, factorial", "depth": "depth sweep"}) + ", " + pred["protocol"])
+        return plot_readout_link(pred, standin=results.source_label if results.is_standin else None)
     primary = runs[(runs["protocol"] == PRIMARY) & (runs["experiment"] != "factorial")]
     if kind == "conditioning":
         return plots.plot_conditioning(conditioning_curves(primary), dataset=name)
@@ -402,6 +429,10 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
     out["stalled"] = int((living["outcome"] == "stalled").sum())
     out["diverged"] = int((living["outcome"] == "diverged").sum())
     out["runs"] = int(len(per_run))
+    link = results.readout_link().iloc[0]  # all the page's runs
+    out["readout-runs"] = int(link["runs"])
+    for key in ("spearman", "critical", "detectable"):
+        out[f"readout-{key}"] = float(link[key])
     return out
 
 
