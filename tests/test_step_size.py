@@ -70,3 +70,13 @@ def test_settings_reject_unknown_twin_init_and_start():
         ex.settings("toy", True, twin_init="dead")
     with pytest.raises(ConfigError, match="start"):
         ex.settings("toy", True, start="random")
+
+
+def test_warm_smoothness_caches_one_lhat_per_seed(tmp_path, monkeypatch):
+    s = ex.settings("toy", True)
+    points = [(s, beta, 2, None, seed) for beta in (0.0, 1.0) for seed in (0, 1, 2)]
+    step_size.warm_smoothness(points, n_jobs=2, cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("*.pkl"))) == 6
+    monkeypatch.setattr(step_size, "smoothness_fast", lambda *a, **k: pytest.fail("L̂ recomputed"))
+    step_size.warm_smoothness(points, n_jobs=2, cache_dir=tmp_path)  # all cached: nothing to do
+    assert step_size.theory_lr(s, 1.0, 2, 0.5, seed=2, cache_dir=tmp_path) > 0

@@ -44,7 +44,9 @@ from ..pipeline.reproduce import Outputs, publish, reproduce_part
 from .run_config import RunConfig, config_key  # noqa: F401 - re-exported: the map builds runs through the study
 from .runs import CONFIG_COLUMNS, run, sweep  # noqa: F401
 from .design import MIN_COVERAGE, RATE_WINDOW, RELATIVE_TARGET, SPEARMAN_BOUND, STALL_RATIO, arms
-from .step_size import PROTOCOLS, THEORY_FACTORS, THEORY_PRIMARY, check_protocol, choose_lr, probe_stable, theory_lr  # noqa: F401
+from .step_size import (  # noqa: F401
+    PROTOCOLS, THEORY_FACTORS, THEORY_PRIMARY, check_protocol, choose_lr, probe_stable, theory_lr, warm_smoothness,
+)
 from ..core.train import GDConfig
 from ..validation import ConfigError, check_choice
 
@@ -317,6 +319,10 @@ def run_experiments(
         common[experiment], table = choose_lr(sizes[experiment], depths, **engine)
         probes.append(table.assign(comparison=experiment))
     frames, steps = [], []
+    warm_smoothness([(replace(sizes[arm.experiment], twin_init=arm.twin_init), beta, L, beta_ffn, seed)
+                     for arm in arms(s.betas, s.depths) if arm.protocol == "theory"
+                     for beta, beta_ffn, L in arm.points for seed in arm.seeds(sizes[arm.experiment])],
+                    n_jobs=n_jobs if scheduler is None else 1, cache_dir=cache_dir)
     for arm in arms(s.betas, s.depths):
         arm_s = replace(sizes[arm.experiment], twin_init=arm.twin_init)
         seeds = arm.seeds(arm_s)

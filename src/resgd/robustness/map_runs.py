@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..core.stats import empirical_rate
 from ..experiments import study as ex
-from ..experiments.step_size import smoothness, theory_lr
+from ..experiments.step_size import theory_lr, warm_smoothness as warm
 from .grid import MapGrid
 from .limits import POINT_KEYS, model_points, point_config, tagged_sweep
 from .outcomes import outcome
@@ -34,25 +34,15 @@ TAGS = ["dataset", "qk_scale", "fraction", "N", "protocol"]
 RUN_KEYS = TAGS + POINT_KEYS + ["seed"]
 
 
-def _smoothness_task(s: ex.Settings, beta: float, n_layers: int, seed: int, cache_dir) -> float:
-    import torch
-
-    torch.set_num_threads(1)  # one thread per worker, like the sweep engine's
-    return smoothness(s, beta, n_layers, seed=seed, cache_dir=cache_dir)
-
-
 def warm_smoothness(grid: MapGrid, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None) -> None:
-    """Compute (in ``n_jobs`` local processes) and cache L̂(θ⁰) of every configuration the
-    ``theory`` protocol trains, one per seed, so :func:`run_items` only reads them (each costs about
-    one short unstacked run; c does not enter L̂, so every c shares them)."""
+    """Compute (in ``n_jobs`` local processes) and cache L̂(θ⁰) of every run the ``theory``
+    protocol trains, one per seed (:func:`resgd.experiments.step_size.warm_smoothness`), so
+    :func:`run_items` only reads them; c does not enter L̂, so every c shares them."""
     if "theory" not in grid.protocols:
         return
-    from joblib import Parallel, delayed
-
-    jobs = [delayed(_smoothness_task)(replace(grid.settings(d, q, N), twin_init=init), beta, L, seed, cache_dir)
-            for d in grid.datasets for q in grid.qk_scales for N in grid.sizes for beta, L, init in model_points(grid)
-            for seed in grid.seeds]
-    Parallel(n_jobs=n_jobs)(jobs)
+    warm([(replace(grid.settings(d, q, N), twin_init=init), beta, L, None, seed)
+          for d in grid.datasets for q in grid.qk_scales for N in grid.sizes for beta, L, init in model_points(grid)
+          for seed in grid.seeds], n_jobs=n_jobs, cache_dir=cache_dir)
 
 
 def run_items(grid: MapGrid, limits: pd.DataFrame, *, cache_dir: str | os.PathLike | None = None,
