@@ -9,7 +9,7 @@ Arms (one :class:`Arm` per group of runs that share protocol, step factor and tw
 * ``factorial`` — L = 1, attention skip × FFN skip, (β, β_ffn) ∈ {0, 1}², under ``theory`` c = 0.5;
 * seeds: the two arms where the theorem's protocol decides at L = 1 (``beta`` and ``factorial``
   under ``theory`` c = 0.5, :data:`INTERVAL_ARMS`) train ``Settings.interval_seeds`` seeds (8 in
-  quick and full mode; the first three are the other arms' seeds); every other arm
+  quick and full mode; the first ones are the other arms' seeds); every other arm
   ``Settings.seeds`` (3 in full mode, 2 in quick mode), the dead-by-init twin one;
 * ``depth`` — every L of ``Settings.depths``, the residual model (β = 1) and its living twin
   (β = 0, ``twin_init="living"``) under ``common`` and ``theory`` c = 0.5; the dead-by-init twin
