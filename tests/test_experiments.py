@@ -252,20 +252,31 @@ def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     results = ex.run_experiments(s, n_jobs=1)
     assert set(results.runs["experiment"]) == {"beta", "depth", "factorial"}
     per_run = results.per_run()
-    # β sweep: 3 β × 2 seeds × (common, theory 0.5) + 2 β × 2 seeds × (c = 0.25, 1); factorial 4 × 2;
-    # depth: 2 L × 2 seeds × 2 models × 2 protocols + 2 L × 1 seed dead twin
-    assert len(per_run) == 12 + 8 + 8 + 16 + 2
+    # β sweep: 3 β × (2 seeds common + 8 interval seeds theory 0.5) + 2 β × 2 seeds × (c = 0.25, 1);
+    # factorial 4 × 8 interval seeds; depth: 2 L × 2 seeds × 2 models × 2 protocols + 2 L × 1 seed dead twin
+    assert len(s.interval_seeds) == 8 and s.interval_seeds[:2] == s.seeds
+    assert len(per_run) == 6 + 24 + 8 + 32 + 16 + 2
     assert set(per_run["protocol"]) == {"common", "theory c=0.25", "theory c=0.5", "theory c=1"}
     assert set(per_run["outcome"]) <= {"learning", "stalled", "diverged"}
     theory = results.lr[results.lr["protocol"] == "theory c=0.5"]
     assert theory["lr"].nunique() > 1  # the theorem's step differs per configuration
+    # … and per seed: each run's μ is c / L̂ at its own θ⁰
+    assert theory.groupby(["experiment", "beta", "beta_ffn", "n_layers"])["lr"].nunique().gt(1).all()
+    rules = {(v.protocol, v.name): v.numbers.get("rule", v.numbers.get("attention", {}).get("rule", "sign"))
+             for v in results.verdicts()}
+    assert rules[("theory c=0.5", "residual_helps")] == rules[("theory c=0.5", "beta_monotone")] == "interval"
+    assert rules[("theory c=0.5", "factorial")] == "interval" and rules[("common", "residual_helps")] == "sign"
     summary = results.summary()
     assert {"loss_T", "iterations_to_target", "rate", "stalled", "diverged", "loss_ratio_T"} <= set(summary.columns)
     assert ("train_acc" in summary.columns) == (dataset == "toy_cls")
     names = [(v.protocol, v.name) for v in results.verdicts()]
     assert ("theory c=0.5", "factorial") in names and ("common", "depth_residual_helps") in names
     numbers = ex.page_numbers(results)
-    assert {"theory-a", "common-b", "theory-f-carried", "common-L3-dead-lossT"} <= set(numbers)
+    assert {"theory-a", "common-b", "theory-f-carried", "common-L3-dead-lossT", "theory-a-level"} <= set(numbers)
+    predictions = results.readout()  # one row per distinct run (the factorial's corners are β-sweep runs)
+    assert len(predictions) == len(per_run.drop_duplicates(["twin_init", "beta", "beta_ffn", "n_layers", "seed", "lr"]))
+    assert (predictions["predicted"] > 0).all() and set(predictions["experiment"]) == {"beta", "factorial", "depth"}
+    assert numbers["readout-runs"] <= len(predictions) and -1 <= numbers["readout-spearman"] <= 1
     paths = ex.write_outputs(results)
     assert paths["claims"] == tmp_path / "results" / "claims" / f"{dataset}_quick.json"
     for kind in ex.FIGURE_KINDS:

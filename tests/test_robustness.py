@@ -218,7 +218,8 @@ def test_end_to_end_on_toy_data(tmp_path):
     assert set(results.cells["verdict"]) <= set(stats.VERDICTS)
     assert len(results.cells) == 4 * 2 * 2 * 4  # protocols × horizons × measures × claims
     theory = results.per_run[results.per_run["protocol"] == "theory"]
-    assert theory["lr"].notna().all() and theory.groupby(["beta", "n_layers", "init"])["lr"].nunique().eq(1).all()
+    # the theorem's step per run: each seed its own μ = c / L̂(θ⁰ of that seed)
+    assert theory["lr"].notna().all() and theory.groupby(["beta", "n_layers", "init"])["lr"].nunique().gt(1).all()
     assert set(results.per_run.loc[(results.per_run["beta"] == 0) & (results.per_run["n_layers"] == 2), "init"]) == {
         "living", "scaled"}
     assert set(results.limits["status"]) <= {"learns", "stalled", "diverged"}

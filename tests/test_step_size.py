@@ -45,13 +45,24 @@ def test_bad_protocols_get_a_one_line_error(protocol, c):
 
 def test_theory_lr_is_c_over_the_smoothness_and_cached(tmp_path):
     s = ex.settings("toy", True)
-    lhat = step_size.smoothness(s, 1.0, 2, cache_dir=tmp_path)
+    lhat = step_size.smoothness(s, 1.0, 2, seed=s.seeds[0], cache_dir=tmp_path)
     assert lhat > 0
     for c in step_size.THEORY_FACTORS:
-        assert step_size.theory_lr(s, 1.0, 2, c, cache_dir=tmp_path) == pytest.approx(c / lhat)
+        assert step_size.theory_lr(s, 1.0, 2, c, seed=s.seeds[0], cache_dir=tmp_path) == pytest.approx(c / lhat)
     assert len(list(tmp_path.glob("*.pkl"))) == 1
     with pytest.raises(ConfigError, match="c of μ"):
-        step_size.theory_lr(s, 1.0, 2, 0.0, cache_dir=tmp_path)
+        step_size.theory_lr(s, 1.0, 2, 0.0, seed=s.seeds[0], cache_dir=tmp_path)
+
+
+def test_theory_lr_belongs_to_each_seeds_own_initial_weights(tmp_path):
+    """The theorem's step is a property of a run's θ⁰: two seeds get two L̂, so two μ."""
+    s = ex.settings("toy", True)
+    steps = [step_size.theory_lr(s, 1.0, 2, 0.5, seed=seed, cache_dir=tmp_path) for seed in (0, 1)]
+    for seed, lr in zip((0, 1), steps):
+        assert lr == pytest.approx(0.5 / step_size.smoothness(s, 1.0, 2, seed=seed, cache_dir=tmp_path))
+    assert steps[0] != steps[1]
+    with pytest.raises(ConfigError, match="seed must be an integer"):
+        step_size.theory_lr(s, 1.0, 2, 0.5, seed=None, cache_dir=tmp_path)
 
 
 def test_settings_reject_unknown_twin_init_and_start():
@@ -59,3 +70,13 @@ def test_settings_reject_unknown_twin_init_and_start():
         ex.settings("toy", True, twin_init="dead")
     with pytest.raises(ConfigError, match="start"):
         ex.settings("toy", True, start="random")
+
+
+def test_warm_smoothness_caches_one_lhat_per_seed(tmp_path, monkeypatch):
+    s = ex.settings("toy", True)
+    points = [(s, beta, 2, None, seed) for beta in (0.0, 1.0) for seed in (0, 1, 2)]
+    step_size.warm_smoothness(points, n_jobs=2, cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("*.pkl"))) == 6
+    monkeypatch.setattr(step_size, "smoothness_fast", lambda *a, **k: pytest.fail("L̂ recomputed"))
+    step_size.warm_smoothness(points, n_jobs=2, cache_dir=tmp_path)  # all cached: nothing to do
+    assert step_size.theory_lr(s, 1.0, 2, 0.5, seed=2, cache_dir=tmp_path) > 0

@@ -32,9 +32,9 @@ import numpy as np
 import pandas as pd
 
 from ..atomic import json_text, write_json
-from ..core.stats import spearman
+from ..core.stats import median_interval, spearman
 from ..pipeline.cache import resolve_results_dir
-from .design import SPEARMAN_BOUND
+from .design import MIN_COVERAGE, MIN_INTERVAL_SEEDS, RULES, SPEARMAN_BOUND, rule as arm_rule
 
 CLAIMS = {
     "residual_helps": "(a) A single-layer model with the residual connection (β = 1) trains faster than without (β = 0) (the paper: residual connections matter).",
@@ -120,6 +120,35 @@ def paired(faster: pd.Series, slower: pd.Series) -> dict[str, Any]:
             "median_rate_without": float(np.median(slower[common])) if n else math.nan}
 
 
+def interval_rule(values, what: str) -> dict[str, Any]:
+    """The interval rule of the design's 8-seed arms: the exact interval for the median of the
+    per-seed ``values`` (:func:`resgd.core.stats.median_interval` at :data:`MIN_COVERAGE`);
+    ``holds`` when it lies above 0, ``fails`` below, ``undecided`` otherwise. ``chance``: the
+    probability of a decided outcome under no effect, at most 1 − level. ``what`` names the
+    comparison in the one-line error raised for fewer than :data:`MIN_INTERVAL_SEEDS` seeds."""
+    x = np.asarray(values, dtype=float).ravel()
+    if x.size < MIN_INTERVAL_SEEDS:
+        raise ValueError(f"claims: {what} uses the interval rule, which needs >= {MIN_INTERVAL_SEEDS} seeds "
+                         f"(design.MIN_INTERVAL_SEEDS), got {x.size}; train Settings.interval_seeds")
+    lo, hi, level = median_interval(x, MIN_COVERAGE)
+    outcome = "undecided" if math.isnan(lo) else ("holds" if lo > 0 else "fails" if hi < 0 else "undecided")
+    kept = x[~np.isnan(x)]
+    return {"outcome": outcome, "rule": "interval", "seeds": int(x.size), "lo": lo, "hi": hi, "level": level,
+            "chance": 1.0 - level if not math.isnan(level) else math.nan,
+            "median": float(np.median(kept)) if kept.size else math.nan,
+            "positive": int(np.sum(kept > 0)), "negative": int(np.sum(kept < 0))}
+
+
+def _interval_text(r: dict[str, Any]) -> str:
+    return (f"median {_fmt(r['median'])}, {100 * r['level']:.1f} % interval [{_fmt(r['lo'])}, {_fmt(r['hi'])}] "
+            f"over {r['seeds']} seeds ({r['positive']} > 0)")
+
+
+def _check_rule(rule: str) -> None:
+    if rule not in RULES:
+        raise ValueError(f"claims: unknown verdict rule {rule!r}; expected one of {list(RULES)}")
+
+
 def spearman_chance(n_values: int, bound: float = SPEARMAN_BOUND) -> float:
     """Probability that |Spearman ρ| ≥ ``bound`` between ``n_values`` distinct points and a random
     order (no effect): exact, by enumerating the n! orders (n ≤ 8)."""
@@ -142,26 +171,50 @@ def _fmt(x: float) -> str:
     return "−∞ (diverged)" if x == -math.inf else f"{x:.3g}"
 
 
-def check_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "") -> Verdict:
-    """Claim (a): β = 1 vs β = 0 at L = 1 (β sweep), the paired rule on the primary rate."""
+def check_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "", rule: str = "sign") -> Verdict:
+    """Claim (a): β = 1 vs β = 0 at L = 1 (β sweep), paired by seed on the primary rate: the sign
+    rule (:func:`paired`) or the interval rule on d = rate(β = 1) − rate(β = 0) (:func:`interval_rule`)."""
     _check_table(per_run)
+    _check_rule(rule)
     r = paired(_need(_rates(per_run, "beta", 1.0, 1), "claim (a), β = 1"), _need(_rates(per_run, "beta", 0.0, 1), "claim (a), β = 0"))
+    if rule == "interval":
+        with_res, without = _rates(per_run, "beta", 1.0, 1), _rates(per_run, "beta", 0.0, 1)
+        common = with_res.index.intersection(without.index)
+        with np.errstate(invalid="ignore"):
+            d = with_res[common].to_numpy(dtype=float) - without[common].to_numpy(dtype=float)
+        r = {**r, **interval_rule(d, "claim (a)")}
     detail = (f"median rate β = 1: {_fmt(r['median_rate_with'])}, β = 0: {_fmt(r['median_rate_without'])}; "
               f"β = 1 faster in {r['faster_in']} of {r['seeds']} seeds")
+    if rule == "interval":
+        detail += f"; difference: {_interval_text(r)}"
     return Verdict("residual_helps", CLAIMS["residual_helps"], r["outcome"], r, detail, dataset,
                    str(per_run["protocol"].iloc[0]), figure)
 
 
-def check_beta_monotone(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "") -> Verdict:
-    """Claim (b): Spearman(β, median rate over seeds) ≥ SPEARMAN_BOUND holds, ≤ −SPEARMAN_BOUND fails.
+def check_beta_monotone(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "", rule: str = "sign") -> Verdict:
+    """Claim (b). Sign rule: Spearman(β, median rate over seeds) ≥ SPEARMAN_BOUND holds, ≤
+    −SPEARMAN_BOUND fails. Interval rule: ρ_s = Spearman(β, rate) per seed, then
+    :func:`interval_rule` on the ρ_s (holds when the median's interval lies above 0).
 
     A diverged run's rate is −∞; it ranks last (the largest negative float), so that
     :func:`resgd.core.stats.spearman` (which drops non-finite pairs) keeps it."""
     _check_table(per_run)
+    _check_rule(rule)
     rows = per_run[(per_run["experiment"] == "beta") & (per_run["n_layers"] == 1)]
     medians = rows.groupby("beta")["rate"].median().sort_index()
     if len(medians) < 3:
         raise ValueError(f"claims: claim (b) needs at least 3 values of β at L = 1, got {list(medians.index)}")
+    if rule == "interval":
+        table = rows.pivot_table(index="seed", columns="beta", values="rate", aggfunc="first").sort_index(axis=1)
+        table = table.replace(-math.inf, -np.finfo(float).max)
+        betas = table.columns.to_numpy(dtype=float)
+        rhos = [spearman(betas, row) if np.isfinite(row).all() else math.nan for row in table.to_numpy(dtype=float)]
+        r = interval_rule(rhos, "claim (b)")
+        numbers = {**r, "spearman": r["median"], "rate_by_beta": {f"{b:g}": float(v) for b, v in medians.items()}}
+        detail = (f"per-seed Spearman(β, rate): {_interval_text(r)}; median rates "
+                  + ", ".join(f"β={b:g}: {_fmt(v)}" for b, v in medians.items()))
+        return Verdict("beta_monotone", CLAIMS["beta_monotone"], r["outcome"], numbers, detail, dataset,
+                       str(per_run["protocol"].iloc[0]), figure)
     ranked = medians.replace(-math.inf, -np.finfo(float).max)
     rho = float(spearman(ranked.index.to_numpy(dtype=float), ranked.to_numpy(dtype=float)))
     outcome = ("holds" if rho >= SPEARMAN_BOUND else "fails" if rho <= -SPEARMAN_BOUND else "undecided") \
@@ -195,17 +248,25 @@ def check_depth_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figu
                    {"outcome": outcome, "by_depth": by_depth, "chance": chance}, detail, dataset, str(per_run["protocol"].iloc[0]), figure)
 
 
-def check_factorial(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "") -> Verdict:
+def check_factorial(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "", rule: str = "sign") -> Verdict:
     """The 2 × 2 factorial at L = 1: each skip's effect at both levels of the other, paired by
     seed (2n differences): ``speeds up`` when all are > 0, ``slows`` when all are < 0, else
-    ``undecided``; the verdict's outcome is ``holds`` when exactly the attention skip or the FFN
+    ``undecided`` (sign rule); under the interval rule, the per-seed mean of a skip's two
+    differences goes through :func:`interval_rule` (``speeds up`` above 0, ``slows`` below). The
+    verdict's outcome is ``holds`` when exactly the attention skip or the FFN
     skip speeds up, or both (named in ``carried_by``), ``undecided`` when neither does."""
     _check_table(per_run)
+    _check_rule(rule)
     rows = per_run[per_run["experiment"] == "factorial"]
     rate = {(b, f): _need(_rates(rows, "factorial", b, 1, f), f"factorial cell β = {b:g}, β_ffn = {f:g}")
             for b in (0.0, 1.0) for f in (0.0, 1.0)}
 
     def effect(pairs):
+        if rule == "interval":
+            per_seed = sum((rate[hi] - rate[lo]) for hi, lo in pairs) / len(pairs)  # aligned on seed
+            r = interval_rule(per_seed.to_numpy(dtype=float), "the factorial")
+            verdict = {"holds": "speeds up", "fails": "slows"}.get(r["outcome"], "undecided")
+            return {**r, "effect": verdict, "differences": r["seeds"], "median_difference": r["median"]}
         diffs = np.concatenate([(rate[hi] - rate[lo]).dropna().to_numpy(dtype=float) for hi, lo in pairs])
         n = len(diffs)
         verdict = "speeds up" if n and (diffs > 0).all() else ("slows" if n and (diffs < 0).all() else "undecided")
@@ -217,11 +278,12 @@ def check_factorial(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "
     carried = [name for name, e in (("attention", attention), ("FFN", ffn)) if e["effect"] == "speeds up"]
     outcome = "holds" if carried else "undecided"
     medians = {f"β={b:g}, β_ffn={f:g}": float(rate[(b, f)].median()) for b, f in rate}
-    chance = 1 - (1 - attention["chance"] / 2) * (1 - ffn["chance"] / 2)  # a skip "speeds up" by chance
+    chance = 1 - (1 - attention["chance"] / 2) * (1 - ffn["chance"] / 2)  # a skip "speeds up" by chance (at most)
     numbers = {"outcome": outcome, "chance": chance, "attention": attention, "ffn": ffn, "carried_by": " and ".join(carried) or "neither",
                "median_rate": medians}
-    detail = (f"attention skip: {attention['effect']} ({attention['positive']}/{attention['differences']} differences > 0); "
-              f"FFN skip: {ffn['effect']} ({ffn['positive']}/{ffn['differences']} > 0); median rates "
+    unit = "seeds, mean difference > 0" if rule == "interval" else "differences > 0"
+    detail = (f"attention skip: {attention['effect']} ({attention['positive']}/{attention['differences']} {unit}); "
+              f"FFN skip: {ffn['effect']} ({ffn['positive']}/{ffn['differences']} {unit}); median rates "
               + ", ".join(f"{k}: {_fmt(v)}" for k, v in medians.items()))
     return Verdict("factorial", CLAIMS["factorial"], outcome, numbers, detail, dataset, str(per_run["protocol"].iloc[0]), figure)
 
@@ -233,7 +295,8 @@ def figure_label(dataset: str, name: str) -> str:
 
 def evaluate(per_run: pd.DataFrame, dataset: str) -> list[Verdict]:
     """Every claim on one data set, under every protocol whose runs the table holds (claims (a)
-    and (b) need the protocol's β sweep, (c) its depth sweep, the factorial its four cells)."""
+    and (b) need the protocol's β sweep, (c) its depth sweep, the factorial its four cells), each
+    by its arm's rule (:func:`resgd.experiments.design.rule`)."""
     checks = (("residual_helps", check_residual_helps, "beta"), ("beta_monotone", check_beta_monotone, "beta"),
               ("depth_residual_helps", check_depth_residual_helps, "depth"), ("factorial", check_factorial, "factorial"))
     out = []
@@ -243,7 +306,8 @@ def evaluate(per_run: pd.DataFrame, dataset: str) -> list[Verdict]:
             if name == "beta_monotone" and part["beta"].nunique() < 3:
                 continue  # a sensitivity arm with β ∈ {0, 1} only: (a) is checked, (b) is not
             if not part.empty:
-                out.append(check(rows, dataset=dataset, figure=figure_label(dataset, name)))
+                out.append(check(rows, dataset=dataset, figure=figure_label(dataset, name),
+                                 **({} if name == "depth_residual_helps" else {"rule": arm_rule(experiment, str(protocol))})))
     return out
 
 

@@ -8,7 +8,8 @@
 * ``theory`` — the theorem's: ``μ = c / L̂(β, L, θ⁰)`` with L̂ the local smoothness at the
   initial weights (:func:`resgd.core.smoothness.smoothness_fast`), ``c`` ∈ :data:`THEORY_FACTORS`.
   Theorem 1 speaks to this protocol: its guarantee is μα with μ ≤ 1/L, and L grows with ‖Z‖ and so
-  with β. One μ per configuration, from the first seed's θ⁰ (all seeds of a configuration share it).
+  with β. The theorem's step is a property of each run's own θ⁰, so every seed gets its own μ
+  (L̂ at that seed's initial weights; :func:`theory_lr` needs the seed).
 
 ``s`` below is a :class:`resgd.experiments.study.Settings` (not imported: the study imports this module).
 """
@@ -93,8 +94,7 @@ def smoothness(s, beta: float, n_layers: int, *, beta_ffn: float | None = None,
     dtype, so a float32 rerun trains with the same steps (``resgd.experiments.dtype_check``)."""
     seed = s.seeds[0] if seed is None else seed
     config = s.config(beta, n_layers, seed, 1.0, iterations=1, beta_ffn=beta_ffn)
-    key = hash_key({"smoothness": "fast/20/float64", "config": {**config.to_dict(), "dtype": "float64"},
-                    "version": resgd.__version__})
+    key = _key(s, beta, n_layers, beta_ffn, seed)
     cache = ResultsCache(cache_dir)
     frame = cache.read(key)
     if frame is None:
@@ -107,8 +107,41 @@ def smoothness(s, beta: float, n_layers: int, *, beta_ffn: float | None = None,
     return float(frame["L_hat"].iloc[0])
 
 
-def theory_lr(s, beta: float, n_layers: int, c: float = THEORY_PRIMARY, *, beta_ffn: float | None = None,
+def _smoothness_task(s, beta: float, n_layers: int, beta_ffn: float | None, seed: int, cache_dir) -> float:
+    import torch
+
+    torch.set_num_threads(1)  # one thread per worker, like the sweep engine's
+    return smoothness(s, beta, n_layers, beta_ffn=beta_ffn, seed=seed, cache_dir=cache_dir)
+
+
+def warm_smoothness(points, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None) -> None:
+    """Compute (in ``n_jobs`` local processes) and cache L̂ for every ``(s, β, L, β_ffn, seed)`` of
+    ``points`` that is not cached yet, so that :func:`theory_lr` only reads them. One L̂ per seed
+    costs about a tenth of a single-layer run of the pages (an eighth of a depth run)."""
+    todo = [p for p in points if not _cached(*p, cache_dir=cache_dir)]
+    if not todo:
+        return
+    from joblib import Parallel, delayed
+
+    workers = len(todo) if n_jobs <= 0 else min(n_jobs, len(todo))
+    Parallel(n_jobs=workers)(delayed(_smoothness_task)(*p, cache_dir) for p in todo)
+
+
+def _key(s, beta: float, n_layers: int, beta_ffn: float | None, seed: int) -> str:
+    config = s.config(beta, n_layers, seed, 1.0, iterations=1, beta_ffn=beta_ffn)
+    return hash_key({"smoothness": "fast/20/float64", "config": {**config.to_dict(), "dtype": "float64"},
+                     "version": resgd.__version__})
+
+
+def _cached(s, beta, n_layers, beta_ffn, seed, *, cache_dir) -> bool:
+    return ResultsCache(cache_dir).path(_key(s, beta, n_layers, beta_ffn, seed)).is_file()
+
+
+def theory_lr(s, beta: float, n_layers: int, c: float = THEORY_PRIMARY, *, seed: int, beta_ffn: float | None = None,
               cache_dir: str | os.PathLike | None = None) -> float:
-    """The ``theory`` protocol's step: μ = c / L̂(β, L, θ⁰) (one μ for every seed of the configuration)."""
+    """The ``theory`` protocol's step of the run with initialisation ``seed``: μ = c / L̂(β, L, θ⁰ of
+    that seed) (each seed its own μ: the theorem's step belongs to the run's own θ⁰)."""
     check_protocol("theory", c)
-    return float(c) / smoothness(s, beta, n_layers, beta_ffn=beta_ffn, cache_dir=cache_dir)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ConfigError(f"theory_lr: seed must be an integer (the run's initialisation seed), got {seed!r}")
+    return float(c) / smoothness(s, beta, n_layers, beta_ffn=beta_ffn, seed=seed, cache_dir=cache_dir)

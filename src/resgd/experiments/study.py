@@ -43,12 +43,14 @@ from ..pipeline.presets import experiments as preset
 from ..pipeline.reproduce import Outputs, publish, reproduce_part
 from .run_config import RunConfig, config_key  # noqa: F401 - re-exported: the map builds runs through the study
 from .runs import CONFIG_COLUMNS, run, sweep  # noqa: F401
-from .design import RATE_WINDOW, RELATIVE_TARGET, SPEARMAN_BOUND, STALL_RATIO, arms
-from .step_size import PROTOCOLS, THEORY_FACTORS, THEORY_PRIMARY, check_protocol, choose_lr, probe_stable, theory_lr  # noqa: F401
+from .design import MIN_COVERAGE, RATE_WINDOW, RELATIVE_TARGET, SPEARMAN_BOUND, STALL_RATIO, arms
+from .step_size import (  # noqa: F401
+    PROTOCOLS, THEORY_FACTORS, THEORY_PRIMARY, check_protocol, choose_lr, probe_stable, theory_lr, warm_smoothness,
+)
 from ..core.train import GDConfig
 from ..validation import ConfigError, check_choice
 
-FIGURE_KINDS = ("residual", "beta", "depth", "factorial", "conditioning", "rate")
+FIGURE_KINDS = ("residual", "beta", "depth", "factorial", "conditioning", "rate", "readout")
 PRIMARY = f"theory c={THEORY_PRIMARY:g}"
 """The protocol label of the theorem's primary step (the one Theorem 1 speaks to)."""
 SLUGS = {"common": "common", f"theory c={THEORY_PRIMARY:g}": "theory",
@@ -85,6 +87,7 @@ class Settings:
     activation: str
     logit_scale: str
     dtype: str
+    interval_seeds: tuple[int, ...] = ()
     twin_init: str = "living"
     start: str = "equal"
     equal_out_scale: float = 0.01
@@ -94,6 +97,8 @@ class Settings:
     def __post_init__(self) -> None:
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ConfigError(f"Settings.seeds: expected distinct seeds, got {self.seeds!r}")
+        if len(set(self.interval_seeds)) != len(self.interval_seeds):
+            raise ConfigError(f"Settings.interval_seeds: expected distinct seeds, got {self.interval_seeds!r}")
         if not self.betas or not self.depths:
             raise ConfigError("Settings: betas and depths must not be empty")
         if not 0 < self.safety <= 1:
@@ -177,8 +182,9 @@ def settings(
     """:func:`preset` turned into :class:`Settings`; ``None`` arguments keep the preset's value.
 
     ``seed`` shifts everything random: the data sample (``data_seed = seed``) and the
-    initialization seeds (``seed + s`` for each preset seed ``s``). ``seeds`` (a list, or a
-    count) replaces the preset's seeds; ``betas``/``depths`` replace the swept values. Any other
+    initialization seeds (``seed + s`` for each preset seed ``s``, and for each of the preset's
+    ``interval_seeds``, the seeds of the interval-rule arms). ``seeds`` (a list, or a
+    count) replaces the preset's seeds (not the interval arms'); ``betas``/``depths`` replace the swept values. Any other
     field of :class:`Settings` can be overridden by keyword.
     """
     values = preset(dataset, quick)
@@ -191,6 +197,7 @@ def settings(
             raise ConfigError(f"seeds: expected a count >= 1 or a list of seeds, got {seeds!r}")
         seeds = tuple(seed + s for s in range(seeds))
     values["seeds"] = tuple(int(s) for s in seeds)
+    values["interval_seeds"] = tuple(seed + int(s) for s in values["interval_seeds"])
     if iterations is not None:
         values["iterations"] = int(iterations)
     if n_train is not None:
@@ -204,7 +211,7 @@ def settings(
     if unknown:
         raise ConfigError(f"settings: unknown setting(s) {sorted(unknown)}; known: {sorted(Settings.__dataclass_fields__)}")
     values.update(overrides)
-    for name in ("betas", "depths", "lr_grid"):
+    for name in ("betas", "depths", "lr_grid", "interval_seeds"):
         values[name] = tuple(values[name])
     return Settings(**values)
 
@@ -221,14 +228,15 @@ def choices_table(s: Settings) -> pd.DataFrame:
         ("residual placement", "β multiplies the skip path of both sublayers (β_ffn = β) except in the factorial, which sets β_ffn apart", "ModelConfig.beta, beta_ffn"),
         ("activation, logit scale", f"{s.activation}, logits / √d_qk" if s.logit_scale == "sqrt" else f"{s.activation}, logits / d_qk", "Settings.activation, Settings.logit_scale"),
         ("step size: common", f"largest μ on the grid {list(s.lr_grid)} for which every β = 1 model of the comparison has a finite loss, lower after {s.probe_iterations} GD steps than at the start (seed {s.seeds[0]}), times safety {s.safety}; one μ per comparison", "Settings.lr_grid, probe_iterations, safety"),
-        ("step size: theory", f"μ = c / L̂(β, L, θ⁰), L̂ = max(‖∇²Φ‖, λ_max(JJᵀ)/N) at the first seed's θ⁰ (power iteration, 20 steps); c ∈ {list(THEORY_FACTORS)}, c = {THEORY_PRIMARY} primary", "step_size.THEORY_FACTORS"),
+        ("step size: theory", f"μ = c / L̂(β, L, θ⁰), L̂ = max(‖∇²Φ‖, λ_max(JJᵀ)/N) at each seed's own θ⁰, so each run its own μ (power iteration, 20 steps); c ∈ {list(THEORY_FACTORS)}, c = {THEORY_PRIMARY} primary", "step_size.THEORY_FACTORS"),
         ("sizes", f"β sweep and factorial: N = {s.N}, T = {s.iterations}; depth sweep: N = {s.depth_N}, T = {s.depth_iterations}", "Settings.N, iterations, depth_N, depth_iterations"),
-        ("seeds", f"{len(s.seeds)} initialisation seeds {list(s.seeds)}; the data sample is fixed (data seed {s.data_seed}); curves: mean, band = min–max over seeds", "Settings.seeds, data_seed"),
+        ("seeds", f"{len(s.interval_seeds)} initialisation seeds {list(s.interval_seeds)} in the L = 1 arms of the theorem's protocol (β sweep and factorial, c = {THEORY_PRIMARY:g}), {len(s.seeds)} seeds {list(s.seeds)} in every other arm; the data sample is fixed (data seed {s.data_seed}); curves: mean, band = min–max over seeds", "Settings.interval_seeds, seeds, data_seed; design.INTERVAL_ARMS"),
         ("divergence", "a run stops when Φ exceeds 10⁶ Φ(θ⁽⁰⁾) or is not finite; it is kept (partial history, outcome 'diverged', rate −∞)", "GDConfig.divergence_factor"),
         ("stalled", f"Φ(T)/Φ(0) ≥ {STALL_RATIO}: outcome 'stalled' (never 'diverged', never 'stable')", "design.STALL_RATIO"),
         ("primary speed", f"rate = minus the least-squares slope of log Φ(t) over t ∈ [{RATE_WINDOW[0]:g}·T, {RATE_WINDOW[1]:g}·T]", "design.RATE_WINDOW"),
         ("secondary speed", f"iterations to Φ(t) ≤ {RELATIVE_TARGET} Φ(0); loss at T and Φ(T)/Φ(0) shown, never deciding", "design.RELATIVE_TARGET"),
-        ("verdict rules", f"(a), (c): paired by seed, holds/fails when every seed agrees, else undecided; (b): Spearman(β, median rate) ≥ {SPEARMAN_BOUND} holds, ≤ −{SPEARMAN_BOUND} fails", "design, claims"),
+        ("verdict rules: 8-seed arms", f"L = 1 under theory c = {THEORY_PRIMARY:g}: the exact interval for the median of a per-seed statistic ((a) rate difference, (b) Spearman(β, rate), factorial: a skip's mean difference), level ≥ {MIN_COVERAGE:g} (93.0 % at 8 seeds); holds above 0, fails below, else undecided", "design.INTERVAL_ARMS, MIN_COVERAGE; claims.interval_rule"),
+        ("verdict rules: other arms", f"(a), (c): paired by seed, holds/fails when every seed agrees, else undecided; (b): Spearman(β, median rate) ≥ {SPEARMAN_BOUND} holds, ≤ −{SPEARMAN_BOUND} fails", "design, claims"),
         ("precision", f"{s.dtype} throughout", "Settings.dtype"),
     ]
     return pd.DataFrame(rows, columns=["choice", "value", "parameter"])
@@ -247,6 +255,7 @@ class ExperimentResults:
     probes: pd.DataFrame
     runs: pd.DataFrame
     _per_run: pd.DataFrame | None = field(default=None, repr=False)
+    _readout: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
     def is_standin(self) -> bool:
@@ -263,6 +272,25 @@ class ExperimentResults:
 
     def summary(self) -> pd.DataFrame:
         return summary_table(self.per_run())
+
+    def readout(self) -> pd.DataFrame:
+        """Every distinct run's read-out prediction of Φ(T)/Φ(0) beside the measured one
+        (:func:`resgd.experiments.readout_link.page_predictions`)."""
+        if self._readout is None:
+            from .readout_link import page_predictions
+
+            self._readout = page_predictions(self.per_run(), self.settings)
+        return self._readout
+
+    def readout_link(self) -> pd.DataFrame:
+        """The read-out link's Spearman ρ, run count, 5 % critical |ρ| and 80 %-power |ρ|: over all
+        the page's runs, the single-layer runs and the depth sweep's."""
+        from .readout_link import link_summary
+
+        pred = self.readout()
+        parts = {"all runs": pred, "single layer (β sweep, factorial)": pred[pred["experiment"] != "depth"],
+                 "depth sweep": pred[pred["experiment"] == "depth"]}
+        return pd.DataFrame([{"runs of": name, **link_summary(part)} for name, part in parts.items()])
 
     def verdicts(self):
         from .claims import evaluate
@@ -291,16 +319,22 @@ def run_experiments(
         common[experiment], table = choose_lr(sizes[experiment], depths, **engine)
         probes.append(table.assign(comparison=experiment))
     frames, steps = [], []
+    warm_smoothness([(replace(sizes[arm.experiment], twin_init=arm.twin_init), beta, L, beta_ffn, seed)
+                     for arm in arms(s.betas, s.depths) if arm.protocol == "theory"
+                     for beta, beta_ffn, L in arm.points for seed in arm.seeds(sizes[arm.experiment])],
+                    n_jobs=n_jobs if scheduler is None else 1, cache_dir=cache_dir)
     for arm in arms(s.betas, s.depths):
         arm_s = replace(sizes[arm.experiment], twin_init=arm.twin_init)
-        seeds = arm_s.seeds[: arm.n_seeds] if arm.n_seeds else arm_s.seeds
+        seeds = arm.seeds(arm_s)
         configs = []
         for beta, beta_ffn, L in arm.points:
-            lr = (common["depth" if arm.experiment == "depth" else "beta"] if arm.protocol == "common"
-                  else theory_lr(arm_s, beta, L, arm.c, beta_ffn=beta_ffn, cache_dir=cache_dir))
-            steps.append({"experiment": arm.experiment, "protocol": arm.label, "twin_init": arm.twin_init,
-                          "beta": beta, "beta_ffn": beta if beta_ffn is None else beta_ffn, "n_layers": L, "lr": lr})
-            configs += [arm_s.config(beta, L, seed, lr, beta_ffn=beta_ffn) for seed in seeds]
+            for seed in seeds:
+                lr = (common["depth" if arm.experiment == "depth" else "beta"] if arm.protocol == "common"
+                      else theory_lr(arm_s, beta, L, arm.c, seed=seed, beta_ffn=beta_ffn, cache_dir=cache_dir))
+                steps.append({"experiment": arm.experiment, "protocol": arm.label, "twin_init": arm.twin_init,
+                              "beta": beta, "beta_ffn": beta if beta_ffn is None else beta_ffn, "n_layers": L,
+                              "seed": seed, "lr": lr})
+                configs.append(arm_s.config(beta, L, seed, lr, beta_ffn=beta_ffn))
         runs = sweep(configs, desc=f"{s.dataset}: {arm.experiment}, {arm.label}, {arm.twin_init}", **engine)
         frames.append(runs.assign(experiment=arm.experiment, protocol=arm.label,
                                   c=math.nan if arm.c is None else arm.c, twin_init=arm.twin_init,
@@ -335,6 +369,13 @@ def make_figure(results: ExperimentResults, kind: str):
         return plots.plot_beta_sweep(loss_curves(part), dataset=name)
     if kind in ("depth", "factorial"):
         return getattr(plots, f"plot_{kind}")(loss_curves(runs[runs["experiment"] == kind]), dataset=name)
+    if kind == "readout":
+        from ..plots.robustness import plot_readout_link
+
+        pred = results.readout()
+        pred = pred.assign(dataset=name, protocol=pred["experiment"].map(
+            {"beta": "L = 1, β sweep", "factorial": "L = 1, factorial", "depth": "depth sweep"}) + ", " + pred["protocol"])
+        return plot_readout_link(pred, standin=results.source_label if results.is_standin else None)
     primary = runs[(runs["protocol"] == PRIMARY) & (runs["experiment"] != "factorial")]
     if kind == "conditioning":
         return plots.plot_conditioning(conditioning_curves(primary), dataset=name)
@@ -362,6 +403,7 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
     s = results.settings
     out: dict[str, Any] = {"source": results.source_label, "N": s.N, "n": s.n, "T": s.iterations,
                            "depth-N": s.depth_N, "depth-T": s.depth_iterations, "seeds": len(s.seeds),
+                           "interval-seeds": len(s.interval_seeds),
                            "mode": s.mode, "elapsed": float(elapsed)}
     lr = results.lr
     for experiment in ("beta", "depth"):
@@ -373,6 +415,9 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
         key = {"residual_helps": "a", "beta_monotone": "b", "depth_residual_helps": "c", "factorial": "f"}[v.name]
         out[f"{slug}-{key}"] = v.outcome
         out[f"{slug}-{key}-detail"] = v.detail
+        if v.numbers.get("rule") == "interval" or (key == "f" and v.numbers["attention"].get("rule") == "interval"):
+            level = v.numbers["attention"]["level"] if key == "f" else v.numbers["level"]
+            out[f"{slug}-{key}-level"] = 100 * float(level)
         if key == "a":
             out[f"{slug}-a-won"] = f"{v.numbers['faster_in']} of {v.numbers['seeds']}"
             out[f"{slug}-a-chance"] = float(v.numbers["chance"])
@@ -390,6 +435,10 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
     out["stalled"] = int((living["outcome"] == "stalled").sum())
     out["diverged"] = int((living["outcome"] == "diverged").sum())
     out["runs"] = int(len(per_run))
+    link = results.readout_link().iloc[0]  # all the page's runs
+    out["readout-runs"] = int(link["runs"])
+    for key in ("spearman", "critical", "detectable"):
+        out[f"readout-{key}"] = float(link[key])
     return out
 
 
@@ -413,7 +462,7 @@ def result_files(results: ExperimentResults) -> dict[str, tuple[str, Any]]:
     files["claims"] = (f"claims/{tag}.json", verdicts_writer(
         results.verdicts(), dataset=s.dataset, mode=s.mode,
         meta={"source_label": results.source_label, "is_standin": results.is_standin,
-              "lr": {f"{r.experiment}/{r.protocol}/{r.twin_init}/L={r.n_layers}/β={r.beta:g}/β_ffn={r.beta_ffn:g}": r.lr
+              "lr": {f"{r.experiment}/{r.protocol}/{r.twin_init}/L={r.n_layers}/β={r.beta:g}/β_ffn={r.beta_ffn:g}/seed={r.seed}": r.lr
                      for r in results.lr.itertuples()},
               "iterations": s.iterations, "depth_iterations": s.depth_iterations, "seeds": list(s.seeds), "N": s.N},
     ))

@@ -96,6 +96,9 @@ def collapse(quick: bool) -> dict:
 
 
 _EXPERIMENT_BASE = dict(
+    # the seeds of the arms the theorem's protocol decides at L = 1 with the interval rule
+    # (experiments.design.INTERVAL_ARMS): 8 in both modes, the first ones shared with `seeds`
+    interval_seeds=tuple(range(8)),
     betas=(0.0, 0.25, 0.5, 0.75, 1.0),
     depths=(2, 6, 10),
     lr_grid=(1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001, 3e-4, 1e-4, 3e-5),

@@ -5,8 +5,8 @@ Protocols (the step size of a configuration at step ``fraction`` f, or constant 
 * ``common`` — f × the stability limit of the β = 1 model at the same depth, for every β (the
   headline experiments' rule: one step size per comparison);
 * ``own`` — f × the configuration's own stability limit (:mod:`.limits`);
-* ``theory`` — μ = c / L̂(θ⁰) for each configuration (the theorem's step; the experiments' rule,
-  L̂ at the first seed's initial weights).
+* ``theory`` — μ = c / L̂(θ⁰) for each run (the theorem's step; the experiments' rule, L̂ at
+  that run's own initial weights, so the seeds of a configuration each get their own μ).
 
 A configuration with no learning step on the probe grid is not trained under ``own``: it is booked
 with the outcome of its probes (``stalled``: Φ(T)/Φ(0) = 1 and no loss at T; ``diverged``: +∞),
@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..core.stats import empirical_rate
 from ..experiments import study as ex
-from ..experiments.step_size import smoothness, theory_lr
+from ..experiments.step_size import theory_lr, warm_smoothness as warm
 from .grid import MapGrid
 from .limits import POINT_KEYS, model_points, point_config, tagged_sweep
 from .outcomes import outcome
@@ -34,32 +34,23 @@ TAGS = ["dataset", "qk_scale", "fraction", "N", "protocol"]
 RUN_KEYS = TAGS + POINT_KEYS + ["seed"]
 
 
-def _smoothness_task(s: ex.Settings, beta: float, n_layers: int, cache_dir) -> float:
-    import torch
-
-    torch.set_num_threads(1)  # one thread per worker, like the sweep engine's
-    return smoothness(s, beta, n_layers, cache_dir=cache_dir)
-
-
 def warm_smoothness(grid: MapGrid, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None) -> None:
-    """Compute (in ``n_jobs`` local processes) and cache L̂(θ⁰) of every configuration the
-    ``theory`` protocol trains, so :func:`run_items` only reads them (each costs about one short
-    unstacked run; c does not enter L̂, so every c shares them)."""
+    """Compute (in ``n_jobs`` local processes) and cache L̂(θ⁰) of every run the ``theory``
+    protocol trains, one per seed (:func:`resgd.experiments.step_size.warm_smoothness`), so
+    :func:`run_items` only reads them; c does not enter L̂, so every c shares them."""
     if "theory" not in grid.protocols:
         return
-    from joblib import Parallel, delayed
-
-    jobs = [delayed(_smoothness_task)(replace(grid.settings(d, q, N), twin_init=init), beta, L, cache_dir)
-            for d in grid.datasets for q in grid.qk_scales for N in grid.sizes for beta, L, init in model_points(grid)]
-    Parallel(n_jobs=n_jobs)(jobs)
+    warm([(replace(grid.settings(d, q, N), twin_init=init), beta, L, None, seed)
+          for d in grid.datasets for q in grid.qk_scales for N in grid.sizes for beta, L, init in model_points(grid)
+          for seed in grid.seeds], n_jobs=n_jobs, cache_dir=cache_dir)
 
 
 def run_items(grid: MapGrid, limits: pd.DataFrame, *, cache_dir: str | os.PathLike | None = None,
               ) -> tuple[list[tuple[ex.RunConfig, dict]], pd.DataFrame]:
     """The runs to train (config, tags) and the table of configurations left untrained (no
     learning step size), with the same tags and their probes' ``status``. Under ``theory`` the
-    step is the experiments' rule :func:`resgd.experiments.step_size.theory_lr` (L̂ at the first
-    seed's θ⁰, one μ per configuration; cached in ``cache_dir``)."""
+    step is the experiments' rule :func:`resgd.experiments.step_size.theory_lr` (L̂ at each seed's
+    own θ⁰, one μ per run; cached in ``cache_dir``)."""
     table = limits.set_index(["dataset", "qk_scale", "N", *POINT_KEYS])
     items, missing = [], []
     for cell in grid.cells():
@@ -68,8 +59,9 @@ def run_items(grid: MapGrid, limits: pd.DataFrame, *, cache_dir: str | os.PathLi
         for beta, L, init in model_points(grid):
             tags = {**cell, "init": init}
             if protocol == "theory":
-                lr = theory_lr(replace(s, twin_init=init), beta, L, step, cache_dir=cache_dir)
-                items += [(point_config(s, beta, L, init, seed, lr), tags) for seed in grid.seeds]
+                theory_s = replace(s, twin_init=init)
+                items += [(point_config(s, beta, L, init, seed, theory_lr(theory_s, beta, L, step, seed=seed, cache_dir=cache_dir)),
+                           tags) for seed in grid.seeds]
                 continue
             reference = (1.0, L, grid.twins[0]) if protocol == "common" else (beta, L, init)
             key = (cell["dataset"], cell["qk_scale"], cell["N"], *reference)
