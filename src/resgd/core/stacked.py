@@ -168,7 +168,7 @@ def _forward(weights: list[torch.Tensor], cfg: ModelConfig, beta: torch.Tensor, 
     axis in front (the same association of the logits). Appends each layer's :class:`_Saved` to
     ``saved`` when given (for :func:`_backward`); writes into ``buf``'s tensors when given."""
     R = weights[0].shape[0]
-    N, n, d = X.shape
+    N, n, d = X.shape[-3:]
     T = N * n
     q, m = cfg.d_qk, cfg.m
     divisor = cfg.logit_divisor
@@ -176,7 +176,7 @@ def _forward(weights: list[torch.Tensor], cfg: ModelConfig, beta: torch.Tensor, 
     keypad = None if mask is None else ~mask.view(1, N, 1, n)
     b = beta.view(R, 1, 1, 1)
     bf = beta_ffn.view(R, 1, 1, 1)
-    H = X.view(1, N, n, d).expand(R, N, n, d)
+    H = X if X.ndim == 4 else X.view(1, N, n, d).expand(R, N, n, d)  # (R, N, n, d): given once per call by train_stacked
     Z0 = None
     for layer in range(cfg.n_layers):
         W_Q, W_K, W_V, W_1, W_2 = weights[5 * layer:5 * layer + 5]
@@ -407,11 +407,13 @@ def train_stacked(
     loss0 = None
     buf = _Buffers(dtype, {})
 
+    weights = layout.views(theta)  # θ is updated in place: its views stay valid until runs leave the stack
+    X_runs = X.expand(len(alive), *X.shape).contiguous()  # the first layer's input of every run, copied once
+
     for t in range(gd.iterations + 1):
         record = t % gd.record_every == 0 or t == gd.iterations
-        weights = layout.views(theta)
         saved: list[_Saved] = []
-        Y_hat, Z0, H = _forward(weights, cfg, beta, beta_ffn, X, mask, record, saved, buf)
+        Y_hat, Z0, H = _forward(weights, cfg, beta, beta_ffn, X_runs, mask, record, saved, buf)
         loss, dY = _loss_and_output_grad(Y_hat, Y, mask, gd.reduction)
         grads = _backward(saved, weights, cfg, beta, beta_ffn, H, dY, mask, buf)
         flat = torch.cat([g.reshape(len(alive), -1) for g in grads], dim=1, out=buf("flat", *theta.shape))
@@ -438,6 +440,7 @@ def train_stacked(
             beta, beta_ffn = beta[keep], beta_ffn[keep]
             if len(alive) == 0:
                 break
+            weights, X_runs = layout.views(theta), X_runs[keep]
         theta.addcmul_(flat, lr.view(-1, 1), value=-1.0)  # θ_r ← θ_r − μ_r ∇Φ_r (in place: no fresh pages)
     for i, r in enumerate(alive):
         if outcome[r] is None:
