@@ -49,6 +49,7 @@ so one configuration has one cached answer whichever path asked for it.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, replace
 from typing import Sequence
 
@@ -369,6 +370,18 @@ def _sigma(Z: torch.Tensor, mask: torch.Tensor | None) -> tuple[np.ndarray, np.n
     return sigma[:, 0], sigma[:, -1]
 
 
+_STORE = threading.local()
+
+
+def _buffer_store(key: tuple) -> dict:
+    """This thread's buffers for the stack shape ``key``, kept from call to call (the map trains
+    many stacks of one shape in a row; a call's first step no longer page-faults them in). Only
+    the last shape's are kept; no buffer outlives a call in anything the call returns."""
+    if getattr(_STORE, "key", None) != key:
+        _STORE.key, _STORE.buffers = key, {}
+    return _STORE.buffers
+
+
 def train_stacked(
     params: Sequence[Params],
     models: Sequence[ModelConfig],
@@ -405,7 +418,7 @@ def train_stacked(
     rows: list[list[dict]] = [[] for _ in range(R)]
     outcome: list[StackedRun | None] = [None] * R
     loss0 = None
-    buf = _Buffers(dtype, {})
+    buf = _Buffers(dtype, _buffer_store((shape_model(cfg), tuple(X.shape), R, dtype)))
 
     weights = layout.views(theta)  # θ is updated in place: its views stay valid until runs leave the stack
     X_runs = X.expand(len(alive), *X.shape).contiguous()  # the first layer's input of every run, copied once
