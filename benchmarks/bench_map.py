@@ -17,8 +17,9 @@ GD steps (σ(Z) recorded at t = 0 and every 10th, as the map's runs):
 
 One thread for all: ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` = 1 and ``torch.set_num_threads(1)``;
 XLA gets ``--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1`` before jax loads
-(``jax_peer.import_jax``); each row reports CPU time / wall time of ours and JAX (≈ 1 on one
-thread). With ``$RESGD_MKL_INTEL_PATH=1`` (as CI) the script restarts itself with MKL's Intel path.
+(``jax_peer.import_jax``); and since XLA still used up to 1.46 CPU-s per wall-second on some
+shapes with those flags alone, the whole process is pinned to one CPU (``sched_setaffinity``;
+``--no-pin`` leaves it free). Each row reports CPU time / wall time of ours and JAX. With ``$RESGD_MKL_INTEL_PATH=1`` (as CI) the script restarts itself with MKL's Intel path.
 The four are timed **interleaved** (ours, jax, ceiling, dense, ours, …); ratios are taken per
 repeat and their medians reported, so a load change on a shared machine hits all alike. A
 benchmark, not a test. Writes ``benchmarks/results/bench_map.csv`` (atomically) and prints a table.
@@ -41,7 +42,7 @@ import pandas as pd
 import torch
 
 from jax_peer import import_jax  # benchmarks/ is on sys.path when a script runs; sets XLA's one-thread flags
-from report import publish_table
+from report import map_table, publish_table
 from resgd.mkl_path import active as mkl_active, reexec_if_requested
 from resgd.core.model import ModelConfig, init_params
 from resgd.core.stacked import train_stacked
@@ -208,10 +209,13 @@ def main(argv=None) -> pd.DataFrame:
     parser.add_argument("--stack", type=int, default=16)
     parser.add_argument("--shapes", default="", help="only these, e.g. jena:16:1,sst2:32:10 (data:N:L)")
     parser.add_argument("--no-jax", action="store_true", help="leave the JAX peer out")
+    parser.add_argument("--no-pin", action="store_true", help="do not pin the process to one CPU")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
     reexec_if_requested([__file__, *(sys.argv[1:] if argv is None else argv)])  # $RESGD_MKL_INTEL_PATH=1, as CI
     torch.set_num_threads(1)
+    if not args.no_pin and hasattr(os, "sched_setaffinity"):  # XLA may start helper threads despite its flags:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one CPU for every thread of the process
     jax = None if args.no_jax else import_jax()
     if jax is None and not args.no_jax:
         print("jax is not installed (optional extra [jax]): the peer is left out", flush=True)
@@ -219,7 +223,8 @@ def main(argv=None) -> pd.DataFrame:
               for L in ((1, 10) if args.quick else (1, 2, 6, 10))]
     if args.shapes:
         shapes = [(k, int(N), int(L)) for k, N, L in (item.split(":") for item in args.shapes.split(","))]
-    print(f"MKL Intel path: {mkl_active()}; threads: torch {torch.get_num_threads()}, "
+    pinned = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "n/a"
+    print(f"MKL Intel path: {mkl_active()}; CPUs allowed: {pinned}; threads: torch {torch.get_num_threads()}, "
           f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}, OMP/MKL_NUM_THREADS={os.environ['OMP_NUM_THREADS']}/"
           f"{os.environ['MKL_NUM_THREADS']}", flush=True)
     rows = []
@@ -229,6 +234,8 @@ def main(argv=None) -> pd.DataFrame:
         print({k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in row.items()}, flush=True)
     table = pd.DataFrame(rows)
     publish_table(table, args.out, "bench_map")
+    if jax is not None:
+        print("\n" + map_table(table))
     return table
 
 
