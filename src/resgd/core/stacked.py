@@ -415,7 +415,7 @@ def train_stacked(
     beta = torch.tensor([float(m.beta) for m in models], dtype=dtype)
     beta_ffn = torch.tensor([float(m.residual_ffn) for m in models], dtype=dtype)
     alive = np.arange(R)  # original index of each row still in the stack
-    rows: list[list[dict]] = [[] for _ in range(R)]
+    rows: list[list[tuple]] = [[] for _ in range(R)]
     outcome: list[StackedRun | None] = [None] * R
     loss0 = None
     buf = _Buffers(dtype, _buffer_store((shape_model(cfg), tuple(X.shape), R, dtype)))
@@ -439,9 +439,8 @@ def train_stacked(
             loss0 = values.copy()
         stop = ~np.isfinite(values) | (values > gd.divergence_factor * loss0)
         for i, r in enumerate(alive):
-            rows[r].append({"iteration": t, "loss": float(values[i]), "grad_norm": float(norms[i]),
-                            "sigma_min_Z": float(smin[i]) if record else math.nan,
-                            "sigma_max_Z": float(smax[i]) if record else math.nan})
+            rows[r].append((t, values[i], norms[i], smin[i] if record else math.nan,
+                            smax[i] if record else math.nan))  # resgd.core.train.ROW_FIELDS
             if stop[i]:
                 outcome[r] = StackedRun(history_frame(rows[r]), None, True)
         if t == gd.iterations:
