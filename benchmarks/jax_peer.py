@@ -1,4 +1,6 @@
-"""The benchmark's JAX peer: the same model and loss as ``resgd.core.model``, one jitted GD step.
+"""The benchmarks' JAX peers: the same model and loss as ``resgd.core.model``, one jitted GD step
+(``bench_gd.py``), and a whole stacked training call as ``resgd.core.stacked.train_stacked``
+(``bench_map.py``: :func:`make_stacked_train`).
 
 ``jax.jit`` of ``value_and_grad`` of the loss plus the update ``p − lr g``, in one compiled
 function (the weights are donated, so XLA may update them in place). One thread: XLA's CPU
@@ -117,3 +119,102 @@ def max_rel_diff(grads: dict, reference: dict) -> float:
         ref = ref.numpy() if hasattr(ref, "numpy") else ref
         worst = max(worst, float(abs(grads[name] - ref).max()) / max(float(abs(ref).max()), 1e-300))
     return worst if math.isfinite(worst) else math.inf
+
+
+# --- the robustness map's workload: a stack of runs trained together (bench_map.py) -------------
+
+def make_stacked_loss(cfg, masked: bool, reduction: str):
+    """One run's ``Φ`` with β and β_ffn as arguments (they differ across a stack), returning the
+    first layer's Z as auxiliary output (for σ(Z)): :func:`resgd.core.stacked._forward`'s maths,
+    the same association of the logits (through W_Q W_Kᵀ when d_QK > d)."""
+    import jax
+    import jax.numpy as jnp
+
+    act = {"relu": jax.nn.relu, "gelu": lambda x: jax.nn.gelu(x, approximate=False), "softplus": jax.nn.softplus}[cfg.activation]
+    s, fold = cfg.logit_divisor, cfg.d_qk > cfg.d
+
+    def loss(params, beta, beta_ffn, X, Y, mask):
+        H, Z0 = X, None
+        for layer in range(cfg.n_layers):
+            W_Q, W_K, W_V, W_1, W_2 = (params[f"{name}.{layer}"] for name in ("W_Q", "W_K", "W_V", "W_1", "W_2"))
+            if fold:
+                logits = (H @ (W_Q @ W_K.T)) @ jnp.swapaxes(H, -1, -2) / s
+            else:
+                logits = (H @ W_Q) @ jnp.swapaxes(H @ W_K, -1, -2) / s
+            if masked:
+                logits = jnp.where(mask[:, None, :], logits, -jnp.inf)
+            Z = beta * H + jax.nn.softmax(logits, axis=-1) @ (H @ W_V)
+            Z0 = Z if layer == 0 else Z0
+            H = beta_ffn * Z + act(Z @ W_1) @ W_2
+        if cfg.pooling == "mean":
+            if masked:
+                w = mask.astype(H.dtype)
+                H = (H * w[..., None]).sum(axis=1) / w.sum(axis=1, keepdims=True)
+            else:
+                H = H.mean(axis=1)
+        R = H @ params["W_U"] - Y
+        if masked and R.ndim == 3:
+            R = R * mask[..., None]
+        value = 0.5 * jnp.sum(R * R)
+        return (value / Y.shape[0] if reduction == "mean" else value), Z0
+
+    return loss
+
+
+def make_stacked_train(cfg, gd, X, Y, mask, params, lrs, betas, betas_ffn):
+    """(train function, compile seconds): ``train()`` trains the stack from ``params`` (one dict per
+    run) and returns numpy (losses (T+1, R), gradient norms (T+1, R), σ_min, σ_max (T+1, R), NaN
+    where not recorded). The issue's peer: ``lax.scan`` over the GD steps of ``jax.vmap`` of one
+    run's step (value and gradient by ``jax.grad``, ‖∇Φ‖, θ − μ ∇Φ), σ(Z) of the first layer's Z by
+    its Gram's eigenvalues every ``record_every`` steps (a ``lax.cond`` on the step counter, which
+    is not batched), all in one ``jax.jit``. No divergence rule (the benchmark's step is small)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    masked = mask is not None
+    grad = jax.value_and_grad(make_stacked_loss(cfg, masked, gd.reduction), has_aux=True)
+    T_steps, every = gd.iterations, gd.record_every
+    run_axes = (0, 0, 0, None, None, None)
+
+    def evaluate(p, beta, bf, X, Y, mask):
+        (value, Z0), g = jax.vmap(grad, in_axes=run_axes)(p, beta, bf, X, Y, mask)
+        norm = jnp.sqrt(sum(jnp.sum(v.reshape(v.shape[0], -1) ** 2, axis=1) for v in jax.tree_util.tree_leaves(g)))
+        return value, norm, Z0, g
+
+    def sigma(Z0, mask):  # (R, N, n, d) → σ_min, σ_max of each run's real tokens, from the d × d Gram
+        Zr = Z0 * mask[None, :, :, None] if masked else Z0
+        Zr = Zr.reshape(Z0.shape[0], -1, Z0.shape[-1])
+        eig = jnp.sqrt(jnp.clip(jnp.linalg.eigvalsh(jnp.swapaxes(Zr, 1, 2) @ Zr), 0.0))
+        return eig[:, 0], eig[:, -1]
+
+    def no_sigma(Z0, mask):
+        nan = jnp.full(Z0.shape[:1], jnp.nan, Z0.dtype)
+        return nan, nan
+
+    def train(p, lr, beta, bf, X, Y, mask):
+        def body(p, t):
+            value, norm, Z0, g = evaluate(p, beta, bf, X, Y, mask)
+            smin, smax = jax.lax.cond(t % every == 0, sigma, no_sigma, Z0, mask)
+            p = jax.tree_util.tree_map(lambda w, gw: w - lr.reshape((-1,) + (1,) * (w.ndim - 1)) * gw, p, g)
+            return p, (value, norm, smin, smax)
+
+        p, rows = jax.lax.scan(body, p, jnp.arange(T_steps))
+        value, norm, Z0, _ = evaluate(p, beta, bf, X, Y, mask)  # the last evaluation, always recorded
+        last = (value, norm) + sigma(Z0, mask)
+        return tuple(jnp.concatenate([r, l[None]]) for r, l in zip(rows, last)), p
+
+    dtype = X.dtype
+    stacked = {k: jnp.asarray(np.stack([q[k].numpy() for q in params])) for k in params[0]}
+    args = (stacked, *(jnp.asarray(np.asarray(v, dtype=np.float64)) for v in (lrs, betas, betas_ffn)),
+            to_jax(X), to_jax(Y), to_jax(mask) if masked else None)
+    assert str(dtype) == "torch.float64", "the peer runs float64"
+    t0 = time.perf_counter()
+    compiled = jax.jit(train).lower(*args).compile()
+    compile_s = time.perf_counter() - t0
+
+    def run():
+        rows, _ = compiled(*args)
+        return tuple(np.asarray(r) for r in rows)  # waits for the result, copies it to numpy
+
+    return run, compile_s

@@ -126,6 +126,28 @@ def trainer_table(rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def map_table(rows: pd.DataFrame) -> str:
+    """``bench_map.py``'s rows as the README's table: ms per step of the stack (ours, JAX, the GEMM
+    ceiling, from the median rates), JAX time / ours time and the fractions of the ceiling (per-repeat
+    medians), then the two targets counted over the shapes (ours ≥ JAX; ours ≥ 60 % of the ceiling)."""
+    lines = ["| data | N | L | ours ms/step | JAX ms/step | ceiling ms/step | JAX / ours (time) | ours / ceiling | JAX / ceiling | ours CPU/wall | JAX CPU/wall |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for _, r in rows.iterrows():
+        ours_ms = 1e3 * r["R"] / r["run_steps_per_s"]
+        flops_ms = ours_ms * r["ours_gflops"]  # the step's GEMM work in GFLOP/s·ms
+        lines.append(f"| {r['dataset']} | {r['N']} | {r['L']} | {ours_ms:.2f} | {flops_ms / r['jax_gflops']:.2f} | "
+                     f"{flops_ms / r['ceiling_gflops']:.2f} | **{r['jax_over_ours']:.2f}** | {100 * r['of_ceiling']:.0f} % | "
+                     f"{100 * r['jax_of_ceiling']:.0f} % | {r['ours_cpu_per_wall']:.2f} | {r['jax_cpu_per_wall']:.2f} |")
+    ahead = int((rows["jax_over_ours"] >= 1).sum())
+    ceiling = int((rows["of_ceiling"] >= 0.6).sum())
+    lines.append(f"\nOurs at least as fast as JAX (JAX / ours ≥ 1): {ahead} of {len(rows)} shapes; "
+                 f"ours ≥ 60 % of the ceiling: {ceiling} of {len(rows)}. Largest |loss| and |‖∇Φ‖| difference "
+                 f"from JAX (relative): {rows['jax_loss_rel_diff'].max():.1e}, {rows['jax_grad_norm_rel_diff'].max():.1e}; "
+                 f"JAX compile {rows['jax_compile_s'].min():.1f}–{rows['jax_compile_s'].max():.1f} s per shape (not timed); "
+                 f"load average {rows['load'].min():.1f}–{rows['load'].max():.1f}.")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     path = Path(argv[0]) if argv else HERE / "results" / "bench_gd.json"
     data = json.loads(path.read_text())

