@@ -150,6 +150,15 @@ def test_verdicts_round_trip_and_missing_file_is_named(tmp_path):
     assert 0 < counts.loc["common", "decided_by_chance"] < 6
     with pytest.raises(FileNotFoundError, match="jena_full.json"):
         claims.load_verdicts(tmp_path, mode="full")
+    # the interval-rule checks (theory c=0.5 at one layer: (a), (b), factorial) are named as such
+    by_rule = loaded.groupby("rule")["protocol"].agg(set)
+    assert by_rule["interval"] == {"theory c=0.5"} and "common" in by_rule["sign"]
+    assert set(loaded.loc[loaded["rule"] == "interval", "name"]) == {"residual_helps", "beta_monotone", "factorial"}
+    summary = claims.interval_summary(loaded)
+    assert summary["seeds"] == 8 and summary["level"] == pytest.approx(0.9296875) and summary["checks"] == 5
+    assert summary["chance"] == pytest.approx(1 - 0.9296875)
+    with pytest.raises(ValueError, match="no verdict was decided by the interval"):
+        claims.interval_summary(loaded[loaded["rule"] == "sign"])
 
 
 def test_verdict_grid_figure(tmp_path):

@@ -4,7 +4,7 @@ rules of :mod:`resgd.experiments.design` (read them there; this module applies t
 Each check reads the per-run table of :func:`resgd.experiments.tables.per_run_table` for one
 protocol (columns ``experiment``, ``protocol``, ``beta``, ``beta_ffn``, ``n_layers``, ``seed``,
 ``rate``: the primary speed, −∞ for a diverged run) and returns a :class:`Verdict` whose
-``outcome`` is ``holds``, ``fails`` or ``undecided``. The three claims (paper's Figs. 1, 3a, 3b),
+``outcome`` is ``holds``, ``fails`` or ``undecided``. The three claims ((b) is the paper's Fig. 3a, (c) its Fig. 3b; (a) is its summary's statement),
 all read as speed (the paper says "converges faster"):
 
 (a) ``residual_helps`` — the single-layer model with the residual (β = 1) trains faster than
@@ -339,6 +339,24 @@ def write_verdicts(verdicts: Sequence[Verdict], path: str | os.PathLike, *, data
     return write_json(path, verdicts_payload(verdicts, dataset=dataset, mode=mode, meta=meta))
 
 
+def _interval_parts(numbers: dict) -> list[dict]:
+    """The interval-rule results inside a verdict's numbers: the verdict's own, or its parts' (the
+    factorial decides each skip by the interval)."""
+    parts = [numbers] + [v for v in numbers.values() if isinstance(v, dict)]
+    return [p for p in parts if p.get("rule") == "interval"]
+
+
+def interval_summary(verdicts: pd.DataFrame) -> dict[str, Any]:
+    """The seeds and level of the checks decided by the interval rule (:data:`design.INTERVAL_ARMS`),
+    and their chance of a decided outcome under no effect (1 − level), for the claims page's prose.
+    An error when no check in ``verdicts`` used the interval (the page would have nothing to say)."""
+    used = verdicts[verdicts["rule"] == "interval"]
+    if used.empty:
+        raise ValueError("claims.interval_summary: no verdict was decided by the interval rule")
+    level = float(used["level"].min())
+    return {"seeds": int(used["seeds"].min()), "level": level, "chance": 1.0 - level, "checks": int(len(used))}
+
+
 def _chance(numbers: dict) -> float:
     """The verdict's chance of a decided outcome under no effect (JSON writes non-finite floats as strings)."""
     return float(numbers.get("chance", "nan"))
@@ -379,6 +397,9 @@ def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick
                 "data": "synthetic stand-in" if payload.get("is_standin") else "real",
                 "protocol": v.protocol, "figure": v.figure, "notebook": NOTEBOOK.get(dataset, dataset),
                 "verdict": v.outcome, "chance": _chance(v.numbers),
+                "rule": "interval" if _interval_parts(v.numbers) else "sign",
+                "seeds": min((int(q["seeds"]) for q in _interval_parts(v.numbers)), default=None),
+                "level": min((float(q["level"]) for q in _interval_parts(v.numbers)), default=None),
                 "numbers": v.detail, "mode": payload.get("mode", mode),
             })
     order = {name: i for i, name in enumerate(CLAIMS)}

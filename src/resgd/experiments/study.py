@@ -1,4 +1,5 @@
-"""The paper's empirical section (its Figs. 1, 3a and 3b, on Jena climate and SST-2) as library code.
+"""The paper's empirical section (its Figs. 3a and 3b, on Jena climate and SST-2, and the single-layer
+comparison with and without the residual) as library code.
 
 What the paper reports: single-layer models with the residual connection (β = 1) train faster
 than without (β = 0); a larger residual weight β converges faster; deeper models (L = 2, 6, 10)
@@ -347,9 +348,9 @@ def run_experiments(
 
 # --------------------------------------------------------------------------- figures and outputs
 
-def figure_name(dataset: str, kind: str) -> str:
+def figure_name(kind: str, dataset: str) -> str:
     """File name (without extension) of a figure: ``<dataset>_<kind>``."""
-    check_choice("kind", kind, FIGURE_KINDS)
+    check_choice("figure kind", kind, FIGURE_KINDS)
     return f"{dataset}_{kind}"
 
 
@@ -478,7 +479,7 @@ def outputs(dataset: str, quick: bool, *, n_jobs: int = 2, progress: bool = True
             **overrides: Any) -> Outputs:
     """Everything the data set's notebook makes: its figures, tables and verdicts."""
     results = run_experiments(settings(dataset, quick, **overrides), n_jobs=n_jobs, progress=progress, scheduler=scheduler)
-    figures = {figure_name(dataset, kind): make_figure(results, kind) for kind in FIGURE_KINDS}
+    figures = {figure_name(kind, dataset): make_figure(results, kind) for kind in FIGURE_KINDS}
     return Outputs(figures=figures, result_files=result_files(results))
 
 

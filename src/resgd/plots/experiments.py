@@ -1,4 +1,4 @@
-"""Figures of the experiments (paper's Figs. 1, 3a, 3b, and the conditioning behind Theorem 1).
+"""Figures of the experiments (the residual comparison, the paper's Figs. 3a and 3b, and the conditioning behind Theorem 1).
 
 One function per figure kind; each takes a tidy table made by :mod:`resgd.experiments.study`
 (``loss_curves``, ``conditioning_curves``, ``per_run_table``) and returns a Figure. No
@@ -106,7 +106,7 @@ def _finish(fig: plt.Figure, curves: pd.DataFrame, dataset: str, what: str) -> p
 
 
 def plot_residual(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
-    """Paper's Fig. 1 read as speed: Φ(t)/Φ(0) with (β = 1) and without (β = 0) the residual
+    """Claim (a) read as speed (our figure; the paper's summary states the claim): Φ(t)/Φ(0) with (β = 1) and without (β = 0) the residual
     connection, single layer, one panel per step-size protocol."""
     use_style()
     fig, panels = _panels(curves)
