@@ -84,10 +84,11 @@ def interrupt_after(proc: subprocess.Popen, n_computed: int, sig: int) -> str:
     return err
 
 
-def test_kill_9_then_sigterm_mid_sweep_then_a_rerun_gives_the_bytes_of_an_uninterrupted_run(tmp_path):
+def test_kill_9_then_sigterm_mid_sweep_then_two_reruns_at_once_give_the_bytes_of_an_uninterrupted_run(tmp_path):
     """kill -9 after the first cached entry, SIGTERM after the next one: each cached entry is kept,
-    nothing half-written is left, and the third run computes only what is missing and publishes
-    the same bytes as a run never interrupted."""
+    nothing half-written is left. Then two runs at once on that results folder (issue 24: concurrent
+    runs): only the missing entries are computed, once, and the table has the bytes of a run never
+    interrupted."""
     assert reproduce_toy(tmp_path / "clean", "--jobs", "1") == 0
     reference = (tmp_path / "clean" / "results" / "toy" / "runs.csv").read_bytes()
     root = tmp_path / "interrupted"
@@ -101,10 +102,23 @@ def test_kill_9_then_sigterm_mid_sweep_then_a_rerun_gives_the_bytes_of_an_uninte
     assert proc.returncode == 143 and "Traceback" not in err and "stopped by SIGTERM" in err
     assert len(entries(root)) == 2 and leftovers(root) == []  # one more: the one before the signal
 
-    final = subprocess.run([sys.executable, str(SCRIPT), str(root), "0", "--jobs", "1"], capture_output=True, text=True,
-                           timeout=300, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])})
-    assert final.returncode == 0, final.stderr
-    assert final.stdout.count("computed") == 4  # 6 runs, 2 cached before: resumed, nothing recomputed
+    # two runs resume at once: the first to lock the 4 missing entries computes them, the other
+    # says whom it waits for and reuses them; both publish the table
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]), "RESGD_OFFLINE": "1"}
+    procs = [subprocess.Popen([sys.executable, str(SCRIPT), str(root), "0.2", "--jobs", "1", "--wait-for-go"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for _ in range(2)]
+    for proc in procs:
+        assert proc.stdout.readline().strip() == "ready"
+    for proc in procs:  # both start now
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    outs = [proc.communicate(timeout=300) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    counts = [out.count("computed") for out, _ in outs]
+    assert sorted(counts) == [0, 4], counts  # 6 runs, 2 cached before: resumed, nothing computed twice
+    waiter, owner = (0, 1) if counts[0] == 0 else (1, 0)
+    assert f"waiting for process {procs[owner].pid} on " in outs[waiter][1]  # they did run at once
     assert (root / "results" / "toy" / "runs.csv").read_bytes() == reference
     assert len(entries(root)) == 6 and leftovers(root) == []
 
@@ -347,3 +361,4 @@ def test_a_file_size_limit_hit_while_publishing_is_one_line_and_the_old_outputs_
         assert len(lines) == 1 and "File too large" in lines[0] and str(root) in lines[0], err
         after = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
         assert after == before and leftovers(root) == []
+

@@ -1,6 +1,6 @@
 """``python -m resgd reproduce`` with one small part that goes through the real pipeline.
 
-Run as a script: ``python toy_reproduce.py ROOT PAUSE_S [--jobs N]``. The part ``toy`` sweeps six
+Run as a script: ``python toy_reproduce.py ROOT PAUSE_S [--jobs N] [--wait-for-go]``. The part ``toy`` sweeps six
 toy-data training runs through the experiments' cached sweep (run cache, per-entry locks, worker
 processes) and publishes their table with :func:`resgd.pipeline.reproduce.reproduce_part`, as the
 jena and sst2 parts do, in seconds instead of minutes. ``PAUSE_S`` paces the training (a sleep
@@ -48,6 +48,10 @@ def main(argv: list[str]) -> int:
 
     runs._compute_stack = paced
     runs.MAX_STACK = 1  # one run per entry computation, so that an interrupt falls between entries
+    if "--wait-for-go" in argv:  # a test starts two runs together: each says "ready", then waits for a line
+        argv = [a for a in argv if a != "--wait-for-go"]
+        print("ready", flush=True)
+        sys.stdin.readline()
     return cli.main(["reproduce", "--only", "toy", "--figures-dir", f"{root}/figures", "--results-dir",
                      f"{root}/results", *argv[2:]], parts={"toy": toy_part})
 
