@@ -17,14 +17,20 @@ the cache keys); :mod:`.toy` holds the tiny synthetic data sets of the tests.
 
 from .dataset import SupervisedData
 from .errors import DataError, DownloadError
-from .jena import load_jena, parse_jena_csv
+from .jena import NOT_CANONICAL_LABEL, load_jena, parse_jena_csv
 from .locations import CACHE_DIR_ENV, DATA_DIR_ENV, OFFLINE_ENV, download_cache_dir, resolve_data_dir
-from .sst2 import load_sst2, parse_sst2_tsv
+from .sst2 import NOT_VERIFIED_LABEL, load_sst2, parse_sst2_tsv
 from .standin import standin_frame, write_standin_csv
+
+NOT_CANONICAL_LABELS = (NOT_CANONICAL_LABEL, NOT_VERIFIED_LABEL)
+"""The source labels of real-format files that the loaders were told not to check against the
+published ones (``check_canonical=False``, ``verify_checksums=False``): figures made from them
+carry a banner, as those made from the synthetic stand-in do (:func:`resgd.plots.style.banner_text`)."""
 
 __all__ = [
     "CACHE_DIR_ENV",
     "DATA_DIR_ENV",
+    "NOT_CANONICAL_LABELS",
     "OFFLINE_ENV",
     "DataError",
     "DownloadError",

@@ -111,6 +111,25 @@ def _check_header(path: Path) -> None:
         raise DataError(
             f"{path}: line 1 (header) has {len(header)} columns, expected {len(COLUMNS)}: {CANONICAL_HEADER}"
         )
+    _check_first_row(path)
+
+
+def _check_first_row(path: Path) -> None:
+    """A first data row longer than the header: pandas would take its leading fields as an index and
+    report a wrong field (a file saved with decimal commas: 'line 2, field 'Date Time': got '86''), so
+    it is counted here. Later long rows are pandas' own parser error, which names their line."""
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            handle.readline()
+            second = handle.readline()
+    except UnicodeDecodeError:
+        return  # reported with its line by the parser
+    fields = next(csv.reader([second]), [])
+    if len(fields) > len(COLUMNS):
+        raise DataError(
+            f"{path}: line 2 has {len(fields)} comma-separated fields, expected {len(COLUMNS)} "
+            f"(written with decimal commas or another separator?): {second.strip()[:80]!r}"
+        )
 
 
 def _first_bad_row(mask: np.ndarray) -> int:
@@ -146,7 +165,7 @@ def parse_jena_csv(path: str | os.PathLike) -> pd.DataFrame:
         if bad.any():
             row = _first_bad_row(bad)
             got = raw[name].iloc[row]
-            what = "an empty field" if pd.isna(got) else repr(got)
+            what = "an empty field" if pd.isna(got) else repr(got) if isinstance(got, str) else f"{got:g}"
             raise DataError(
                 f"{path}: line {row + 2}, field {name!r}: got {what}, expected a number "
                 f"({int(bad.sum())} such row(s) in this column)"

@@ -47,6 +47,9 @@ ROWS = {"train": 67_349, "dev": 872}
 ZIP_MEMBERS = {"train": "SST-2/train.tsv", "dev": "SST-2/dev.tsv"}
 CACHE_VERSION = 1
 REAL_LABEL = "SST-2 (GLUE) with fixed GloVe 6B 50-d word vectors"
+NOT_VERIFIED_LABEL = (
+    "SST-2-format files NOT verified against the published SST-2 and GloVe checksums (loaded with verify_checksums=False)"
+)
 
 Unknown = Literal["zeros", "mean"]
 
@@ -333,7 +336,7 @@ def load_sst2(
         X_test=as_tensor(X_dev),
         Y_test=to_pm1(dev_labels[dev_rows]),
         feature_names=tuple(f"glove_{i}" for i in range(GLOVE_DIM)),
-        source_label=REAL_LABEL,
+        source_label=REAL_LABEL if verify_checksums else NOT_VERIFIED_LABEL,
         is_standin=False,
         mask_train=torch.as_tensor(mask_train),
         mask_test=torch.as_tensor(mask_dev),

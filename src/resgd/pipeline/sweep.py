@@ -100,8 +100,8 @@ _ADDRESS = re.compile(r"^(?:(?P<scheme>[a-z]+)://)?(?P<host>\[[0-9a-fA-F:]+\]|[^
 
 
 def check_scheduler(address: str, timeout: float = SCHEDULER_CHECK_S) -> str:
-    """``address`` if it parses (``[tcp://]host:port``) and something listens there; else a
-    :class:`resgd.validation.ConfigError` in one line, within ``timeout`` seconds, before any work."""
+    """``address`` if it parses (``[tcp://]host:port``) and a Dask scheduler answers there; else a
+    :class:`resgd.validation.ConfigError` in one line, within about twice ``timeout`` seconds, before any work."""
     from ..validation import ConfigError
 
     where = f"scheduler {address!r} (from --scheduler or ${SCHEDULER_ENV})"
@@ -118,7 +118,54 @@ def check_scheduler(address: str, timeout: float = SCHEDULER_CHECK_S) -> str:
             f"({err.strerror or type(err).__name__}); start `dask scheduler` there, or drop --scheduler / "
             f"unset {SCHEDULER_ENV} to run locally"
         ) from None
+    kind = _dask_identity(address if match["scheme"] else f"tcp://{address.strip()}", timeout)
+    if kind != "Scheduler":
+        what = (f"a Dask {kind.lower()}, not the scheduler" if kind else
+                f"something that does not answer as a Dask scheduler within {timeout:g} s (the dashboard's port?)")
+        raise ConfigError(
+            f"{where}: {host}:{match['port']} is {what}; give the address that `dask scheduler` prints "
+            f"(port 8786 by default), or drop --scheduler / unset {SCHEDULER_ENV} to run locally"
+        )
     return address
+
+
+def _dask_identity(address: str, timeout: float) -> str | None:
+    """The ``type`` a Dask server at ``address`` gives for itself (``"Scheduler"``, ``"Worker"``),
+    None when it does not answer Dask's handshake within ``timeout`` seconds; ``"Scheduler"``
+    when Dask is not installed (that is reported when the sweep starts).
+
+    Why: ``distributed.Client`` waits for ever on a port that accepts connections but does not
+    speak Dask (issue 24: a run hung for minutes on the dashboard's port). Run in its own thread
+    and event loop, so that it also works inside a notebook's running loop."""
+    import threading
+
+    try:
+        from distributed.comm import connect
+    except ModuleNotFoundError:
+        return "Scheduler"
+    import asyncio
+
+    async def ask() -> object:
+        comm = await connect(address, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    answer: list[object] = []
+
+    def run() -> None:
+        try:
+            answer.append(asyncio.run(asyncio.wait_for(ask(), timeout)))
+        except Exception:  # noqa: BLE001 - no Dask reply in time: the caller says so
+            pass
+
+    thread = threading.Thread(target=run, daemon=True, name="resgd-dask-identity")
+    thread.start()
+    thread.join(timeout + 1)
+    reply = answer[0] if answer else None
+    return str(reply.get("type")) if isinstance(reply, dict) and reply.get("type") else None
 
 
 def execute(tasks: list[Task | Group], *, n_jobs: int, scheduler: str | None = None) -> Iterator[tuple[str, Any]]:

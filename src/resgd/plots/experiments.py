@@ -3,7 +3,8 @@
 One function per figure kind; each takes a tidy table made by :mod:`resgd.experiments.study`
 (``loss_curves``, ``conditioning_curves``, ``per_run_table``) and returns a Figure. No
 computation happens here: means, bands and divergence flags are already in the table. Figures
-made from synthetic stand-in data carry the stand-in banner.
+made from synthetic stand-in data or from a file not checked against the published one carry a banner
+(:func:`.style.banner_text`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .style import label_standin, use_style
+from .style import banner_text, label_standin, use_style
 
 DATASET_TITLE = {"jena": "Jena climate", "sst2": "SST-2", "toy": "toy data", "toy_cls": "toy data"}
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
@@ -23,8 +24,7 @@ TOP_MARGIN = (0, 0, 1, 0.96)  # room above the title for the stand-in banner
 
 
 def _banner(fig: plt.Figure, table: pd.DataFrame) -> None:
-    if len(table) and "is_standin" in table and bool(table["is_standin"].any()):
-        label_standin(fig, str(table["source_label"].iloc[0]) if "source_label" in table else "SYNTHETIC stand-in data")
+    label_standin(fig, banner_text(table))
 
 
 def _beta_colors(betas) -> dict[float, tuple]:

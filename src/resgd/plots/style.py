@@ -70,8 +70,26 @@ def _savefig(fig: plt.Figure, path: Path, ext: str) -> None:
         raise OSError(full.errno, full.strerror) from exc
 
 
+def banner_text(table) -> str | None:
+    """The banner of a figure made from ``table`` (rows with ``is_standin`` and ``source_label``):
+    the source label of the synthetic stand-in or of a file not checked against the published one
+    (:data:`resgd.data.NOT_CANONICAL_LABELS`), else None (verified real data). The one place this
+    is decided for the experiments' figures."""
+    from ..data import NOT_CANONICAL_LABELS
+
+    if not len(table):
+        return None
+    flagged = table["is_standin"].fillna(False).astype(bool) if "is_standin" in table else False
+    if "source_label" not in table:
+        return "SYNTHETIC stand-in data" if bool(flagged.any()) else None
+    flagged = flagged | table["source_label"].isin(NOT_CANONICAL_LABELS)
+    labels = list(dict.fromkeys(table.loc[flagged, "source_label"].astype(str)))
+    return "; ".join(labels) or None
+
+
 def label_standin(fig: plt.Figure, label: str | None) -> None:
-    """Stamp a visible banner on figures made from synthetic stand-in data (no-op for real data)."""
+    """Stamp a visible banner on figures made from synthetic stand-in or non-canonical data
+    (:func:`banner_text`; no-op for ``None``, verified real data)."""
     if label:
         fig.text(0.5, 0.995, label, ha="center", va="top", fontsize=8, color="darkred",
                  bbox={"facecolor": "mistyrose", "edgecolor": "darkred", "boxstyle": "round,pad=0.2"})

@@ -1,0 +1,302 @@
+"""The faults of issue 24, each with the test that inflicts it on the real code.
+
+The issue tried 74 faults on commit 2acdd27 (quick mode, a real ``dask scheduler`` and two
+``dask worker`` processes on 127.0.0.1): 56 behaved as promised, 18 did not, plus the smaller
+ones of its item 10. Its exact list was not published; this one reconstructs it by family, as a
+demanding user would try them. ``tests/test_fault_catalogue.py`` checks that every entry's test
+exists and that there are at least 74 entries.
+
+``status`` says where an entry stands:
+
+* ``fixed``: one of the 18 failures or of item 10, fixed and tested before this catalogue;
+* ``covered``: behaved as promised and was already a test elsewhere;
+* ``scripted``: behaved as promised, scripted now (``tests/test_fault_*.py``);
+* ``bug``: found while scripting, fixed with its test (the expected behaviour is after the fix).
+
+``node`` is a pytest node id; ``path::function[~text]`` names the parametrized case whose id
+contains ``text`` (for ids that hold tabs and regular expressions).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Fault(NamedTuple):
+    id: str
+    family: str
+    fault: str
+    expected: str
+    node: str
+    status: str
+
+
+FAMILIES = ("interrupt", "cache", "disk", "sst2", "glove", "jena", "concurrency", "settings", "dask", "label")
+STATUSES = ("fixed", "covered", "scripted", "bug")
+
+_F, _R, _D, _K = "tests/test_faults.py", "tests/test_fault_runs.py", "tests/test_fault_data.py", "tests/test_fault_dask.py"
+_CLI, _P, _A, _E = "tests/test_cli.py", "tests/test_pipeline.py", "tests/test_atomic.py", "tests/test_experiments.py"
+_S, _J, _DB = "tests/test_data_sst2.py", "tests/test_data_jena.py", "tests/test_dask_backend.py"
+_BAD_SETTING = f"{_CLI}::test_a_bad_setting_stops_reproduce_before_any_part_runs"
+_DAMAGE = f"{_R}::test_a_damaged_run_cache_entry_is_reported_and_recomputed_to_the_same_result"
+_TSV = f"{_S}::test_malformed_tsv_names_file_line_and_field"
+_SST2 = f"{_D}::test_a_malformed_sst2_file_names_file_line_and_field"
+_GLOVE = f"{_D}::test_a_malformed_glove_table_names_file_and_key"
+_JENA = f"{_D}::test_a_malformed_jena_file_names_file_line_and_field"
+_ONE_LINE_1 = "one error line naming the file, line and field; exit 1 from the CLI"
+
+FAULTS: tuple[Fault, ...] = (
+    # ------------------------------------------------------------------ interrupts
+    Fault("I1", "interrupt", "SIGTERM to python -m resgd reproduce mid-part", "one line, exit 143, workers ended",
+          f"{_F}::test_reproduce_stops_on_a_signal_in_one_line[SIGTERM-143]", "fixed"),
+    Fault("I2", "interrupt", "Ctrl-C (SIGINT) to python -m resgd reproduce mid-part", "one line, exit 130, workers ended",
+          f"{_F}::test_reproduce_stops_on_a_signal_in_one_line[SIGINT-130]", "fixed"),
+    Fault("I3", "interrupt", "SIGTERM to the book build", "papermill and its kernel ended, one line, exit 143",
+          "tests/test_book_build.py::test_sigterm_to_the_build_ends_papermill_and_its_kernel_in_one_line", "fixed"),
+    Fault("I4", "interrupt", "kill -9 between the renames of a part's publish", "the next publish completes them: all new outputs",
+          f"{_F}::test_a_publish_killed_between_its_renames_is_completed_by_the_next_one", "fixed"),
+    Fault("I5", "interrupt", "a local worker process killed mid-sweep", "its tasks run again on a fresh pool; results complete",
+          f"{_F}::test_a_dead_local_worker_s_tasks_are_run_again", "fixed"),
+    Fault("I6", "interrupt", "SIGTERM to a parallel sweep", "no worker process outlives it",
+          f"{_P}::test_no_worker_outlives_a_stopped_sweep[SIGTERM]", "covered"),
+    Fault("I7", "interrupt", "kill -9 of a parallel sweep", "its workers exit by themselves",
+          f"{_P}::test_no_worker_outlives_a_stopped_sweep[SIGKILL]", "covered"),
+    Fault("I8", "interrupt", "an exception mid-sweep, then a rerun", "the rerun resumes from the cached entries",
+          f"{_E}::test_sweep_resumes_after_an_interruption", "covered"),
+    Fault("I9", "interrupt", "a part failing while publishing", "every earlier output left as it was",
+          f"{_P}::test_a_failure_while_publishing_leaves_every_earlier_output_as_it_was", "covered"),
+    Fault("I10", "interrupt", "kill -9 of python -m resgd reproduce between two cache entries",
+          "the entries written are kept, nothing half-written, no table published",
+          f"{_R}::test_kill_9_then_sigterm_mid_sweep_then_two_reruns_at_once_give_the_bytes_of_an_uninterrupted_run", "scripted"),
+    Fault("I11", "interrupt", "SIGTERM of the resumed run between two cache entries, then a rerun",
+          "exit 143; the rerun computes only the missing runs; the table has the bytes of an uninterrupted run",
+          f"{_R}::test_kill_9_then_sigterm_mid_sweep_then_two_reruns_at_once_give_the_bytes_of_an_uninterrupted_run", "scripted"),
+    # ------------------------------------------------------------------ damaged cache entries
+    Fault("C1", "cache", "an entry truncated", "reported once, recomputed",
+          f"{_F}::test_a_rejected_cache_entry_is_reported_once", "fixed"),
+    Fault("C2", "cache", "an entry without the digest of its data", "every entry holds the digest of the data it used",
+          f"{_F}::test_every_cache_entry_holds_the_digest_of_its_data", "fixed"),
+    Fault("C3", "cache", "another key's valid entry copied over an entry", "rejected (wrong key), recomputed",
+          f"{_P}::test_another_runs_entry_copied_over_is_rejected_and_recomputed", "covered"),
+    Fault("C4", "cache", "an entry's content edited (wrong sha)", "fails its checksum, recomputed",
+          f"{_P}::test_edited_entry_fails_its_checksum_and_is_recomputed", "covered"),
+    Fault("C5", "cache", "an entry of the old, unverified format", "rejected, recomputed",
+          f"{_P}::test_unverified_old_format_entry_is_rejected", "covered"),
+    Fault("C6", "cache", "a damaged entry", "recomputed", f"{_E}::test_damaged_entry_is_recomputed", "covered"),
+    Fault("C7", "cache", "a temporary file left by a killed writer", "removed by the next run",
+          f"{_A}::test_a_temporary_left_by_a_killed_writer_is_removed_by_the_next_run", "covered"),
+    Fault("C8", "cache", "a live writer's temporary file", "kept", f"{_A}::test_a_live_writers_temporary_is_kept", "covered"),
+    Fault("C9", "cache", "a user's file that looks like a temporary", "only our stale temporaries removed",
+          f"{_A}::test_only_our_stale_temporaries_are_removed", "covered"),
+    Fault("C10", "cache", "a write that fails midway", "no partial entry", f"{_E}::test_failed_write_leaves_no_partial_file", "covered"),
+    Fault("C11", "cache", "an unreadable parsed-data cache entry (.npz)", "rebuilt", f"{_J}::test_unreadable_cache_entry_is_rebuilt", "covered"),
+    Fault("C12", "cache", "a zero-length entry", "reported (EOFError), recomputed to the same result", f"{_DAMAGE}[zero-length]", "scripted"),
+    Fault("C13", "cache", "an entry of garbage bytes", "reported, recomputed to the same result", f"{_DAMAGE}[garbage bytes]", "scripted"),
+    Fault("C14", "cache", "an entry cut in half", "reported, recomputed to the same result", f"{_DAMAGE}[cut in half]", "scripted"),
+    Fault("C15", "cache", "a valid pickle that is not an entry", "not a verified entry, recomputed",
+          f"{_DAMAGE}[a pickle that is not an entry]", "scripted"),
+    Fault("C16", "cache", "an entry of a newer format version", "not a verified entry, recomputed",
+          f"{_DAMAGE}[a newer entry format]", "scripted"),
+    Fault("C17", "cache", "an entry whose content is not bytes", "does not match its checksum, recomputed",
+          f"{_DAMAGE}[content that is not bytes]", "scripted"),
+    Fault("C18", "cache", "an entry whose checksum matches a content that is no pickle", "content unreadable, recomputed",
+          f"{_DAMAGE}[checksum right, content not a pickle]", "scripted"),
+    Fault("C19", "cache", "an entry of a class that no longer exists", "content unreadable (ModuleNotFoundError), recomputed",
+          f"{_DAMAGE}[content of a class that no longer exists]", "scripted"),
+    Fault("C20", "cache", "a folder where an entry should be", "one line (a folder stands where a file is needed), exit 1, the folder kept",
+          f"{_R}::test_a_folder_where_a_cache_entry_should_be_is_one_line_exit_1_and_the_other_entries_are_kept", "scripted"),
+    Fault("C21", "cache", "an entry made unreadable (chmod 000)", "reported as unreadable, recomputed, readable again",
+          f"{_R}::test_an_unreadable_cache_entry_is_reported_and_recomputed", "scripted"),
+    Fault("C22", "cache", "the run cache read-only (chmod 555)", "one line naming it, exit 1, before any part",
+          f"{_R}::test_a_read_only_output_folder_stops_the_run_before_any_work[results/cache]", "scripted"),
+    Fault("C23", "cache", "the cache's locks/ folder read-only", "one line naming it, exit 1, no traceback",
+          f"{_R}::test_a_read_only_lock_folder_is_one_line_not_a_traceback", "scripted"),
+    Fault("C24", "cache", "a file where the run cache folder should be", "one line, exit 1, before any part",
+          f"{_CLI}::test_an_unwritable_output_folder_stops_the_run_before_any_part", "covered"),
+    # ------------------------------------------------------------------ full disk, unwritable outputs
+    Fault("W1", "disk", "full disk (ENOSPC) while writing a table", "one line, exit 1", f"{_CLI}::test_full_disk_while_writing_a_table", "covered"),
+    Fault("W2", "disk", "full disk while writing a PDF figure", "ENOSPC named, not a zlib error",
+          f"{_CLI}::test_full_disk_while_writing_a_pdf_figure_is_not_a_zlib_error", "covered"),
+    Fault("W3", "disk", "full disk while saving a figure", "reported as ENOSPC",
+          "tests/test_plots_save.py::test_a_full_disk_is_reported_as_enospc_not_as_zlib_error", "covered"),
+    Fault("W4", "disk", "a file-size limit (RLIMIT_FSIZE, real EFBIG) hit while publishing a table",
+          "one line, exit 1, the previous outputs untouched, no temporary left",
+          f"{_R}::test_a_file_size_limit_hit_while_publishing_is_one_line_and_the_old_outputs_stay[a table-20000]", "scripted"),
+    Fault("W5", "disk", "a file-size limit (real EFBIG) hit while publishing a figure",
+          "one line, exit 1, the previous outputs untouched, no temporary left",
+          f"{_R}::test_a_file_size_limit_hit_while_publishing_is_one_line_and_the_old_outputs_stay[a figure-10]", "scripted"),
+    Fault("W6", "disk", "results folder not writable (EACCES)", "one line, exit 1", f"{_CLI}::test_read_only_output_folder[results]", "covered"),
+    Fault("W7", "disk", "figures folder not writable (EACCES)", "one line, exit 1", f"{_CLI}::test_read_only_output_folder[figures]", "covered"),
+    Fault("W8", "disk", "a file where the results folder should be", "one line (Not a directory), exit 1",
+          f"{_CLI}::test_results_path_that_is_a_file", "covered"),
+    Fault("W9", "disk", "an unwritable output folder", "reported before any work",
+          f"{_P}::test_unwritable_output_folder_is_reported_before_any_work", "covered"),
+    Fault("W10", "disk", "the figures folder read-only for real (chmod 555)", "one line naming it, exit 1, before any part",
+          f"{_R}::test_a_read_only_output_folder_stops_the_run_before_any_work[figures]", "scripted"),
+    Fault("W11", "disk", "the results folder read-only for real (chmod 555)", "one line naming it, exit 1, before any part",
+          f"{_R}::test_a_read_only_output_folder_stops_the_run_before_any_work[results]", "scripted"),
+    # ------------------------------------------------------------------ SST-2
+    Fault("S1", "sst2", "wrong header (a column missing or renamed)", _ONE_LINE_1, f"{_TSV}[~expected 'sentence<TAB>label']", "covered"),
+    Fault("S2", "sst2", "a bad label ('positive')", _ONE_LINE_1, f"{_TSV}[~got 'positive']", "covered"),
+    Fault("S3", "sst2", "a row without its tab", _ONE_LINE_1, f"{_TSV}[~has 1 tab-separated]", "covered"),
+    Fault("S4", "sst2", "an extra tab", _ONE_LINE_1, f"{_TSV}[~has 3 tab-separated]", "covered"),
+    Fault("S5", "sst2", "an empty sentence", _ONE_LINE_1, f"{_TSV}[~field 'sentence': empty]", "covered"),
+    Fault("S6", "sst2", "header only", "one line: no data rows", f"{_TSV}[~no data rows]", "covered"),
+    Fault("S7", "sst2", "an empty file", "one line: the file is empty", f"{_TSV}[~the file is empty]", "covered"),
+    Fault("S8", "sst2", "Latin-1 text (wrong encoding)", "one line naming the line that is not UTF-8",
+          f"{_S}::test_non_utf8_text_names_the_line", "covered"),
+    Fault("S9", "sst2", "a truncated train.tsv.gz", "one line: truncated or corrupt, replace it", f"{_S}::test_truncated_gzip_is_detected", "covered"),
+    Fault("S10", "sst2", "a file that is not the official one", "one line naming the file and the expected sha256",
+          f"{_S}::test_wrong_checksum_names_file_and_expected_hash", "covered"),
+    Fault("S11", "sst2", "one label flipped in the real dev.tsv", "fails its checksum", f"{_S}::test_tampered_real_file_fails_its_checksum", "covered"),
+    Fault("S12", "sst2", "a damaged official file", "its line and field, then the checksum and the advice",
+          f"{_S}::test_a_damaged_official_file_is_reported_with_its_line_and_field", "fixed"),
+    Fault("S13", "sst2", "a byte-order mark before the header", _ONE_LINE_1, f"{_SST2}[byte-order mark]", "scripted"),
+    Fault("S14", "sst2", "a UTF-16 file", "one line: line 1 is not UTF-8", f"{_SST2}[UTF-16]", "scripted"),
+    Fault("S15", "sst2", "a label written 1.0", _ONE_LINE_1, f"{_SST2}[label 1.0]", "scripted"),
+    Fault("S16", "sst2", "a blank line at the end", _ONE_LINE_1, f"{_SST2}[blank line]", "scripted"),
+    Fault("S17", "sst2", "plain text named train.tsv.gz", "one line: cannot read the file (not gzip)", f"{_SST2}[plain text named .gz]", "scripted"),
+    Fault("S18", "sst2", "a folder named dev.tsv", "one line naming it", f"{_D}::test_a_folder_where_an_sst2_file_should_be_is_named", "scripted"),
+    Fault("S19", "sst2", "a duplicated row in the real dev.tsv", "fails its checksum (duplicates parse)",
+          f"{_D}::test_a_duplicated_row_in_the_real_dev_file_fails_its_checksum", "scripted"),
+    Fault("S20", "sst2", "a bad label, through python -m resgd reproduce --only sst2", "exit 1, one line with file, line and field; nothing trained",
+          f"{_D}::test_a_corrupt_sst2_file_from_the_command_line_is_one_line_and_exit_1", "scripted"),
+    # ------------------------------------------------------------------ GloVe
+    Fault("G1", "glove", "a truncated GloVe table", "one line: truncated or corrupt, replace it", f"{_S}::test_corrupt_glove_file_is_reported", "covered"),
+    Fault("G2", "glove", "vectors shuffled against their words", "fails the content checksum",
+          f"{_S}::test_glove_vectors_shuffled_against_their_words_are_rejected", "fixed"),
+    Fault("G3", "glove", "the GloVe file missing", "one line with file, URL and variable", f"{_S}::test_missing_glove_names_file_url_and_variable", "covered"),
+    Fault("G4", "glove", "vectors of dimension 49", "one line naming file, key and shape", f"{_GLOVE}[dimension 49]", "scripted"),
+    Fault("G5", "glove", "non-numeric vectors", "one line naming file, key and dtype", f"{_GLOVE}[text vectors]", "scripted"),
+    Fault("G6", "glove", "NaN in the vectors", "one line naming file and key", f"{_GLOVE}[NaN]", "scripted"),
+    Fault("G7", "glove", "the vectors key missing", "one line naming the missing key", f"{_GLOVE}[no vectors key]", "scripted"),
+    Fault("G8", "glove", "numbers where the words belong", "one line naming file, key and dtype", f"{_GLOVE}[numbers as words]", "scripted"),
+    Fault("G9", "glove", "a duplicated word", "fails the content checksum",
+          f"{_D}::test_a_glove_table_with_a_duplicated_or_missing_word_fails_its_content_checksum[duplicated word]", "scripted"),
+    Fault("G10", "glove", "a missing word", "fails the content checksum",
+          f"{_D}::test_a_glove_table_with_a_duplicated_or_missing_word_fails_its_content_checksum[missing word]", "scripted"),
+    # ------------------------------------------------------------------ Jena
+    Fault("J1", "jena", "a wrong header column", _ONE_LINE_1, f"{_J}::test_wrong_header_names_file_and_column", "covered"),
+    Fault("J2", "jena", "a header column missing", _ONE_LINE_1, f"{_J}::test_missing_header_column_is_reported", "covered"),
+    Fault("J3", "jena", "a non-numeric cell", _ONE_LINE_1, f"{_J}::test_non_numeric_value_names_line_and_field", "covered"),
+    Fault("J4", "jena", "a short row", _ONE_LINE_1, f"{_J}::test_short_row_names_the_empty_field", "covered"),
+    Fault("J5", "jena", "a long row", "one line naming the line", f"{_J}::test_long_row_is_reported_with_its_line", "covered"),
+    Fault("J6", "jena", "a wrong date format", _ONE_LINE_1, f"{_J}::test_bad_date_names_line_field_and_format", "covered"),
+    Fault("J7", "jena", "an empty or header-only file", "one line each", f"{_J}::test_empty_and_header_only_files_are_rejected", "covered"),
+    Fault("J8", "jena", "not the canonical file (row count, dates)", "one line naming row count and dates",
+          f"{_J}::test_canonical_check_names_row_count_and_dates", "covered"),
+    Fault("J9", "jena", "'nan' written in a cell", "reported as written", f"{_J}::test_nan_text_is_reported_as_written_not_as_an_empty_field", "fixed"),
+    Fault("J10", "jena", "pressure and temperature swapped under a correct header", "out-of-range value: line and field",
+          f"{_J}::test_pressure_and_temperature_swapped_under_a_correct_header_are_rejected", "fixed"),
+    Fault("J11", "jena", "negative wind other than the -9999 marker", "out-of-range value: line and field",
+          f"{_J}::test_wind_error_marker_is_accepted_but_other_negative_wind_is_not", "fixed"),
+    Fault("J12", "jena", "a day given the wrong year (unsorted)", "the line that goes back in time",
+          f"{_J}::test_a_day_given_the_wrong_year_is_rejected_with_its_line", "fixed"),
+    Fault("J13", "jena", "a duplicate timestamp with other values", "a conflict: line and field; exact repeats counted",
+          f"{_J}::test_conflicting_duplicate_is_rejected_exact_repeat_is_counted", "fixed"),
+    Fault("J14", "jena", "gaps in the timestamps", "counted, filled hourly", f"{_J}::test_gaps_are_counted", "covered"),
+    Fault("J15", "jena", "a damaged stand-in copy in the cache", "written again",
+          f"{_J}::test_a_damaged_standin_copy_is_written_again[cut inside a line]", "covered"),
+    Fault("J16", "jena", "a bad Jena file in the (read-only) data folder", "advice: replace it, not delete it",
+          f"{_J}::test_a_bad_file_in_the_data_folder_is_not_to_be_deleted[True]", "covered"),
+    Fault("J17", "jena", "a truncated download", "fails the canonical check", f"{_J}::test_truncated_download_fails_the_canonical_check", "covered"),
+    Fault("J18", "jena", "a byte-order mark before the header", _ONE_LINE_1, f"{_JENA}[byte-order mark]", "scripted"),
+    Fault("J19", "jena", "a UTF-16 file", "one line: the header is not UTF-8", f"{_JENA}[UTF-16]", "scripted"),
+    Fault("J20", "jena", "semicolons as separators", "one line naming the header", f"{_JENA}[semicolons]", "scripted"),
+    Fault("J21", "jena", "decimal commas (a spreadsheet's export)", "line 2 has 29 fields (was: field 'Date Time': got '86')",
+          f"{_JENA}[decimal commas]", "bug"),
+    Fault("J22", "jena", "two rows swapped", "the line out of order", f"{_JENA}[two rows swapped]", "scripted"),
+    Fault("J23", "jena", "ISO dates", _ONE_LINE_1, f"{_JENA}[ISO dates]", "scripted"),
+    Fault("J24", "jena", "two-digit years", _ONE_LINE_1, f"{_JENA}[two-digit year]", "scripted"),
+    Fault("J25", "jena", "month 13", _ONE_LINE_1, f"{_JENA}[month 13]", "scripted"),
+    Fault("J26", "jena", "a file cut mid-line", _ONE_LINE_1, f"{_JENA}[cut mid-line]", "scripted"),
+    Fault("J27", "jena", "an infinite value", "'got inf' (was: 'got np.float64(inf)')", f"{_JENA}[infinite pressure]", "bug"),
+    Fault("J28", "jena", "Windows line ends", "not a fault: the same rows as with LF", f"{_D}::test_windows_line_ends_parse_as_the_same_rows", "scripted"),
+    Fault("J29", "jena", "a non-canonical file, through python -m resgd reproduce --only jena", "exit 1, one line, advice that works there",
+          f"{_CLI}::test_jena_advice_works_from_the_command_line", "covered"),
+    Fault("J30", "jena", "decimal commas, through python -m resgd reproduce --only jena", "exit 1, one line; nothing trained",
+          f"{_D}::test_a_corrupt_jena_file_from_the_command_line_is_one_line_and_exit_1", "bug"),
+    # ------------------------------------------------------------------ concurrent runs and locks
+    Fault("R1", "concurrency", "two sweeps on one results folder at once", "each run computed once, the same results",
+          f"{_P}::test_two_runs_on_one_results_folder_compute_each_run_once", "covered"),
+    Fault("R2", "concurrency", "an entry being computed by another run", "waited for and reused",
+          f"{_P}::test_a_second_sweep_waits_for_a_running_entry_and_reuses_it", "covered"),
+    Fault("R3", "concurrency", "an entry's lock released without the entry", "computed after the wait",
+          f"{_P}::test_an_entry_whose_owner_died_is_computed_after_the_wait", "covered"),
+    Fault("R4", "concurrency", "a run stopped (Ctrl-Z) while it holds locks", "named, then given up on after the stated time",
+          f"{_F}::test_a_stopped_run_does_not_block_a_second_one_forever", "fixed"),
+    Fault("R5", "concurrency", "lock files after a run", "removed when released", f"{_F}::test_lock_files_are_removed_when_released", "fixed"),
+    Fault("R6", "concurrency", "a released lock file removed while another takes it", "never two holders",
+          f"{_F}::test_removing_a_released_lock_file_never_lets_two_holders_in", "fixed"),
+    Fault("R7", "concurrency", "locks left by a run killed with kill -9 (a dead pid)", "taken over at once",
+          f"{_R}::test_locks_of_a_run_killed_with_kill_9_are_taken_over_at_once", "scripted"),
+    Fault("R8", "concurrency", "two python -m resgd reproduce on one results folder at once",
+          "each entry computed once, the waiter names the owner, the same table bytes",
+          f"{_R}::test_kill_9_then_sigterm_mid_sweep_then_two_reruns_at_once_give_the_bytes_of_an_uninterrupted_run", "scripted"),
+    # ------------------------------------------------------------------ settings
+    Fault("E1", "settings", "RESGD_GRAD_BACKEND=bogus", "one line, exit 2", f"{_BAD_SETTING}[~RESGD_GRAD_BACKEND-bogus]", "fixed"),
+    Fault("E2", "settings", "RESGD_MKL_INTEL_PATH=yes", "one line, exit 2", f"{_BAD_SETTING}[~RESGD_MKL_INTEL_PATH-yes]", "fixed"),
+    Fault("E3", "settings", "RESGD_DATA_DIR naming no folder", "one line, exit 2", f"{_BAD_SETTING}[~RESGD_DATA_DIR-]", "fixed"),
+    Fault("E4", "settings", "RESGD_MODE=qiuck", "one line, exit 2", f"{_BAD_SETTING}[~RESGD_MODE-qiuck]", "fixed"),
+    Fault("E5", "settings", "RESGD_OFFLINE=maybe", "one line, exit 2", f"{_BAD_SETTING}[~RESGD_OFFLINE-maybe]", "fixed"),
+    Fault("E6", "settings", "RESGD_MOD (a typo of a name)", "one line, exit 2", f"{_BAD_SETTING}[~RESGD_MOD-quick]", "fixed"),
+    Fault("E7", "settings", "a missing RESGD_DATA_DIR folder", "one line, exit 2, before any work", f"{_CLI}::test_missing_data_dir_is_reported", "fixed"),
+    Fault("E8", "settings", "RESGD_MODE=quick ignored / a typo passed", "--quick, else RESGD_MODE, else full",
+          f"{_CLI}::test_reproduce_honours_resgd_mode[env1-flag1-True]", "fixed"),
+    Fault("E9", "settings", "RESGD_MKL_INTEL_PATH=yes through python -m resgd", "one line, exit 2",
+          f"{_CLI}::test_mkl_intel_path_yes_is_one_line_exit_2_from_python_m_resgd", "fixed"),
+    Fault("E10", "settings", "a bad setting through python -m resgd", "exit 2, the message alone",
+          f"{_CLI}::test_module_entry_point_config_error[debug0]", "covered"),
+    Fault("E11", "settings", "--jobs 0", "usage error, exit 2", f"{_CLI}::test_argument_errors[argv1-expected a whole number >= 1]", "covered"),
+    Fault("E12", "settings", "--jobs two", "usage error, exit 2", f"{_CLI}::test_argument_errors[argv2-expected a whole number >= 1, got 'two']", "covered"),
+    Fault("E13", "settings", "an unknown part name", "usage error naming the choices, exit 2", f"{_CLI}::test_unknown_name_is_a_clear_usage_error", "covered"),
+    Fault("E14", "settings", "a mistyped command", "usage error, exit 2", f"{_CLI}::test_argument_errors[argv4-invalid choice: 'reproduc']", "covered"),
+    # ------------------------------------------------------------------ Dask
+    Fault("K1", "dask", "a worker with other data than the client", "one line naming the worker and both digests; nothing cached",
+          f"{_F}::test_a_worker_with_other_data_fails_before_training_and_nothing_is_cached", "fixed"),
+    Fault("K2", "dask", "the scheduler killed mid-run", "one line within seconds; the results so far cached",
+          f"{_F}::test_a_scheduler_killed_mid_run_is_one_line_and_the_results_so_far_are_kept", "fixed"),
+    Fault("K3", "dask", "a scheduler address nobody answers at", "one line, exit 2, before any work",
+          f"{_CLI}::test_a_bad_scheduler_address_is_one_line_and_exit_2_before_any_work[tcp://127.0.0.1:1-nothing answers at 127.0.0.1:1]", "fixed"),
+    Fault("K4", "dask", "a scheduler address that does not parse", "one line, exit 2, before any work",
+          f"{_CLI}::test_a_bad_scheduler_address_is_one_line_and_exit_2_before_any_work[tcp:/127.0.0.1-not an address of the form tcp://HOST:PORT]", "fixed"),
+    Fault("K5", "dask", "a worker killed mid-sweep (another remains)", "its tasks resubmitted, results identical",
+          f"{_DB}::test_worker_killed_mid_sweep", "covered"),
+    Fault("K6", "dask", "the cluster restarted mid-sweep", "tasks resubmitted, each result written once", f"{_DB}::test_restart_mid_sweep", "covered"),
+    Fault("K7", "dask", "a task that raises", "its error propagates, not retried", f"{_DB}::test_task_error_propagates_and_duplicate_keys_refused", "covered"),
+    Fault("K8", "dask", "a worker started after the sweep began", "the sweep waits and completes",
+          f"{_K}::test_a_late_worker_then_its_kill_9_mid_sweep_then_a_worker_s_address_as_the_scheduler", "scripted"),
+    Fault("K9", "dask", "the only worker killed (-9) mid-sweep, a new one started", "its task resubmitted; every result right, written once",
+          f"{_K}::test_a_late_worker_then_its_kill_9_mid_sweep_then_a_worker_s_address_as_the_scheduler", "scripted"),
+    Fault("K10", "dask", "a worker's address given as the scheduler", "one line (a Dask worker, not the scheduler), exit 2",
+          f"{_K}::test_a_late_worker_then_its_kill_9_mid_sweep_then_a_worker_s_address_as_the_scheduler", "bug"),
+    Fault("K11", "dask", "an address that accepts connections but is no scheduler (the dashboard's port)",
+          "one line within seconds, exit 2 (was: the client waited for ever)",
+          f"{_K}::test_a_port_that_accepts_but_is_not_a_scheduler_is_one_line_exit_2_not_a_hang", "bug"),
+    Fault("K12", "dask", "a bad RESGD_SCHEDULER", "one line naming the variable, exit 2",
+          f"{_K}::test_a_bad_scheduler_address_in_the_environment_is_one_line_exit_2", "scripted"),
+    # ------------------------------------------------------------------ labels of the data on figures
+    Fault("L1", "label", "Jena loaded with check_canonical=False, then plotted", "the figure carries the NOT-canonical banner",
+          "tests/test_fault_stamp.py::test_a_jena_file_loaded_with_check_canonical_false_is_stamped_on_the_figure", "bug"),
+    Fault("L2", "label", "SST-2 loaded with verify_checksums=False", "labelled as not verified (was: as the real SST-2), stamped",
+          "tests/test_fault_stamp.py::test_sst2_files_loaded_without_their_checksums_are_labelled_and_stamped", "bug"),
+    Fault("L3", "label", "Jena on the stand-in (no file)", "said on the console before the work",
+          f"{_CLI}::test_jena_on_the_standin_is_said_on_the_console", "covered"),
+)
+
+
+def summary() -> dict[str, dict[str, int]]:
+    """family → status → how many faults (for the issue's closing table)."""
+    table = {family: dict.fromkeys(STATUSES, 0) for family in FAMILIES}
+    for fault in FAULTS:
+        table[fault.family][fault.status] += 1
+    return table
+
+
+if __name__ == "__main__":  # the closing note's table: python tests/faults/catalogue.py
+    print("| family | " + " | ".join(STATUSES) + " | total |")
+    print("| --- |" + " ---: |" * (len(STATUSES) + 1))
+    for family, counts in summary().items():
+        print(f"| {family} | " + " | ".join(str(counts[s]) for s in STATUSES) + f" | {sum(counts.values())} |")
+    totals = [sum(1 for f in FAULTS if f.status == s) for s in STATUSES]
+    print("| all | " + " | ".join(map(str, totals)) + f" | {len(FAULTS)} |")
