@@ -177,3 +177,16 @@ def test_verdict_grid_figure(tmp_path):
     assert texts.count("fails") == 2 and "holds" in texts
     assert any("SYNTHETIC" in t.get_text() for t in fig.texts)
     plt.close(fig)
+    # a real-format file not checked against the published one is stamped too; verified data is not
+    from resgd.data import NOT_CANONICAL_LABEL
+
+    path = tmp_path / "sst2_full.json"
+    payload = json.loads(path.read_text())
+    path.write_text(json.dumps({**payload, "is_standin": False, "source_label": NOT_CANONICAL_LABEL}))
+    loaded = claims.load_verdicts(tmp_path, mode="full")
+    assert set(loaded.loc[loaded["dataset"] == "sst2", "data"]) == {"not canonical"}
+    fig = plot_verdicts(loaded)
+    assert any("NOT canonical data behind the sst2" in t.get_text() for t in fig.texts)
+    plt.close(fig)
+    path.write_text(json.dumps({**payload, "is_standin": False, "source_label": "real SST-2"}))
+    assert set(claims.load_verdicts(tmp_path, mode="full").loc[lambda v: v["dataset"] == "sst2", "data"]) == {"real"}

@@ -359,6 +359,7 @@ def test_a_file_size_limit_hit_while_publishing_is_one_line_and_the_old_outputs_
         assert status == 1 and "Traceback" not in err, err
         lines = [x for x in err.splitlines() if x.startswith("error: ")]
         assert len(lines) == 1 and "File too large" in lines[0] and str(root) in lines[0], err
+        assert "ulimit -f" in lines[0], err  # the advice for a file-size limit, as for a full disk
         after = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
         assert after == before and leftovers(root) == []
 

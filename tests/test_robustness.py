@@ -4,6 +4,7 @@ tiny end-to-end map on the synthetic ``toy`` data."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import matplotlib
 
@@ -229,6 +230,10 @@ def test_end_to_end_on_toy_data(tmp_path):
     single = results.per_run[(results.per_run["n_layers"] == 1) & (results.per_run["protocol"] == "own")]
     assert single["lr"].notna().all()
     assert results.standin_label() == "SYNTHETIC stand-in data for toy"
+    from resgd.data import NOT_CANONICAL_LABEL  # a real-format file not checked against the published one
+    unchecked = replace(results, per_run=results.per_run.assign(is_standin=False, source_label=NOT_CANONICAL_LABEL))
+    assert unchecked.standin_label() == NOT_CANONICAL_LABEL
+    assert replace(results, per_run=results.per_run.assign(is_standin=False)).standin_label() is None
     fig = plot_phase_diagram(results.final(), results.grid, protocol="own", standin=results.standin_label())
     assert len(fig.axes) >= 3
     assert any("SYNTHETIC" in text.get_text() for text in fig.texts)

@@ -25,6 +25,7 @@ _WHERE = "--results-dir, --figures-dir, or $RESGD_CACHE_DIR for the data cache"
 _HINTS = {
     errno.ENOSPC: f"the disk is full: free some space or write elsewhere ({_WHERE}), then run again",
     errno.EDQUOT: f"the disk quota is used up: free some space or write elsewhere ({_WHERE}), then run again",
+    errno.EFBIG: f"a file reached the largest size allowed here (see `ulimit -f`): raise the limit or write elsewhere ({_WHERE}), then run again",
     errno.EACCES: f"this place is not writable: make it writable or write elsewhere ({_WHERE})",
     errno.EPERM: f"this place is not writable: make it writable or write elsewhere ({_WHERE})",
     errno.EROFS: f"the file system is read-only: write elsewhere ({_WHERE})",
@@ -38,7 +39,7 @@ class ClusterError(RuntimeError):
     """The Dask cluster went away or could not be used mid-run; the message says what was kept."""
 
 
-FULL_DISK = frozenset({errno.ENOSPC, errno.EDQUOT})
+FULL_DISK = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def os_error_in_chain(exc: BaseException, errnos: frozenset[int] | None = None) -> OSError | None:

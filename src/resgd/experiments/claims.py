@@ -357,6 +357,17 @@ def interval_summary(verdicts: pd.DataFrame) -> dict[str, Any]:
     return {"seeds": int(used["seeds"].min()), "level": level, "chance": 1.0 - level, "checks": int(len(used))}
 
 
+def _data_kind(payload: dict) -> str:
+    """What a verdicts file was computed on: the synthetic stand-in, a real-format file the loaders
+    were told not to check against the published one (:data:`resgd.data.NOT_CANONICAL_LABELS`), or
+    verified real data."""
+    from ..data import NOT_CANONICAL_LABELS
+
+    if payload.get("is_standin"):
+        return "synthetic stand-in"
+    return "not canonical" if payload.get("source_label") in NOT_CANONICAL_LABELS else "real"
+
+
 def _chance(numbers: dict) -> float:
     """The verdict's chance of a decided outcome under no effect (JSON writes non-finite floats as strings)."""
     return float(numbers.get("chance", "nan"))
@@ -394,7 +405,7 @@ def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick
             v = Verdict.from_dict(item)
             rows.append({
                 "claim": v.claim, "name": v.name, "dataset": payload.get("dataset", dataset),
-                "data": "synthetic stand-in" if payload.get("is_standin") else "real",
+                "data": _data_kind(payload),
                 "protocol": v.protocol, "figure": v.figure, "notebook": NOTEBOOK.get(dataset, dataset),
                 "verdict": v.outcome, "chance": _chance(v.numbers),
                 "rule": "interval" if _interval_parts(v.numbers) else "sign",

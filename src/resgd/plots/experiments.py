@@ -292,7 +292,9 @@ def plot_verdicts(verdicts: pd.DataFrame) -> plt.Figure:
         spine.set_visible(False)
     ax.xaxis.tick_top()
     fig.tight_layout()
-    if "data" in verdicts and (verdicts["data"] == "synthetic stand-in").any():
-        standin = sorted(verdicts.loc[verdicts["data"] == "synthetic stand-in", "dataset"].unique())
-        label_standin(fig, f"SYNTHETIC stand-in data behind the {', '.join(standin)} verdicts")
+    if "data" in verdicts:  # the claims page's data column (resgd.experiments.claims.load_verdicts)
+        parts = [f"{kind} behind the {', '.join(sorted(verdicts.loc[verdicts['data'] == name, 'dataset'].unique()))} verdicts"
+                 for name, kind in (("synthetic stand-in", "SYNTHETIC stand-in data"), ("not canonical", "NOT canonical data"))
+                 if (verdicts["data"] == name).any()]
+        label_standin(fig, "; ".join(parts) or None)
     return fig

@@ -88,7 +88,8 @@ def summarize_runs(runs: pd.DataFrame, grid: MapGrid, target_fraction: dict[str,
         start = float(loss.iloc[0])
         row = dict(zip(RUN_KEYS, keys))
         row.update(lr=float(first["lr"]), trained=True, diverged=bool(first["diverged"]),
-                   is_standin=bool(first["is_standin"]), loss_start=start,
+                   is_standin=bool(first["is_standin"]), source_label=str(first.get("source_label", "")),
+                   loss_start=start,
                    outcome=outcome(loss.to_numpy(), bool(first["diverged"]), grid.stall_drop))
         for T in grid.horizons:
             value = loss.get(T, math.inf)
@@ -111,7 +112,7 @@ def untrained_rows(missing: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
     if missing.empty:
         return missing
     stalled = missing["outcome"] == "stalled"
-    out = missing.assign(lr=np.nan, trained=False, diverged=~stalled, is_standin=False, loss_start=np.nan,
+    out = missing.assign(lr=np.nan, trained=False, diverged=~stalled, is_standin=False, source_label="", loss_start=np.nan,
                          rate=np.nan, iterations_to_target=np.nan, rate_ratio_Z0=np.nan)
     for T in grid.horizons:
         out[f"loss_{T}"] = np.where(stalled, np.nan, math.inf)

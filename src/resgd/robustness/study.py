@@ -61,11 +61,19 @@ class MapResults:
         return self.cells[(self.cells["horizon"] == self.grid.iterations) & (self.cells["measure"] == measure)]
 
     def standin_label(self) -> str | None:
-        """A banner text when any data set of the map is the synthetic stand-in, else None."""
+        """The banner of the map's figures: the data sets trained on the synthetic stand-in, and the
+        label of any file the loaders were told not to check against the published one
+        (:data:`resgd.data.NOT_CANONICAL_LABELS`); None when every data set is verified real data."""
+        from ..data import NOT_CANONICAL_LABELS
+
         if "is_standin" not in self.per_run:
             return None
         standin = sorted(self.per_run.loc[self.per_run["is_standin"].fillna(False).astype(bool), "dataset"].unique())
-        return f"SYNTHETIC stand-in data for {', '.join(standin)}" if standin else None
+        parts = [f"SYNTHETIC stand-in data for {', '.join(standin)}"] if standin else []
+        if "source_label" in self.per_run:
+            labels = self.per_run["source_label"]
+            parts += sorted(set(labels[labels.isin(NOT_CANONICAL_LABELS)]))
+        return "; ".join(parts) or None
 
     def tally(self, horizon: int | None = None, measure: str | None = None) -> pd.DataFrame:
         return tally(self.cells, self.grid.iterations if horizon is None else horizon,
