@@ -36,32 +36,13 @@ def import_jax():
 
 
 def make_loss(cfg, masked: bool):
-    """``Φ(params) = ½ Σ ‖Ŷ − Y‖²`` over real tokens, the model of ``resgd.core.model`` written in jax.numpy."""
-    import jax
-    import jax.numpy as jnp
-
-    act = {"relu": jax.nn.relu, "gelu": lambda x: jax.nn.gelu(x, approximate=False), "softplus": jax.nn.softplus}[cfg.activation]
-    beta, beta_ffn, s = float(cfg.beta), float(cfg.residual_ffn), cfg.logit_divisor
+    """``Φ(params) = ½ Σ ‖Ŷ − Y‖²`` over real tokens, the model of ``resgd.core.model`` written in jax.numpy:
+    one run of :func:`make_stacked_loss` with the configuration's β and β_ffn (one copy of the maths)."""
+    stacked = make_stacked_loss(cfg, masked, "sum")
+    beta, beta_ffn = float(cfg.beta), float(cfg.residual_ffn)
 
     def loss(params, X, Y, mask):
-        H = X
-        for layer in range(cfg.n_layers):
-            W_Q, W_K, W_V, W_1, W_2 = (params[f"{name}.{layer}"] for name in ("W_Q", "W_K", "W_V", "W_1", "W_2"))
-            logits = (H @ W_Q) @ jnp.swapaxes(H @ W_K, -1, -2) / s
-            if masked:
-                logits = jnp.where(mask[:, None, :], logits, -jnp.inf)
-            Z = beta * H + jax.nn.softmax(logits, axis=-1) @ (H @ W_V)
-            H = beta_ffn * Z + act(Z @ W_1) @ W_2
-        if cfg.pooling == "mean":
-            if masked:
-                w = mask.astype(H.dtype)
-                H = (H * w[..., None]).sum(axis=1) / w.sum(axis=1, keepdims=True)
-            else:
-                H = H.mean(axis=1)
-        R = H @ params["W_U"] - Y
-        if masked and R.ndim == 3:
-            R = R * mask[..., None]
-        return 0.5 * jnp.sum(R * R)
+        return stacked(params, beta, beta_ffn, X, Y, mask)[0]
 
     return loss
 

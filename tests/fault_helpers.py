@@ -22,3 +22,14 @@ def dies_once(arg: tuple[str, int]) -> int:
         Path(marker).write_text("died")
         os.kill(os.getpid(), signal.SIGKILL)
     return x + 1
+
+
+def wait_for(condition, deadline_s: float, what: str):
+    """Poll ``condition()`` every 0.2 s until it returns something true (returned), or fail naming ``what``."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"not within {deadline_s} s: {what}")

@@ -21,23 +21,13 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from fault_helpers import slow_square  # noqa: E402
+from fault_helpers import slow_square, wait_for  # noqa: E402
 from resgd import cli  # noqa: E402
 from resgd.pipeline.cache import ResultsCache  # noqa: E402
 from resgd.pipeline.sweep import Task, cached_sweep  # noqa: E402
 
 TESTS = Path(__file__).parent
 DASK = Path(sys.executable).with_name("dask")
-
-
-def wait_for(condition, deadline_s: float, what: str):
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"not within {deadline_s} s: {what}")
 
 
 class Cluster:

@@ -135,18 +135,6 @@ def test_removing_a_released_lock_file_never_lets_two_holders_in(tmp_path):
 # --------------------------------------------------------------------------- a scheduler lost mid-run (issue 24 item 5)
 
 
-def wait_for(condition, deadline_s: float, what: str):
-    import time
-
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"not within {deadline_s} s: {what}")
-
-
 def test_a_scheduler_killed_mid_run_is_one_line_and_the_results_so_far_are_kept(tmp_path):
     """Before: ClosedClientError traceback after 61 s. After: a ClusterError naming the scheduler
     and how many results were kept; those results are in the cache."""
@@ -159,7 +147,7 @@ def test_a_scheduler_killed_mid_run_is_one_line_and_the_results_so_far_are_kept(
     import time
     from pathlib import Path
 
-    from fault_helpers import slow_square
+    from fault_helpers import slow_square, wait_for
 
     from resgd.pipeline.cache import ResultsCache
     from resgd.pipeline.sweep import Task, cached_sweep
