@@ -53,7 +53,7 @@ DEFAULT_MODE = "full"
 NOTEBOOK_DIR = "notebooks"
 KERNEL = "python3"
 # Wall-clock limit per notebook, by mode (override with --timeout).
-DEFAULT_TIMEOUT_S = {"quick": 900, "full": 4 * 3600}
+DEFAULT_TIMEOUT_S = {"quick": 1800, "full": 4 * 3600}
 REPORT = Path("_build") / "execution_report.json"
 PARTIAL_DIR = Path("_build") / "notebook_outputs"
 """Where papermill writes while a notebook runs; a failed run's output stays here for a look."""
@@ -448,7 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m resgd.publish.build", description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=MODES, help=f"default: ${MODE_ENV}, else {DEFAULT_MODE}")
     parser.add_argument("--only", action="append", metavar="NAME", help="run only this notebook (name or prefix; repeatable)")
-    parser.add_argument("--timeout", type=float, help="seconds per notebook (default: quick 900, full 14400)")
+    parser.add_argument("--timeout", type=float, help="seconds per notebook (default: quick 1800, full 14400)")
     parser.add_argument("--keep-going", action="store_true", help="run the remaining notebooks after a failure")
     parser.add_argument("--jobs", type=int, default=1, help="notebooks executed at a time (default 1; make book: 2)")
     parser.add_argument("--root", type=Path, help="book root (default: nearest folder with _toc.yml)")
