@@ -154,6 +154,9 @@ def test_verdicts_round_trip_and_missing_file_is_named(tmp_path):
     by_rule = loaded.groupby("rule")["protocol"].agg(set)
     assert by_rule["interval"] == {"theory c=0.5"} and "common" in by_rule["sign"]
     assert set(loaded.loc[loaded["rule"] == "interval", "name"]) == {"residual_helps", "beta_monotone", "factorial"}
+    skips = loaded.set_index(["dataset", "name"])["skips"]
+    assert skips[("jena", "factorial")].startswith("attention skip ") and ", FFN skip " in skips[("jena", "factorial")]
+    assert skips[("jena", "residual_helps")].eq("").all()
     summary = claims.interval_summary(loaded)
     assert summary["seeds"] == 8 and summary["level"] == pytest.approx(0.9296875) and summary["checks"] == 5
     assert summary["chance"] == pytest.approx(1 - 0.9296875)

@@ -357,6 +357,15 @@ def interval_summary(verdicts: pd.DataFrame) -> dict[str, Any]:
     return {"seeds": int(used["seeds"].min()), "level": level, "chance": 1.0 - level, "checks": int(len(used))}
 
 
+def _skip_effects(numbers: dict) -> str:
+    """The factorial's per-skip effects ('attention skip slows, FFN skip undecided'); '' for other checks.
+    The verdict itself only says whether some skip speeds training up; this says what each one does."""
+    if not isinstance(numbers.get("attention"), dict):
+        return ""
+    return ", ".join(f"{name} skip {numbers[key].get('effect', 'undecided')}"
+                     for name, key in (("attention", "attention"), ("FFN", "ffn")) if isinstance(numbers.get(key), dict))
+
+
 def _data_kind(payload: dict) -> str:
     """What a verdicts file was computed on: the synthetic stand-in, a real-format file the loaders
     were told not to check against the published one (:data:`resgd.data.NOT_CANONICAL_LABELS`), or
@@ -409,6 +418,7 @@ def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick
                 "protocol": v.protocol, "figure": v.figure, "notebook": NOTEBOOK.get(dataset, dataset),
                 "verdict": v.outcome, "chance": _chance(v.numbers),
                 "rule": "interval" if _interval_parts(v.numbers) else "sign",
+                "skips": _skip_effects(v.numbers),
                 "seeds": min((int(q["seeds"]) for q in _interval_parts(v.numbers)), default=None),
                 "level": min((float(q["level"]) for q in _interval_parts(v.numbers)), default=None),
                 "numbers": v.detail, "mode": payload.get("mode", mode),
