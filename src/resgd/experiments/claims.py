@@ -34,6 +34,7 @@ import pandas as pd
 from ..atomic import json_text, write_json
 from ..core.stats import median_interval, spearman
 from ..pipeline.cache import resolve_results_dir
+from ..validation import check_choice
 from .design import MIN_COVERAGE, MIN_INTERVAL_SEEDS, RULES, SPEARMAN_BOUND, rule as arm_rule
 
 CLAIMS = {
@@ -145,8 +146,7 @@ def _interval_text(r: dict[str, Any]) -> str:
 
 
 def _check_rule(rule: str) -> None:
-    if rule not in RULES:
-        raise ValueError(f"claims: unknown verdict rule {rule!r}; expected one of {list(RULES)}")
+    check_choice("claims: unknown verdict rule", rule, RULES)
 
 
 def spearman_chance(n_values: int, bound: float = SPEARMAN_BOUND) -> float:

@@ -93,8 +93,8 @@ def smoothness(s, beta: float, n_layers: int, *, beta_ffn: float | None = None,
     ``seed`` (default: the first seed); cached like a run. Computed in float64 whatever the runs'
     dtype, so a float32 rerun trains with the same steps (``resgd.experiments.dtype_check``)."""
     seed = s.seeds[0] if seed is None else seed
-    config = s.config(beta, n_layers, seed, 1.0, iterations=1, beta_ffn=beta_ffn)
-    key = _key(s, beta, n_layers, beta_ffn, seed)
+    config = _config(s, beta, n_layers, beta_ffn, seed)
+    key = _key(config)
     cache = ResultsCache(cache_dir)
     frame = cache.read(key)
     if frame is None:
@@ -127,14 +127,18 @@ def warm_smoothness(points, *, n_jobs: int = 2, cache_dir: str | os.PathLike | N
     Parallel(n_jobs=workers)(delayed(_smoothness_task)(*p, cache_dir) for p in todo)
 
 
-def _key(s, beta: float, n_layers: int, beta_ffn: float | None, seed: int) -> str:
-    config = s.config(beta, n_layers, seed, 1.0, iterations=1, beta_ffn=beta_ffn)
+def _config(s, beta: float, n_layers: int, beta_ffn: float | None, seed: int):
+    """The run whose θ⁰ L̂ is taken at (its step and length do not enter L̂)."""
+    return s.config(beta, n_layers, seed, 1.0, iterations=1, beta_ffn=beta_ffn)
+
+
+def _key(config) -> str:
     return hash_key({"smoothness": "fast/20/float64", "config": {**config.to_dict(), "dtype": "float64"},
                      "version": resgd.__version__})
 
 
 def _cached(s, beta, n_layers, beta_ffn, seed, *, cache_dir) -> bool:
-    return ResultsCache(cache_dir).path(_key(s, beta, n_layers, beta_ffn, seed)).is_file()
+    return ResultsCache(cache_dir).path(_key(_config(s, beta, n_layers, beta_ffn, seed))).is_file()
 
 
 def theory_lr(s, beta: float, n_layers: int, c: float = THEORY_PRIMARY, *, seed: int, beta_ffn: float | None = None,

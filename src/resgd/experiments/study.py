@@ -372,11 +372,12 @@ def make_figure(results: ExperimentResults, kind: str):
         return getattr(plots, f"plot_{kind}")(loss_curves(runs[runs["experiment"] == kind]), dataset=name)
     if kind == "readout":
         from ..plots.robustness import plot_readout_link
+        from ..plots.style import banner_text
 
         pred = results.readout()
         pred = pred.assign(dataset=name, protocol=pred["experiment"].map(
             {"beta": "L = 1, β sweep", "factorial": "L = 1, factorial", "depth": "depth sweep"}) + ", " + pred["protocol"])
-        return plot_readout_link(pred, standin=results.source_label if results.is_standin else None)
+        return plot_readout_link(pred, standin=banner_text(runs))
     primary = runs[(runs["protocol"] == PRIMARY) & (runs["experiment"] != "factorial")]
     if kind == "conditioning":
         return plots.plot_conditioning(conditioning_curves(primary), dataset=name)

@@ -19,11 +19,9 @@ of distinct configurations: β × Q/K scale × step × N × seed × protocol), a
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from ..core.stats import spearman
-from ..experiments.readout_link import critical_spearman, readout_relative_loss  # noqa: F401 - the maths, shared with the pages
+from ..experiments.readout_link import critical_spearman, link_summary, readout_relative_loss  # noqa: F401 - the maths, shared with the pages
 from .grid import MapGrid
 from .limits import point_config
 
@@ -48,12 +46,5 @@ def readout_link(predictions: pd.DataFrame) -> pd.DataFrame:
     groups = list(predictions.groupby(["dataset", "protocol"])) + [
         ((d, "all"), g.drop_duplicates(["qk_scale", "N", "beta", "init", "seed", "lr"]))
         for d, g in predictions.groupby("dataset")]
-    rows = []
-    for (dataset, protocol), g in groups:
-        with np.errstate(divide="ignore"):
-            x, y = np.log(g["predicted"].to_numpy(float)), np.log(g["measured"].to_numpy(float))
-        keep = np.isfinite(x) & np.isfinite(y)
-        n = int(keep.sum())
-        rows.append(dict(dataset=dataset, protocol=protocol, runs=n, spearman=spearman(x[keep], y[keep]),
-                         critical=critical_spearman(n)))
-    return pd.DataFrame(rows)
+    rows = [{"dataset": dataset, "protocol": protocol, **link_summary(g)} for (dataset, protocol), g in groups]
+    return pd.DataFrame(rows, columns=["dataset", "protocol", "runs", "spearman", "critical"])
