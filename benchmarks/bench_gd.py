@@ -65,6 +65,7 @@ sys.path.insert(0, str(HERE))
 import jax_peer  # noqa: E402
 from baselines import MHAModel, NNModel, load_params, make_sgd_step, nn_gradients, nn_loss  # noqa: E402
 
+from resgd.mkl_path import reexec_if_requested  # noqa: E402
 from resgd.core import fastgrad  # noqa: E402
 from resgd.atomic import write_json, write_text, write_with  # noqa: E402
 from resgd.core.model import ModelConfig, init_params  # noqa: E402
@@ -505,6 +506,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-sweep", action="store_true")
     parser.add_argument("--no-compile", action="store_true")
     args = parser.parse_args(argv)
+    reexec_if_requested([__file__, *(sys.argv[1:] if argv is None else argv)])  # $RESGD_MKL_INTEL_PATH=1, as CI
 
     quick = args.quick
     global _clock

@@ -4,15 +4,20 @@ isolation and the host's dense matmul rate, shape by shape (issue 22).
 For each shape the map trains (Jena-like d = 14 per-token and SST-2-like d = 50 mean-pooled, padded;
 d_QK = 16, m = 64, n = 8, N = 16/32, L = 1/2/6/10; stacks of R = 16 runs, as :data:`resgd.experiments.runs.MAX_STACK`;
 synthetic data of those shapes, a small step so nothing diverges), one call trains ``--iterations``
-GD steps (σ(Z) recorded at t = 0 and every 10th, as the map's runs):
+GD steps (default: the book map's 100, so a call's fixed costs weigh as they do in the map; σ(Z)
+recorded at t = 0 and every 10th, as the map's runs):
 
 * ``ours``: :func:`resgd.core.stacked.train_stacked`, run-steps per second and GFLOP/s (the
-  step's matrix-product FLOPs, 2·b·m·k·n summed over the GEMMs the profiler records in one step);
+  step's matrix-product FLOPs, 2·b·m·k·n summed over the GEMMs one step calls);
 * ``jax``: the JAX peer (:func:`jax_peer.make_stacked_train`): ``jax.jit`` of ``lax.scan`` over the
   steps of ``jax.vmap`` of one run's step, gradient by ``jax.grad``, same weights, β, μ and data;
   before timing, its loss and ‖∇Φ‖ histories must equal ours to 1e-12 (relative) or the run stops;
   its compile time is measured apart;
-* ``ceiling``: the same GEMMs (same shapes, same transposes) replayed back to back in isolation;
+* ``ceiling``: the step's own GEMM calls, captured with copies of their tensors (same shapes,
+  strides and ``out=`` buffers: the same kernels on the same layouts), each replayed :data:`HOT`
+  times in a row (so in cache) with nothing between them: the rate the step's GEMMs reach alone. (Before 2026-12-04 the replay made fresh contiguous tensors of the
+  profiled shapes and let every call allocate its output, so it timed allocation, page faults and
+  other layouts too: a ceiling up to ~2x too slow, which JAX "beat" by 3 %);
 * ``dense``: a square float64 ``torch.matmul`` (1024²), the host's dense rate.
 
 One thread for all: ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` = 1 and ``torch.set_num_threads(1)``;
@@ -24,7 +29,7 @@ The four are timed **interleaved** (ours, jax, ceiling, dense, ours, …); ratio
 repeat and their medians reported, so a load change on a shared machine hits all alike. A
 benchmark, not a test. Writes ``benchmarks/results/bench_map.csv`` (atomically) and prints a table.
 
-    python benchmarks/bench_map.py [--quick] [--repeats 5] [--iterations 10] [--shapes jena:16:1,...] [--no-jax]
+    python benchmarks/bench_map.py [--quick] [--repeats 5] [--iterations 100] [--shapes jena:16:1,...] [--no-jax]
 """
 
 from __future__ import annotations
@@ -40,15 +45,18 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import pandas as pd
 import torch
+from torch.overrides import TorchFunctionMode
 
 from jax_peer import import_jax  # benchmarks/ is on sys.path when a script runs; sets XLA's one-thread flags
 from report import map_table, publish_table
 from resgd.mkl_path import active as mkl_active, reexec_if_requested
 from resgd.core.model import ModelConfig, init_params
+from resgd.core.native import python_path, status as native_status
 from resgd.core.stacked import train_stacked
 from resgd.core.train import GDConfig
+from resgd.robustness.grid import map_grid
 
-GEMMS = ("aten::bmm", "aten::baddbmm", "aten::baddbmm_")
+GEMM_NAMES = ("bmm", "baddbmm", "baddbmm_")
 SCALE = 10 ** -0.5  # the presets' v_scale and ffn_scale
 
 
@@ -70,40 +78,64 @@ def map_shape(kind: str, L: int, N: int, R: int, iterations: int):
     return [init_params(m, r) for r, m in enumerate(models)], models, X, Y, gds, mask
 
 
-def step_gemms(stack) -> list[tuple[str, list[list[int]]]]:
-    """The GEMM calls (name, input shapes) of one training step of ``stack`` (one iteration: t = 0, 1)."""
-    from torch.profiler import ProfilerActivity, profile
+class _CaptureGemms(TorchFunctionMode):
+    """Records every GEMM call the step makes (``torch.bmm``, ``baddbmm``, ``Tensor.baddbmm_``) with
+    copies of its very tensors: the same shapes, strides (transposed views stay views) and ``out=``
+    buffers, so the replay runs the step's own kernels on the step's own layouts."""
 
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") in GEMM_NAMES:
+            self.calls.append((func, [_copy(a) for a in args], {k: _copy(v) for k, v in kwargs.items()}))
+        return func(*args, **kwargs)
+
+
+def _copy(value):
+    """A tensor with ``value``'s size, strides and numbers in memory of its own (expanded tensors,
+    whose stride-0 axes cannot be written, become contiguous); anything else as it is."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    if 0 in value.stride():
+        return value.clone()
+    return torch.empty_strided(value.size(), value.stride(), dtype=value.dtype).copy_(value)
+
+
+def step_gemms(stack) -> list:
+    """The GEMM calls (function, args, kwargs) of one ``train_stacked`` call of one iteration: two
+    evaluations (t = 0 and t = 1), i.e. two steps' GEMMs."""
     params, models, X, Y, gds, mask = stack
-    one = [GDConfig(lr=g.lr, iterations=1, reduction=g.reduction, record_every=10) for g in gds]
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+    one = [GDConfig(lr=g.lr, iterations=1, reduction=g.reduction, record_every=g.record_every) for g in gds]
+    with python_path(), _CaptureGemms() as capture:  # the compiled path makes the same calls, unseen
         train_stacked(params, models, X, Y, one, mask)
-    calls = [(e.name, [list(s) for s in e.input_shapes if s]) for e in prof.events() if e.name in GEMMS]
-    return calls  # both evaluations: t = 0 and t = 1
+    return capture.calls
 
 
 def gemm_flops(calls) -> float:
+    """2·b·m·k·n summed over the calls (the two factors are the last two tensor arguments)."""
     total = 0.0
-    for name, shapes in calls:
-        a, b = shapes[-2], shapes[-1]  # (batch, m, k) and (batch, k, n)
-        total += 2.0 * a[0] * a[1] * a[2] * b[2]
+    for _, args, _ in calls:
+        a, b = [t for t in args if isinstance(t, torch.Tensor)][-2:]
+        total += 2.0 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
     return total
 
 
-def replay(calls):
-    """A function running ``calls`` back to back on fresh tensors of their shapes (the ceiling)."""
-    g = torch.Generator().manual_seed(1)
-    work = []
-    for name, shapes in calls:
-        tensors = [torch.randn(*s, generator=g, dtype=torch.float64) for s in shapes]
-        work.append((name, tensors))
+HOT = 4
+"""How many times in a row the ceiling runs each GEMM call (all but the first find it in cache)."""
 
+
+def replay(calls):
+    """The ceiling: each of the step's GEMM calls run :data:`HOT` times in a row, call after call,
+    nothing else between (the same kernels, layouts and output buffers as inside the step; a call
+    without ``out=`` allocates, as it does there). Its time divided by ``HOT`` is what the step's
+    GEMMs cost when their operands are in cache: the rate they reach in isolation."""
     def run():
-        for name, t in work:
-            if name == "aten::bmm":
-                torch.bmm(t[0], t[1])
-            else:
-                torch.baddbmm(t[0], t[1], t[2])
+        for func, args, kwargs in calls:
+            for _ in range(HOT):
+                func(*args, **kwargs)
     return run
 
 
@@ -157,7 +189,8 @@ def measure(kind: str, L: int, N: int, R: int, iterations: int, repeats: int, ja
         torch.matmul(square, square)
 
     fns = {"ours": ours, "ceiling": ceiling, "dense": dense}
-    row = {"dataset": kind, "N": N, "n": 8, "L": L, "R": R, "steps": steps, "gemms_per_step": len(calls) // 2}
+    row = {"dataset": kind, "N": N, "n": 8, "L": L, "R": R, "steps": steps, "gemms_per_step": len(calls) // 2,
+           "engine": "compiled" if native_status() == "compiled" else "python"}
     if jax is not None:
         from jax_peer import make_stacked_train
 
@@ -176,7 +209,7 @@ def measure(kind: str, L: int, N: int, R: int, iterations: int, repeats: int, ja
             wall[name].append(w)
             cpu[name].append(c)
     med = {k: statistics.median(v) for k, v in wall.items()}
-    ceiling_step = [w / 2 for w in wall["ceiling"]]  # the replay runs two steps' GEMMs
+    ceiling_step = [w / (2 * HOT) for w in wall["ceiling"]]  # the replay runs two steps' GEMMs HOT times
 
     def per_repeat(num, den):
         return statistics.median(a / b for a, b in zip(num, den))
@@ -184,7 +217,7 @@ def measure(kind: str, L: int, N: int, R: int, iterations: int, repeats: int, ja
     row.update({
         "run_steps_per_s": R * steps / med["ours"],
         "ours_gflops": step_flops * steps / med["ours"] / 1e9,
-        "ceiling_gflops": flops_two_steps / med["ceiling"] / 1e9,
+        "ceiling_gflops": HOT * flops_two_steps / med["ceiling"] / 1e9,
         "dense_gflops": 2.0 * 1024 ** 3 / med["dense"] / 1e9,
         "of_ceiling": per_repeat([c * steps for c in ceiling_step], wall["ours"]),
         "of_dense": per_repeat([d * step_flops * steps / (2.0 * 1024 ** 3) for d in wall["dense"]], wall["ours"]),
@@ -205,13 +238,18 @@ def main(argv=None) -> pd.DataFrame:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="N = 16, L = 1 and 10 only")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--iterations", type=int, default=10, help="GD iterations per call (σ(Z) at 0 and every 10th)")
+    parser.add_argument("--iterations", type=int, default=map_grid(False).iterations,
+                        help="GD iterations per call (default: the book map's; σ(Z) at 0 and every 10th)")
     parser.add_argument("--stack", type=int, default=16)
     parser.add_argument("--shapes", default="", help="only these, e.g. jena:16:1,sst2:32:10 (data:N:L)")
     parser.add_argument("--no-jax", action="store_true", help="leave the JAX peer out")
     parser.add_argument("--no-pin", action="store_true", help="do not pin the process to one CPU")
+    parser.add_argument("--python-path", action="store_true",
+                        help="time the stacked trainer's Python path ($RESGD_NATIVE=0), not the compiled one")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
+    if args.python_path:
+        os.environ["RESGD_NATIVE"] = "0"
     reexec_if_requested([__file__, *(sys.argv[1:] if argv is None else argv)])  # $RESGD_MKL_INTEL_PATH=1, as CI
     torch.set_num_threads(1)
     if not args.no_pin and hasattr(os, "sched_setaffinity"):  # XLA may start helper threads despite its flags:
@@ -224,7 +262,7 @@ def main(argv=None) -> pd.DataFrame:
     if args.shapes:
         shapes = [(k, int(N), int(L)) for k, N, L in (item.split(":") for item in args.shapes.split(","))]
     pinned = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "n/a"
-    print(f"MKL Intel path: {mkl_active()}; CPUs allowed: {pinned}; threads: torch {torch.get_num_threads()}, "
+    print(f"stacked evaluation: {native_status()}; MKL Intel path: {mkl_active()}; CPUs allowed: {pinned}; threads: torch {torch.get_num_threads()}, "
           f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}, OMP/MKL_NUM_THREADS={os.environ['OMP_NUM_THREADS']}/"
           f"{os.environ['MKL_NUM_THREADS']}", flush=True)
     rows = []

@@ -141,16 +141,31 @@ def test_the_cpu_is_named_with_its_family_and_model():
 
 
 def test_bench_map_counts_gemm_flops_and_reports_fractions_of_both_rates():
-    assert bench_map.gemm_flops([("aten::bmm", [[2, 3, 4], [2, 4, 5]]),
-                                 ("aten::baddbmm_", [[2, 3, 5], [2, 3, 4], [2, 4, 5]])]) == 2 * (2 * 2 * 3 * 4 * 5)
+    a, b, c = torch.zeros(2, 3, 4), torch.zeros(2, 4, 5), torch.zeros(2, 3, 5)
+    assert bench_map.gemm_flops([(torch.bmm, [a, b], {"out": c}),
+                                 (torch.Tensor.baddbmm_, [c, a, b], {})]) == 2 * (2 * 2 * 3 * 4 * 5)
     threads = torch.get_num_threads()
     try:
         row = bench_map.measure("sst2", 1, 16, 2, iterations=1, repeats=1)
     finally:
         torch.set_num_threads(threads)
-    # one step at L = 1: 8 products forward, 13 backward, and the Gram of Z for σ(Z)
-    assert row["gemms_per_step"] == 22 and row["R"] == 2
+    # one step at L = 1: 8 products forward, 13 backward (the Gram of Z for σ(Z), every 10th step, is not timed)
+    assert row["gemms_per_step"] == 21 and row["R"] == 2
     for name in ("ours_gflops", "ceiling_gflops", "dense_gflops"):
         assert row[name] > 0
     assert row["of_ceiling"] == pytest.approx(row["ours_gflops"] / row["ceiling_gflops"])
     assert row["of_dense"] == pytest.approx(row["ours_gflops"] / row["dense_gflops"])
+
+
+def test_bench_map_ceiling_replays_the_steps_own_gemms_on_their_own_layouts():
+    """The ceiling runs the very calls of a step: transposed operands stay views, ``out=`` buffers
+    are kept, and replaying a call gives what the step computed (so the kernels are the same)."""
+    stack = bench_map.map_shape("jena", 1, 16, 2, 1)
+    calls = bench_map.step_gemms(stack)
+    assert len(calls) == 2 * 21  # two evaluations (t = 0 and t = 1) of one layer, no Gram
+    transposed = [t for _, args, _ in calls for t in args if isinstance(t, torch.Tensor) and not t.is_contiguous()]
+    assert transposed, "the step's transposed operands were copied contiguous"
+    func, args, kwargs = next(c for c in calls if "out" in c[2])
+    expected = func(*[t.clone() for t in args]).clone()
+    bench_map.replay([(func, args, kwargs)])()
+    assert torch.equal(kwargs["out"], expected)

@@ -44,6 +44,11 @@ than any stack, so :func:`worth_stacking` (used by :func:`resgd.experiments.runs
 
 :mod:`resgd.experiments.runs` computes every cached run through this module (a single run is a stack of one),
 so one configuration has one cached answer whichever path asked for it.
+
+Each step's evaluation (forward, loss, backward, flat gradients, their norms) runs compiled where a
+C++ compiler is found (:mod:`resgd.core.native`: the same ATen calls from C++, so the same numbers
+bit for bit, ``tests/test_native_step.py``), else through :func:`_forward`, :func:`_backward` and
+:func:`_loss_and_output_grad` below, which stay the definition the compiled code follows.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ import torch
 
 from .conditioning import gram_singular_values
 from .model import ModelConfig, Params, _activation, weight_shapes
+from .native import step_class as native_step_class
 from .train import DivergenceError, GDConfig, history_frame, output_shape, train_gd
 from ..validation import ConfigError, check_inputs
 
@@ -382,6 +388,20 @@ def _buffer_store(key: tuple) -> dict:
     return _STORE.buffers
 
 
+def _native_step(cfg: ModelConfig, gd: GDConfig, buf: _Buffers):
+    """The compiled evaluation for this stack shape (kept with its buffers), or None where the
+    Python path runs: no compiler, ``$RESGD_NATIVE=0``, :func:`resgd.core.native.python_path`, or
+    an activation other than ReLU."""
+    step = native_step_class()
+    if step is None or cfg.activation != "relu" or buf.store is None:
+        return None
+    key = ("native", gd.reduction)  # the store's key holds the model's shape, not the GD settings
+    if key not in buf.store:
+        buf.store[key] = step(cfg.n_layers, cfg.d_qk, cfg.m, cfg.d_qk > cfg.d, cfg.pooling == "mean",
+                              gd.reduction == "mean", float(cfg.logit_divisor))
+    return buf.store[key]
+
+
 def train_stacked(
     params: Sequence[Params],
     models: Sequence[ModelConfig],
@@ -419,19 +439,24 @@ def train_stacked(
     outcome: list[StackedRun | None] = [None] * R
     loss0 = None
     buf = _Buffers(dtype, _buffer_store((shape_model(cfg), tuple(X.shape), R, dtype)))
+    native = _native_step(cfg, gd, buf)
 
     weights = layout.views(theta)  # θ is updated in place: its views stay valid until runs leave the stack
     X_runs = X.expand(len(alive), *X.shape).contiguous()  # the first layer's input of every run, copied once
 
     for t in range(gd.iterations + 1):
         record = t % gd.record_every == 0 or t == gd.iterations
-        saved: list[_Saved] = []
-        Y_hat, Z0, H = _forward(weights, cfg, beta, beta_ffn, X_runs, mask, record, saved, buf)
-        loss, dY = _loss_and_output_grad(Y_hat, Y, mask, gd.reduction)
-        grads = _backward(saved, weights, cfg, beta, beta_ffn, H, dY, mask, buf)
-        flat = torch.cat([g.reshape(len(alive), -1) for g in grads], dim=1, out=buf("flat", *theta.shape))
+        if native is not None:  # the same calls from C++ (resgd.core.native): the same numbers
+            loss, flat, norm, Z0 = native.evaluate(weights, beta, beta_ffn, X_runs, mask, Y, theta.shape[1])
+        else:
+            saved: list[_Saved] = []
+            Y_hat, Z0, H = _forward(weights, cfg, beta, beta_ffn, X_runs, mask, record, saved, buf)
+            loss, dY = _loss_and_output_grad(Y_hat, Y, mask, gd.reduction)
+            grads = _backward(saved, weights, cfg, beta, beta_ffn, H, dY, mask, buf)
+            flat = torch.cat([g.reshape(len(alive), -1) for g in grads], dim=1, out=buf("flat", *theta.shape))
+            norm = torch.linalg.vector_norm(flat.to(torch.float64), dim=1)
         values = loss.to(torch.float64).numpy()
-        norms = torch.linalg.vector_norm(flat.to(torch.float64), dim=1).numpy()
+        norms = norm.numpy()
         smax = smin = None
         if record:
             smax, smin = _sigma(Z0, mask)

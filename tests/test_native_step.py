@@ -1,0 +1,112 @@
+"""The compiled stack evaluation (``resgd.core.native``) gives the Python path's numbers bit for bit.
+
+Both paths make the same ATen calls in the same order, so every history, final weight and
+divergence must be identical — on the map's stacks (runs diverge and leave, the stack shrinks to
+one), on every branch of the step (folded or separate Q and K, per-token or pooled output, with
+and without a padding mask, one or two layers, float32) — and the Python path must stay the one
+that runs wherever the compiled one cannot.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import engine_cases as cases
+import resgd.core.native as native
+from resgd.core.model import ModelConfig, init_params
+from resgd.core.stacked import train_stacked
+from resgd.core.train import GDConfig
+
+needs_compiler = pytest.mark.skipif(shutil.which(os.environ.get("CXX") or "g++") is None,
+                                    reason="no C++ compiler: the Python path runs, and is tested everywhere else")
+
+
+def _both(stack):
+    """(compiled, Python) results of one stack; fails if the compiled path did not run."""
+    assert native.status() == "compiled", native.status()
+    compiled = train_stacked(*stack)
+    with native.python_path():
+        python = train_stacked(*stack)
+    return compiled, python
+
+
+def _assert_identical(compiled, python):
+    assert len(compiled) == len(python)
+    for a, b in zip(compiled, python):
+        assert a.diverged == b.diverged
+        ha, hb = cases.history_array(a.history), cases.history_array(b.history)
+        assert ha.shape == hb.shape and np.array_equal(ha, hb, equal_nan=True)
+        if a.params is None:
+            assert b.params is None
+        else:
+            assert all(torch.equal(a.params[k], b.params[k]) for k in a.params)
+
+
+@needs_compiler
+@pytest.mark.parametrize("kind,L,N", [("jena", 1, 16), ("jena", 2, 32), ("sst2", 1, 16), ("sst2", 2, 16)])
+def test_the_compiled_step_equals_the_python_path_on_the_maps_stacks(kind, L, N):
+    params, models, X, Y, gds, mask = cases.map_stack(kind, L, N)
+    stack = (params, models, X, Y, [replace(g, iterations=12) for g in gds], mask)
+    compiled, python = _both(stack)
+    _assert_identical(compiled, python)
+    assert any(r.diverged for r in compiled) and not all(r.diverged for r in compiled)  # the stack shrank
+
+
+@needs_compiler
+@pytest.mark.parametrize("pooling,masked,d,dtype,R,reduction", [
+    ("none", True, 6, torch.float64, 3, "mean"),  # per token, padded; folded logits (d_QK > d)
+    ("mean", False, 6, torch.float64, 2, "sum"),  # pooled, no mask
+    ("mean", True, 12, torch.float32, 1, "mean"),  # separate Q and K; a stack of one (one-column output)
+    ("none", False, 6, torch.float64, 1, "sum")])
+def test_the_compiled_step_equals_the_python_path_on_every_branch(pooling, masked, d, dtype, R, reduction):
+    g = torch.Generator().manual_seed(3)
+    N, n = 5, 4
+    X = torch.randn(N, n, d, generator=g, dtype=dtype)
+    mask = (torch.arange(n).view(1, n) < torch.tensor([4, 2, 3, 1, 4]).view(N, 1)) if masked else None
+    if mask is not None:
+        X = X * mask.unsqueeze(-1)
+    Y = torch.randn((N, 1) if pooling == "mean" else (N, n, 1), generator=g, dtype=dtype)
+    models = [ModelConfig(d=d, d_qk=8, m=10, k=1, n_layers=2, beta=0.5 * r, pooling=pooling) for r in range(R)]
+    gds = [GDConfig(lr=0.05, iterations=6, reduction=reduction, record_every=3)] * R
+    stack = ([init_params(m, r, dtype=dtype) for r, m in enumerate(models)], models, X, Y, gds, mask)
+    _assert_identical(*_both(stack))
+
+
+def test_without_the_compiled_path_the_python_path_runs_and_says_why(tmp_path):
+    code = ("import resgd.core.native as n, resgd.core.stacked as s;"
+            "print(n.status()); print(s._native_step(s.ModelConfig(d=4, d_qk=4, m=8), s.GDConfig(lr=0.1, iterations=1), s._Buffers(None, {})))")
+    env = {**os.environ, "RESGD_NATIVE": "0"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.split("\n")[:2] == ["$RESGD_NATIVE=0", "None"]
+    env = {**os.environ, "CXX": str(tmp_path / "no-such-compiler"), "RESGD_CACHE_DIR": str(tmp_path)}
+    env.pop("RESGD_NATIVE", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.startswith("Python path: no C++ compiler") and "no-such-compiler" in out
+    assert not list(tmp_path.rglob("*.so"))
+
+
+@needs_compiler
+def test_the_library_is_built_atomically_and_named_by_its_inputs(tmp_path):
+    path = native.build(tmp_path)
+    assert path == native.library_path(tmp_path) and path.is_file()
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no partial file left beside it
+    assert native.build(tmp_path) == path  # built once
+    assert path.name.startswith("libresgd_stacked_step-") and len(path.stem.split("-")[1]) == 16
+
+
+def test_python_path_is_a_context_of_this_thread():
+    with native.python_path():
+        assert native.step_class() is None
+        with native.python_path():
+            assert native.step_class() is None
+        assert native.step_class() is None
+    assert (native.step_class() is None) == (native.status() != "compiled")
