@@ -506,7 +506,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-sweep", action="store_true")
     parser.add_argument("--no-compile", action="store_true")
     args = parser.parse_args(argv)
-    reexec_if_requested([__file__, *(sys.argv[1:] if argv is None else argv)])  # $RESGD_MKL_INTEL_PATH=1, as CI
+    if argv is None:  # as a script only: exec would replace a caller's process (a test's pytest worker)
+        reexec_if_requested([__file__, *sys.argv[1:]])  # $RESGD_MKL_INTEL_PATH=1, as CI
 
     quick = args.quick
     global _clock

@@ -250,7 +250,8 @@ def main(argv=None) -> pd.DataFrame:
     args = parser.parse_args(argv)
     if args.python_path:
         os.environ["RESGD_NATIVE"] = "0"
-    reexec_if_requested([__file__, *(sys.argv[1:] if argv is None else argv)])  # $RESGD_MKL_INTEL_PATH=1, as CI
+    if argv is None:  # as a script only: exec would replace a caller's process (a test's pytest worker)
+        reexec_if_requested([__file__, *sys.argv[1:]])  # $RESGD_MKL_INTEL_PATH=1, as CI
     torch.set_num_threads(1)
     if not args.no_pin and hasattr(os, "sched_setaffinity"):  # XLA may start helper threads despite its flags:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one CPU for every thread of the process
