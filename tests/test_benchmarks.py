@@ -8,7 +8,6 @@ checked is that every column the README's tables are made of is written and cons
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -31,17 +30,14 @@ def run_tiny(out, N: int, impls: str) -> int:
 
     With ``$RESGD_MKL_INTEL_PATH=1``, as in CI: a script re-executes itself under MKL's Intel path,
     but ``main(argv)`` called from here must not (an exec replaced this pytest worker once)."""
-    threads, before = torch.get_num_threads(), os.environ.get("RESGD_MKL_INTEL_PATH")
-    os.environ["RESGD_MKL_INTEL_PATH"] = "1"
+    threads = torch.get_num_threads()
     try:
-        return bench_gd.main(["--quick", "--sizes", "jena", "--dtypes", "float64", "--N", str(N), "--layers", "1",
-                              "--impls", impls, "--no-sweep", "--budget", "0.02", "--out", str(out)])
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("RESGD_MKL_INTEL_PATH", "1")
+            return bench_gd.main(["--quick", "--sizes", "jena", "--dtypes", "float64", "--N", str(N), "--layers",
+                                  "1", "--impls", impls, "--no-sweep", "--budget", "0.02", "--out", str(out)])
     finally:
         torch.set_num_threads(threads)
-        if before is None:
-            os.environ.pop("RESGD_MKL_INTEL_PATH")
-        else:
-            os.environ["RESGD_MKL_INTEL_PATH"] = before
 
 
 @pytest.fixture(scope="module")

@@ -393,7 +393,7 @@ def _native_step(cfg: ModelConfig, gd: GDConfig, buf: _Buffers):
     Python path runs: no compiler, ``$RESGD_NATIVE=0``, :func:`resgd.core.native.python_path`, or
     an activation other than ReLU."""
     step = native_step_class()
-    if step is None or cfg.activation != "relu" or buf.store is None:
+    if step is None or cfg.activation != "relu":
         return None
     key = ("native", gd.reduction)  # the store's key holds the model's shape, not the GD settings
     if key not in buf.store:
