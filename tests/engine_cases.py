@@ -8,6 +8,12 @@ rounding-sensitive runs, :data:`SENSITIVE`, over their first iterations only), r
 AMD EPYC family 25 model 17, torch 2.13.0+cpu, 1 thread). Synthetic data (no download, same shapes
 as the real sets): Jena-like (d = 14, one output per token) and SST-2-like (d = 50, mean pooling,
 padded sentences).
+
+ATen's elementwise kernels round by the instruction set it picks (the softmax sums in vectors of 8
+lanes under AVX-512, of 4 under AVX2), so one recording per set, :data:`REFERENCES`; the AVX2 one
+was recorded on the same host and commit with ``ATEN_CPU_CAPABILITY=avx2`` (what an AVX2-only CPU,
+e.g. AMD EPYC Zen 3, runs). MKL's kernel choice does not matter here: the recorded histories are
+met under ``MKL_ENABLE_INSTRUCTIONS=AVX2`` and ``=AVX512`` alike.
 """
 
 from __future__ import annotations
@@ -21,7 +27,14 @@ from resgd.core.model import ModelConfig, init_params
 from resgd.core.stacked import train_stacked
 from resgd.core.train import DivergenceError, GDConfig, train_gd
 
-REFERENCE = Path(__file__).with_name("engine_reference.npz")
+REFERENCES = {"AVX512": Path(__file__).with_name("engine_reference.npz"),
+              "AVX2": Path(__file__).with_name("engine_reference_avx2.npz")}
+
+
+def reference_path() -> Path | None:
+    """The recording for the instruction set ATen runs here (None: none recorded for it)."""
+    return REFERENCES.get(torch.backends.cpu.get_cpu_capability())
+
 COLUMNS = ("loss", "grad_norm", "sigma_min_Z", "sigma_max_Z")
 SCALE = 10 ** -0.5  # the presets' v_scale and ffn_scale
 
@@ -138,6 +151,6 @@ def rounding_sensitivity() -> dict[str, float]:
 
 if __name__ == "__main__":
     arrays = compute()
-    np.savez_compressed(REFERENCE, **arrays)
+    np.savez_compressed(REFERENCES[torch.backends.cpu.get_cpu_capability()], **arrays)
     for name, a in arrays.items():
         print(name, a.shape, a[0, 0], a[-1, 0])

@@ -110,3 +110,45 @@ def test_python_path_is_a_context_of_this_thread():
             assert native.step_class() is None
         assert native.step_class() is None
     assert (native.step_class() is None) == (native.status() != "compiled")
+
+
+@needs_compiler
+def test_the_row_kernels_run_where_atens_vectors_allow_them():
+    """The compiled path's own softmax runs wherever ATen vectorises (its bit-for-bit check passed),
+    so the identity tests above cover it; without AVX2, ATen's scalar exp is not SLEEF's."""
+    kernels = native.row_kernels()
+    lanes = {"AVX512": "lanes of 8", "AVX2": "lanes of 4"}.get(torch.backends.cpu.get_cpu_capability())
+    assert kernels.startswith(f"softmax: row kernel, {lanes}" if lanes else "softmax: ATen's"), kernels
+    assert kernels.endswith("softmax backward: row kernel"), kernels
+
+
+_CAPABILITY_CHECK = """
+import json, sys, numpy as np, torch
+sys.path.insert(0, {tests!r})
+import engine_cases as cases, resgd.core.native as native
+from dataclasses import replace
+from resgd.core.stacked import train_stacked
+params, models, X, Y, gds, mask = cases.map_stack("sst2", 1, 16)
+stack = (params, models, X, Y, [replace(g, iterations=12) for g in gds], mask)
+compiled = train_stacked(*stack)
+with native.python_path():
+    python = train_stacked(*stack)
+same = all(np.array_equal(cases.history_array(a.history), cases.history_array(b.history), equal_nan=True)
+           for a, b in zip(compiled, python))
+print(json.dumps([torch.backends.cpu.get_cpu_capability(), native.status(), native.row_kernels(), same]))
+"""
+
+
+@needs_compiler
+@pytest.mark.parametrize("capability", ["avx2", "default"])
+def test_the_compiled_step_equals_the_python_path_under_atens_other_instruction_sets(capability):
+    """What an AVX2-only CPU (AMD EPYC Zen 3) or one without AVX2 runs, on this CPU: ATen's kernels
+    for that set (``ATEN_CPU_CAPABILITY``), the row kernels chosen by the check at load."""
+    if capability == "avx2" and torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        pytest.skip("this CPU has no AVX2")
+    code = _CAPABILITY_CHECK.format(tests=str(Path(__file__).parent))
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    ran, state, kernels, same = __import__("json").loads(out.strip().splitlines()[-1])
+    assert ran == capability.upper() and state == "compiled" and same
+    assert kernels.startswith("softmax: row kernel, lanes of 4" if capability == "avx2" else "softmax: ATen's")

@@ -2,12 +2,14 @@
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from resgd.core.model import ModelConfig, init_params
-from resgd.core.train import HISTORY_COLUMNS, DivergenceError, GDConfig, loss_and_grad, loss_from_output, train_gd
+from resgd.core.train import (HISTORY_COLUMNS, ROW_FIELDS, DivergenceError, GDConfig, history_frame, loss_and_grad,
+                              loss_from_output, train_gd)
 from resgd.validation import ConfigError
 
 
@@ -98,6 +100,15 @@ def test_float32_runs_and_agrees_with_float64_early_on():
     h64 = train_gd(init_params(cfg, 0), cfg, X, Y, gd).history
     h32 = train_gd(init_params(cfg, 0, dtype=torch.float32), cfg, X.float(), Y.float(), gd).history
     assert h32["loss"].to_numpy() == pytest.approx(h64["loss"].to_numpy(), rel=1e-4)
+
+
+def test_a_history_is_the_same_from_tuples_dicts_or_an_array():
+    rows = [(0, 2.0, 1.5, 0.25, 3.0), (1, 1.0, 0.5, math.nan, math.nan), (2, 0.0, 0.1, 0.5, 2.0)]
+    frame = history_frame(rows)
+    assert list(frame.columns) == list(HISTORY_COLUMNS) and frame["iteration"].dtype == np.int64
+    assert frame["ratio"].tolist()[:2] == [0.5, 0.0] and math.isnan(frame["ratio"].iloc[-1])
+    pd.testing.assert_frame_equal(history_frame([dict(zip(ROW_FIELDS, r)) for r in rows]), frame)
+    pd.testing.assert_frame_equal(history_frame(np.array(rows)), frame)
 
 
 def test_huge_step_raises_divergence_with_partial_history():

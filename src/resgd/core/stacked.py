@@ -46,13 +46,15 @@ than any stack, so :func:`worth_stacking` (used by :func:`resgd.experiments.runs
 so one configuration has one cached answer whichever path asked for it.
 
 Each step's evaluation (forward, loss, backward, flat gradients, their norms) runs compiled where a
-C++ compiler is found (:mod:`resgd.core.native`: the same ATen calls from C++, so the same numbers
-bit for bit, ``tests/test_native_step.py``), else through :func:`_forward`, :func:`_backward` and
+C++ compiler is found (:mod:`resgd.core.native`: the same ATen calls from C++, the softmax and its
+backward by row kernels checked equal to ATen's at load, so the same numbers bit for bit,
+``tests/test_native_step.py``), else through :func:`_forward`, :func:`_backward` and
 :func:`_loss_and_output_grad` below, which stay the definition the compiled code follows.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import dataclass, replace
@@ -65,7 +67,7 @@ import torch
 from .conditioning import gram_singular_values
 from .model import ModelConfig, Params, _activation, weight_shapes
 from .native import step_class as native_step_class
-from .train import DivergenceError, GDConfig, history_frame, output_shape, train_gd
+from .train import ROW_FIELDS, DivergenceError, GDConfig, history_frame, output_shape, train_gd
 from ..validation import ConfigError, check_inputs
 
 STACK_MAX_TOKENS = 512
@@ -86,9 +88,11 @@ def worth_stacking(cfg: ModelConfig, n_train: int, n_tokens: int) -> bool:
     return n_train * n_tokens <= STACK_MAX_TOKENS and weights <= STACK_MAX_WEIGHTS
 
 
+@functools.lru_cache(maxsize=1024)
 def shape_model(cfg: ModelConfig) -> ModelConfig:
     """What runs of one stack must share: the model without β, β_ffn and the init scales (the
-    per-run parts; an explicit β_ffn equal to β is the same model as β_ffn = None)."""
+    per-run parts; an explicit β_ffn equal to β is the same model as β_ffn = None). Cached: a
+    stack's check calls it once per run and call, and a fresh validated copy costs 20 µs."""
     return cfg.replace(beta=1.0, beta_ffn=None, qk_scale=1.0, v_scale=1.0, ffn_scale=1.0, out_scale=1.0)
 
 
@@ -435,7 +439,8 @@ def train_stacked(
     beta = torch.tensor([float(m.beta) for m in models], dtype=dtype)
     beta_ffn = torch.tensor([float(m.residual_ffn) for m in models], dtype=dtype)
     alive = np.arange(R)  # original index of each row still in the stack
-    rows: list[list[tuple]] = [[] for _ in range(R)]
+    table = np.full((R, gd.iterations + 1, len(ROW_FIELDS)), math.nan)  # run r's row t: ROW_FIELDS
+    n_rows = np.zeros(R, dtype=np.int64)
     outcome: list[StackedRun | None] = [None] * R
     loss0 = None
     buf = _Buffers(dtype, _buffer_store((shape_model(cfg), tuple(X.shape), R, dtype)))
@@ -446,7 +451,7 @@ def train_stacked(
 
     for t in range(gd.iterations + 1):
         record = t % gd.record_every == 0 or t == gd.iterations
-        if native is not None:  # the same calls from C++ (resgd.core.native): the same numbers
+        if native is not None:  # the same arithmetic from C++ (resgd.core.native): the same numbers
             loss, flat, norm, Z0 = native.evaluate(weights, beta, beta_ffn, X_runs, mask, Y, theta.shape[1])
         else:
             saved: list[_Saved] = []
@@ -463,11 +468,12 @@ def train_stacked(
         if loss0 is None:
             loss0 = values.copy()
         stop = ~np.isfinite(values) | (values > gd.divergence_factor * loss0)
-        for i, r in enumerate(alive):
-            rows[r].append((t, values[i], norms[i], smin[i] if record else math.nan,
-                            smax[i] if record else math.nan))  # resgd.core.train.ROW_FIELDS
-            if stop[i]:
-                outcome[r] = StackedRun(history_frame(rows[r]), None, True)
+        table[alive, t, 0], table[alive, t, 1], table[alive, t, 2] = t, values, norms
+        if record:
+            table[alive, t, 3], table[alive, t, 4] = smin, smax
+        n_rows[alive] = t + 1
+        for r in alive[stop]:
+            outcome[r] = StackedRun(history_frame(table[r, :n_rows[r]]), None, True)
         if t == gd.iterations:
             break
         if stop.any():  # diverged runs leave the stack; the others are untouched
@@ -481,7 +487,7 @@ def train_stacked(
         theta.addcmul_(flat, lr.view(-1, 1), value=-1.0)  # θ_r ← θ_r − μ_r ∇Φ_r (in place: no fresh pages)
     for i, r in enumerate(alive):
         if outcome[r] is None:
-            outcome[r] = StackedRun(history_frame(rows[r]), layout.unflatten(theta[i]), False)
+            outcome[r] = StackedRun(history_frame(table[r, :n_rows[r]]), layout.unflatten(theta[i]), False)
     return outcome
 
 
