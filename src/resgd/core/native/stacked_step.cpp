@@ -338,14 +338,17 @@ struct StackedStep : torch::CustomClassHolder {
       dY = residual / Y.size(0);
     }
     // ---- backward (_backward) ----
-    // each gradient is written into its columns of the flat (R, P) buffer, as cat would place it
+    // each gradient goes to its columns of the flat (R, P) buffer, as cat would place it: through a
+    // contiguous buffer, since a bmm whose output is not contiguous (a column block of flat) runs
+    // ATen's per-run loop instead of MKL's batched call (the six weight-gradient products of Jena
+    // N = 16, L = 1: 320 µs that way, 245 µs with the copy; equal bit for bit)
     Tensor flat = buf("flat", {R, n_params}, opt);
     std::vector<int64_t> offset(weights.size() + 1, 0);
     for (size_t i = 0; i < weights.size(); ++i) offset[i + 1] = offset[i] + weights[i].size(1) * weights[i].size(2);
     TORCH_CHECK(offset.back() == n_params, "StackedStep: the weights hold ", offset.back(), " numbers a run, not ", n_params);
     auto grad_bmm = [&](size_t i, const Tensor& a, const Tensor& b) {
-      Tensor out = flat.narrow(1, offset[i], offset[i + 1] - offset[i]).view({R, weights[i].size(1), weights[i].size(2)});
-      at::bmm_out(out, a, b);
+      Tensor grad = at::bmm_out(buf("dW." + std::to_string(i), {R, weights[i].size(1), weights[i].size(2)}, opt), a, b);
+      flat.narrow(1, offset[i], offset[i + 1] - offset[i]).view({R, weights[i].size(1), weights[i].size(2)}).copy_(grad);
     };
     Tensor dH;
     if (mean_pool) {
