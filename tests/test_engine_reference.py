@@ -1,10 +1,11 @@
 """Every result unchanged by the engine's rewrites: the map's and the headline's shapes against the
-histories recorded before them (``tests/engine_cases.py``, ``tests/engine_reference.npz``)."""
+histories recorded before them (``tests/engine_cases.py``: one recording per ATen instruction set)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 import engine_cases as cases
 
@@ -20,8 +21,6 @@ def computed():
 def reference():
     path = cases.reference_path()
     if path is None:
-        import torch
-
         pytest.skip(f"no histories recorded for ATen's {torch.backends.cpu.get_cpu_capability()} kernels "
                     f"(recorded: {', '.join(cases.REFERENCES)}; tests/engine_cases.py)")
     with np.load(path) as stored:

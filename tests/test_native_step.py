@@ -9,6 +9,7 @@ that runs wherever the compiled one cannot.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -149,6 +150,6 @@ def test_the_compiled_step_equals_the_python_path_under_atens_other_instruction_
     code = _CAPABILITY_CHECK.format(tests=str(Path(__file__).parent))
     env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
-    ran, state, kernels, same = __import__("json").loads(out.strip().splitlines()[-1])
+    ran, state, kernels, same = json.loads(out.strip().splitlines()[-1])
     assert ran == capability.upper() and state == "compiled" and same
     assert kernels.startswith("softmax: row kernel, lanes of 4" if capability == "avx2" else "softmax: ATen's")

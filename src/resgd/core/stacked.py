@@ -440,7 +440,6 @@ def train_stacked(
     beta_ffn = torch.tensor([float(m.residual_ffn) for m in models], dtype=dtype)
     alive = np.arange(R)  # original index of each row still in the stack
     table = np.full((R, gd.iterations + 1, len(ROW_FIELDS)), math.nan)  # run r's row t: ROW_FIELDS
-    n_rows = np.zeros(R, dtype=np.int64)
     outcome: list[StackedRun | None] = [None] * R
     loss0 = None
     buf = _Buffers(dtype, _buffer_store((shape_model(cfg), tuple(X.shape), R, dtype)))
@@ -471,9 +470,8 @@ def train_stacked(
         table[alive, t, 0], table[alive, t, 1], table[alive, t, 2] = t, values, norms
         if record:
             table[alive, t, 3], table[alive, t, 4] = smin, smax
-        n_rows[alive] = t + 1
         for r in alive[stop]:
-            outcome[r] = StackedRun(history_frame(table[r, :n_rows[r]]), None, True)
+            outcome[r] = StackedRun(history_frame(table[r, :t + 1]), None, True)
         if t == gd.iterations:
             break
         if stop.any():  # diverged runs leave the stack; the others are untouched
@@ -487,7 +485,7 @@ def train_stacked(
         theta.addcmul_(flat, lr.view(-1, 1), value=-1.0)  # θ_r ← θ_r − μ_r ∇Φ_r (in place: no fresh pages)
     for i, r in enumerate(alive):
         if outcome[r] is None:
-            outcome[r] = StackedRun(history_frame(table[r, :n_rows[r]]), layout.unflatten(theta[i]), False)
+            outcome[r] = StackedRun(history_frame(table[r, :t + 1]), layout.unflatten(theta[i]), False)  # t: the last step
     return outcome
 
 
