@@ -13,9 +13,10 @@ recorded at t = 0 and every 10th, as the map's runs):
   steps of ``jax.vmap`` of one run's step, gradient by ``jax.grad``, same weights, β, μ and data;
   before timing, its loss and ‖∇Φ‖ histories must equal ours to 1e-12 (relative) or the run stops;
   its compile time is measured apart;
-* ``ceiling``: the step's own GEMM calls, captured with copies of their tensors (same shapes,
-  strides and ``out=`` buffers: the same kernels on the same layouts), each replayed :data:`HOT`
-  times in a row (so in cache) with nothing between them: the rate the step's GEMMs reach alone.
+* ``ceiling`` (``gemm_ceiling.py``, shared with ``book_floor.py``): the step's own GEMM calls,
+  captured with copies of their tensors (same shapes, strides and ``out=`` buffers: the same
+  kernels on the same layouts), each replayed ``HOT`` times in a row (so in cache) with nothing
+  between them: the rate the step's GEMMs reach alone.
   (Before 2026-12-04 the replay made fresh contiguous tensors of the profiled shapes and let every
   call allocate its output, so it timed allocation, page faults and other layouts too: a ceiling
   up to ~2x too slow, which JAX's whole step "beat" by 1-3 % at Jena N = 16, L = 1);
@@ -46,8 +47,8 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import pandas as pd
 import torch
-from torch.overrides import TorchFunctionMode
 
+from gemm_ceiling import HOT, CaptureGemms, gemm_flops, replay
 from jax_peer import import_jax  # benchmarks/ is on sys.path when a script runs; sets XLA's one-thread flags
 from report import map_table, publish_table
 from resgd.mkl_path import active as mkl_active, reexec_if_requested
@@ -57,7 +58,6 @@ from resgd.core.stacked import train_stacked
 from resgd.core.train import GDConfig
 from resgd.robustness.grid import map_grid
 
-GEMM_NAMES = ("bmm", "baddbmm", "baddbmm_")
 SCALE = 10 ** -0.5  # the presets' v_scale and ffn_scale
 
 
@@ -79,65 +79,14 @@ def map_shape(kind: str, L: int, N: int, R: int, iterations: int):
     return [init_params(m, r) for r, m in enumerate(models)], models, X, Y, gds, mask
 
 
-class _CaptureGemms(TorchFunctionMode):
-    """Records every GEMM call the step makes (``torch.bmm``, ``baddbmm``, ``Tensor.baddbmm_``) with
-    copies of its very tensors: the same shapes, strides (transposed views stay views) and ``out=``
-    buffers, so the replay runs the step's own kernels on the step's own layouts."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if getattr(func, "__name__", "") in GEMM_NAMES:
-            self.calls.append((func, [_copy(a) for a in args], {k: _copy(v) for k, v in kwargs.items()}))
-        return func(*args, **kwargs)
-
-
-def _copy(value):
-    """A tensor with ``value``'s size, strides and numbers in memory of its own (expanded tensors,
-    whose stride-0 axes cannot be written, become contiguous); anything else as it is."""
-    if not isinstance(value, torch.Tensor):
-        return value
-    if 0 in value.stride():
-        return value.clone()
-    return torch.empty_strided(value.size(), value.stride(), dtype=value.dtype).copy_(value)
-
-
 def step_gemms(stack) -> list:
     """The GEMM calls (function, args, kwargs) of one ``train_stacked`` call of one iteration: two
     evaluations (t = 0 and t = 1), i.e. two steps' GEMMs."""
     params, models, X, Y, gds, mask = stack
     one = [GDConfig(lr=g.lr, iterations=1, reduction=g.reduction, record_every=g.record_every) for g in gds]
-    with python_path(), _CaptureGemms() as capture:  # the compiled path makes the same calls, unseen
+    with python_path(), CaptureGemms() as capture:  # the compiled path makes the same calls, unseen
         train_stacked(params, models, X, Y, one, mask)
     return capture.calls
-
-
-def gemm_flops(calls) -> float:
-    """2·b·m·k·n summed over the calls (the two factors are the last two tensor arguments)."""
-    total = 0.0
-    for _, args, _ in calls:
-        a, b = [t for t in args if isinstance(t, torch.Tensor)][-2:]
-        total += 2.0 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
-    return total
-
-
-HOT = 4
-"""How many times in a row the ceiling runs each GEMM call (all but the first find it in cache)."""
-
-
-def replay(calls):
-    """The ceiling: each of the step's GEMM calls run :data:`HOT` times in a row, call after call,
-    nothing else between (the same kernels, layouts and output buffers as inside the step; a call
-    without ``out=`` allocates, as it does there). Its time divided by ``HOT`` is what the step's
-    GEMMs cost when their operands are in cache: the rate they reach in isolation."""
-    def run():
-        for func, args, kwargs in calls:
-            for _ in range(HOT):
-                func(*args, **kwargs)
-    return run
 
 
 def _timed(fn) -> tuple[float, float]:

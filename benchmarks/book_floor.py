@@ -1,6 +1,7 @@
 """How fast could the book's two experiment pages be? Their GD work at the machine's dense matmul rate.
 
     python benchmarks/book_floor.py [--mode full|quick] [--report _build/execution_report.json] [--out DIR]
+                                    [--repeats 5] [--no-ceiling]
 
 After ``make book`` in that mode (it reads the results cache and trains nothing: a run missing
 from the cache is an error), for the Jena and SST-2 pages (04, 05):
@@ -14,13 +15,29 @@ from the cache is an error), for the Jena and SST-2 pages (04, 05):
   dense rate and nothing else cost anything; beside it each page's wall time in the last full
   build (``_build/execution_report.json``; two notebooks ran at a time, each on two processes).
 
+Beside the dense floor, what these pages' products can reach at their shapes: for each shape the
+pages train (data set, depth, samples), one GD evaluation's own GEMM calls are captured and replayed
+alone (``gemm_ceiling.py``, as ``bench_map.py`` does for the map), and the trainer
+(``train_gd``, recording as the pages do) is timed per iteration, interleaved with the replay and
+the dense product. Summed over the runs (iterations × per-iteration time of their shape):
+
+* the **GEMM-ceiling floor**: CPU seconds if every step cost only its products at their isolated
+  rate. ``dense floor / GEMM-ceiling floor`` is the largest fraction of the dense floor an
+  implementation calling these kernels on these layouts could reach;
+* the **GD time**: the trainer's measured per-iteration time × iterations, against both floors
+  (the pages' wall time also holds the step-size probes, metrics and plotting).
+
 This is a benchmark: it measures and prints, nothing fails when it is slow.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import statistics
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -29,8 +46,13 @@ import torch
 import resgd.experiments.study as ex
 import resgd.experiments.runs
 from bench_gd import cpu_name, matmul_rate  # this folder is on sys.path when run as a script
+from gemm_ceiling import HOT, CaptureGemms, gemm_flops, replay
 from resgd.atomic import write_json, write_text
 from resgd.core.fastgrad import step_flops
+from resgd.core.model import init_params
+from resgd.core.train import loss_and_grad, train_gd
+from resgd.data.spec import DTYPES, load_dataset
+from resgd.mkl_path import active as mkl_active, reexec_if_requested
 from resgd.threads import torch_threads
 
 HERE = Path(__file__).resolve().parent
@@ -38,10 +60,14 @@ HERE = Path(__file__).resolve().parent
 PAGES = {"jena": "notebooks/04_jena", "sst2": "notebooks/05_sst2"}
 
 
+DENSE = 2048
+"""The dense limit's size: a square float64 matmul of this side on one thread (``bench_gd``'s limit)."""
+
+
 def dense_rate() -> float:
-    """Median GFLOP/s of a square float64 matmul (2048²) on one thread: ``bench_gd``'s limit."""
+    """Median GFLOP/s of a square float64 matmul (:data:`DENSE`²) on one thread."""
     with torch_threads(1):
-        return matmul_rate(torch.float64, 2048)["median_gflops"]
+        return matmul_rate(torch.float64, DENSE)["median_gflops"]
 
 
 def _cache_only(configs):
@@ -64,8 +90,59 @@ def page_work(dataset: str, quick: bool, cache_dir: str | Path | None = None) ->
         beta, L = float(last["beta"]), int(last["n_layers"])
         flops = step_flops(s.model(beta, L, float(last["beta_ffn"])), int(last["n_train"]), s.n)["total"]
         rows.append({"dataset": dataset, "experiment": last["experiment"], "beta": beta, "n_layers": L,
-                     "seed": int(last["seed"]), "iterations_run": ran, "step_flops": flops, "flops": flops * ran})
+                     "n_train": int(last["n_train"]), "seed": int(last["seed"]), "iterations_run": ran, "step_flops": flops, "flops": flops * ran})
     return pd.DataFrame(rows)
+
+
+def shape_case(dataset: str, quick: bool, n_layers: int, n_train: int, iterations: int):
+    """(RunConfig, data) of one shape a page trains (β = 1, seed 0, a small step: timing only)."""
+    s = dataclasses.replace(ex.settings(dataset, quick), N=n_train)
+    config = s.config(1.0, n_layers, seed=0, lr=1e-4, iterations=iterations)
+    return config, load_dataset(config.dataset, config.dtype)
+
+
+def shape_rates(dataset: str, quick: bool, n_layers: int, n_train: int, repeats: int = 5,
+                iterations: int = 10) -> dict:
+    """One page shape, one thread: the trainer's seconds per iteration (``train_gd`` over
+    ``iterations`` steps, σ(Z) recorded as the page records it), the seconds one evaluation's GEMMs
+    take replayed alone, and the dense rate, interleaved; medians, and ratios per repeat."""
+    config, data = shape_case(dataset, quick, n_layers, n_train, iterations)
+    params = init_params(config.model, config.seed, dtype=DTYPES[config.dtype])
+    X, Y, mask, gd = data.X_train, data.Y_train, data.mask_train, config.gd
+    with torch_threads(1):
+        with CaptureGemms() as capture:
+            loss_and_grad(params, config.model, X, Y, mask, gd.reduction)
+        calls = capture.calls
+        square = torch.randn(DENSE, DENSE, dtype=torch.float64)
+        fns = {"train": lambda: train_gd(params, config.model, X, Y, gd, mask), "ceiling": replay(calls),
+               "dense": lambda: torch.matmul(square, square)}
+        for fn in fns.values():  # warm-up
+            fn()
+        wall = {k: [] for k in fns}
+        for _ in range(repeats):
+            for name, fn in fns.items():
+                start = time.perf_counter()
+                fn()
+                wall[name].append(time.perf_counter() - start)
+    train = [w / (iterations + 1) for w in wall["train"]]  # train_gd evaluates t = 0..T
+    ceiling = [w / HOT for w in wall["ceiling"]]
+    return {"dataset": dataset, "n_layers": n_layers, "n_train": n_train, "gemms_per_step": len(calls),
+            "gemm_gflop_per_step": gemm_flops(calls) / 1e9,
+            "train_s_per_step": statistics.median(train), "ceiling_s_per_step": statistics.median(ceiling),
+            "dense_gflops": 2.0 * DENSE ** 3 / statistics.median(wall["dense"]) / 1e9,
+            "train_of_ceiling": statistics.median(c / t for c, t in zip(ceiling, train)),
+            "ceiling_of_dense": statistics.median(gemm_flops(calls) / c / (2.0 * DENSE ** 3 / d)
+                                                  for c, d in zip(ceiling, wall["dense"]))}
+
+
+def page_ceilings(work: pd.DataFrame, quick: bool, repeats: int) -> pd.DataFrame:
+    """:func:`shape_rates` of every shape in ``work``, and each page's sums over its runs."""
+    shapes = work[["dataset", "n_layers", "n_train"]].drop_duplicates()
+    rates = []
+    for dataset, L, N in shapes.itertuples(index=False):
+        rates.append(shape_rates(dataset, quick, int(L), int(N), repeats=repeats))
+        print({k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in rates[-1].items()}, flush=True)
+    return pd.DataFrame(rates)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,35 +150,60 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("full", "quick"), default="full")
     parser.add_argument("--report", type=Path, default=Path("_build/execution_report.json"))
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats per shape (ceiling)")
+    parser.add_argument("--no-ceiling", action="store_true", help="the dense floor only (no per-shape timing)")
     args = parser.parse_args(argv)
+    if argv is None:  # as a script only: exec would replace a caller's process (a test's pytest worker)
+        reexec_if_requested([__file__, *sys.argv[1:]])  # $RESGD_MKL_INTEL_PATH=1, as CI
+    quick = args.mode == "quick"
     rate = dense_rate()
     walls = {}
     if args.report.is_file():
         report = json.loads(args.report.read_text(encoding="utf8"))
         if report.get("mode") == args.mode:
             walls = {r["notebook"]: r["seconds"] for r in report["notebooks"]}
-    work = pd.concat([page_work(d, args.mode == "quick") for d in PAGES], ignore_index=True)
-    lines = ["| page | runs | GFLOP (matrix products) | floor at the dense rate (CPU s) | last build: wall (s) |",
-             "|---|---:|---:|---:|---:|"]
-    summary = {"mode": args.mode, "dense_gflops": rate, "pages": {}}
+    work = pd.concat([page_work(d, quick) for d in PAGES], ignore_index=True)
+    summary = {"mode": args.mode, "cpu": cpu_name(), "mkl_intel_path": mkl_active(), "dense_gflops": rate,
+               "pages": {}}
+    print(f"{summary['cpu']}: dense float64 matmul, one thread: {rate:.1f} GFLOP/s; MKL Intel path: {mkl_active()}")
+    rates = None if args.no_ceiling else page_ceilings(work, quick, args.repeats)
+    if rates is not None:
+        work = work.merge(rates[["dataset", "n_layers", "n_train", "train_s_per_step", "ceiling_s_per_step"]],
+                          on=["dataset", "n_layers", "n_train"], how="left")
+        work["ceiling_s"] = work["ceiling_s_per_step"] * work["iterations_run"]
+        work["train_s"] = work["train_s_per_step"] * work["iterations_run"]
+    lines = ["| page | runs | GFLOP (matrix products) | dense floor (CPU s) | GEMM-ceiling floor (CPU s) | "
+             "dense floor / ceiling floor | GD at the measured rate (CPU s) | GD / ceiling floor | GD / dense floor "
+             "| last build: wall (s) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for dataset, page in PAGES.items():
         w = work[work["dataset"] == dataset]
         gflop = w["flops"].sum() / 1e9
-        floor = gflop / rate
-        wall = walls.get(page)
-        summary["pages"][page] = {"runs": len(w), "gflop": gflop, "floor_cpu_s": floor, "wall_s": wall}
-        lines.append(f"| {page} | {len(w)} | {gflop:,.0f} | {floor:.0f} | "
-                     f"{'n/a' if wall is None else f'{wall:.0f}'} |")
+        entry = {"runs": len(w), "gflop": gflop, "floor_cpu_s": gflop / rate, "wall_s": walls.get(page)}
+        if rates is not None:
+            entry.update({"ceiling_floor_cpu_s": w["ceiling_s"].sum(), "gd_cpu_s": w["train_s"].sum()})
+            entry.update({"reachable_of_dense_floor": entry["floor_cpu_s"] / entry["ceiling_floor_cpu_s"],
+                          "gd_of_ceiling_floor": entry["ceiling_floor_cpu_s"] / entry["gd_cpu_s"],
+                          "gd_of_dense_floor": entry["floor_cpu_s"] / entry["gd_cpu_s"]})
+        summary["pages"][page] = entry
+
+        def cell(key, fmt):
+            return "n/a" if entry.get(key) is None else format(entry[key], fmt)
+
+        lines.append(f"| {page} | {len(w)} | {gflop:,.0f} | {entry['floor_cpu_s']:.0f} | "
+                     f"{cell('ceiling_floor_cpu_s', '.0f')} | {cell('reachable_of_dense_floor', '.0%')} | "
+                     f"{cell('gd_cpu_s', '.0f')} | {cell('gd_of_ceiling_floor', '.0%')} | "
+                     f"{cell('gd_of_dense_floor', '.0%')} | {cell('wall_s', '.0f')} |")
     total = sum(p["floor_cpu_s"] for p in summary["pages"].values())
     summary["floor_cpu_s"] = total
-    summary["cpu"] = cpu_name()
-    print(f"{summary['cpu']}: dense float64 matmul, one thread: {rate:.1f} GFLOP/s")
     print("\n".join(lines))
     print(f"04 + 05 at the dense rate: {total:.0f} CPU s, i.e. {total / 2:.0f} s of wall on two cores "
           f"with both kept busy by these two pages alone")
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / f"book_floor_{args.mode}.json", summary)
     write_text(args.out / f"book_floor_{args.mode}_runs.csv", work.to_csv(index=False))
+    if rates is not None:
+        write_text(args.out / f"book_floor_{args.mode}_shapes.csv", rates.to_csv(index=False))
     return 0
 
 

@@ -22,6 +22,7 @@ sys.path.insert(0, str(BENCH))
 import bench_gd  # noqa: E402
 import bench_map  # noqa: E402
 import book_floor  # noqa: E402
+import gemm_ceiling  # noqa: E402
 import report  # noqa: E402
 
 
@@ -135,6 +136,26 @@ def test_book_floor_counts_the_cached_runs_and_never_trains(tmp_path):
     assert (work["flops"] == work["step_flops"] * work["iterations_run"]).all()
 
 
+def test_book_floor_ceiling_captures_the_single_run_steps_products():
+    """The pages' ceiling replays the products of one ``train_gd`` evaluation: the work
+    ``step_flops`` counts (plus the small weight-only products), in the step's 2-D and batched calls."""
+    import dataclasses
+
+    import resgd.experiments.study as ex
+    from resgd.core.fastgrad import step_flops
+
+    threads = torch.get_num_threads()
+    for L in (1, 2):
+        row = book_floor.shape_rates("toy", True, L, 8, repeats=1, iterations=1)
+        assert torch.get_num_threads() == threads
+        s = dataclasses.replace(ex.settings("toy", True), N=8)
+        counted = step_flops(s.model(1.0, L, 1.0), 8, s.n)["total"]
+        assert counted <= row["gemm_gflop_per_step"] * 1e9 <= 1.05 * counted
+        assert row["gemms_per_step"] == 21 * L  # 8 products forward, 13 backward per layer, as the stacked step
+        for name in ("train_s_per_step", "ceiling_s_per_step", "dense_gflops", "train_of_ceiling", "ceiling_of_dense"):
+            assert row[name] > 0
+
+
 def test_the_cpu_is_named_with_its_family_and_model():
     """Two hosts both called "AMD EPYC" differed 2× in matmul rate: the family/model tells them apart."""
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
@@ -147,8 +168,10 @@ def test_the_cpu_is_named_with_its_family_and_model():
 
 def test_bench_map_counts_gemm_flops_and_reports_fractions_of_both_rates():
     a, b, c = torch.zeros(2, 3, 4), torch.zeros(2, 4, 5), torch.zeros(2, 3, 5)
-    assert bench_map.gemm_flops([(torch.bmm, [a, b], {"out": c}),
-                                 (torch.Tensor.baddbmm_, [c, a, b], {})]) == 2 * (2 * 2 * 3 * 4 * 5)
+    assert gemm_ceiling.gemm_flops([(torch.bmm, [a, b], {"out": c}),
+                                    (torch.Tensor.baddbmm_, [c, a, b], {})]) == 2 * (2 * 2 * 3 * 4 * 5)
+    assert gemm_ceiling.gemm_flops([(torch.mm, [a[0], b[0]], {}), (torch.Tensor.addmm_, [c[0], a[0], b[0]], {})]) \
+        == 2 * (2 * 3 * 4 * 5)
     threads = torch.get_num_threads()
     try:
         row = bench_map.measure("sst2", 1, 16, 2, iterations=1, repeats=1)
@@ -172,5 +195,5 @@ def test_bench_map_ceiling_replays_the_steps_own_gemms_on_their_own_layouts():
     assert transposed, "the step's transposed operands were copied contiguous"
     func, args, kwargs = next(c for c in calls if "out" in c[2])
     expected = func(*[t.clone() for t in args]).clone()
-    bench_map.replay([(func, args, kwargs)])()
+    gemm_ceiling.replay([(func, args, kwargs)])()
     assert torch.equal(kwargs["out"], expected)

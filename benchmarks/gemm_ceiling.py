@@ -1,0 +1,66 @@
+"""The isolated-GEMM ceiling of a training step: its own matrix products, captured and replayed alone.
+
+Shared by ``bench_map.py`` (the stacked trainer on the map's shapes) and ``book_floor.py`` (the
+single-run trainer on the experiment pages' shapes). A step's GEMM calls (``mm``, ``addmm``,
+``bmm``, ``baddbmm`` and their in-place forms) are recorded with copies of their very tensors —
+same shapes, strides (transposed views stay views) and ``out=`` buffers — and replayed
+:data:`HOT` times each, back to back, with nothing between them: the rate the step's products
+reach when their operands sit in cache and no other work competes. No implementation that calls
+these kernels on these layouts can spend less time in them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+GEMM_NAMES = ("mm", "addmm", "addmm_", "bmm", "baddbmm", "baddbmm_")
+
+HOT = 4
+"""How many times in a row :func:`replay` runs each GEMM call (all but the first find it in cache)."""
+
+
+class CaptureGemms(TorchFunctionMode):
+    """Records every GEMM call made inside the ``with`` block with copies of its tensors (see the
+    module doc); the calls themselves run as usual."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") in GEMM_NAMES:
+            self.calls.append((func, [_copy(a) for a in args], {k: _copy(v) for k, v in kwargs.items()}))
+        return func(*args, **kwargs)
+
+
+def _copy(value):
+    """A tensor with ``value``'s size, strides and numbers in memory of its own (expanded tensors,
+    whose stride-0 axes cannot be written, become contiguous); anything else as it is."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    if 0 in value.stride():
+        return value.clone()
+    return torch.empty_strided(value.size(), value.stride(), dtype=value.dtype).copy_(value)
+
+
+def gemm_flops(calls) -> float:
+    """2·(batch·m·k)·n summed over the calls (the two factors are the last two tensor arguments;
+    2-D factors are a batch of one)."""
+    total = 0.0
+    for _, args, _ in calls:
+        a, b = [t for t in args if isinstance(t, torch.Tensor)][-2:]
+        total += 2.0 * a.numel() * b.shape[-1]
+    return total
+
+
+def replay(calls):
+    """The ceiling: each captured call run :data:`HOT` times in a row, call after call, nothing else
+    between (a call without ``out=`` allocates, as it did in the step). The returned function's
+    time divided by ``HOT`` is what the captured products cost alone."""
+    def run():
+        for func, args, kwargs in calls:
+            for _ in range(HOT):
+                func(*args, **kwargs)
+    return run
