@@ -40,7 +40,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # one thread everywhere, before torch (and jax) load their runtimes
@@ -48,7 +47,7 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 import pandas as pd
 import torch
 
-from gemm_ceiling import HOT, CaptureGemms, gemm_flops, replay
+from gemm_ceiling import HOT, CaptureGemms, gemm_flops, interleaved, replay
 from jax_peer import import_jax  # benchmarks/ is on sys.path when a script runs; sets XLA's one-thread flags
 from report import map_table, publish_table
 from resgd.mkl_path import active as mkl_active, reexec_if_requested
@@ -87,13 +86,6 @@ def step_gemms(stack) -> list:
     with python_path(), CaptureGemms() as capture:  # the compiled path makes the same calls, unseen
         train_stacked(params, models, X, Y, one, mask)
     return capture.calls
-
-
-def _timed(fn) -> tuple[float, float]:
-    """(wall, process CPU) seconds of one call."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    fn()
-    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def history_arrays(out) -> dict:
@@ -149,15 +141,7 @@ def measure(kind: str, L: int, N: int, R: int, iterations: int, repeats: int, ja
         diff = check_peer(history_arrays(train_stacked(params, models, X, Y, gds, mask)), peer())
         row.update({"jax_loss_rel_diff": diff["loss"], "jax_grad_norm_rel_diff": diff["grad_norm"]})
         fns = {"ours": ours, "jax": peer, "ceiling": ceiling, "dense": dense}
-    for fn in fns.values():  # warm-up
-        fn()
-    wall = {k: [] for k in fns}
-    cpu = {k: [] for k in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            w, c = _timed(fn)
-            wall[name].append(w)
-            cpu[name].append(c)
+    wall, cpu = interleaved(fns, repeats)
     med = {k: statistics.median(v) for k, v in wall.items()}
     ceiling_step = [w / (2 * HOT) for w in wall["ceiling"]]  # the replay runs two steps' GEMMs HOT times
 

@@ -37,7 +37,6 @@ import dataclasses
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -46,7 +45,7 @@ import torch
 import resgd.experiments.study as ex
 import resgd.experiments.runs
 from bench_gd import cpu_name, matmul_rate  # this folder is on sys.path when run as a script
-from gemm_ceiling import HOT, CaptureGemms, gemm_flops, replay
+from gemm_ceiling import HOT, CaptureGemms, gemm_flops, interleaved, replay
 from resgd.atomic import write_json, write_text
 from resgd.core.fastgrad import step_flops
 from resgd.core.model import init_params
@@ -114,29 +113,21 @@ def shape_rates(dataset: str, quick: bool, n_layers: int, n_train: int, repeats:
             loss_and_grad(params, config.model, X, Y, mask, gd.reduction)
         calls = capture.calls
         square = torch.randn(DENSE, DENSE, dtype=torch.float64)
-        fns = {"train": lambda: train_gd(params, config.model, X, Y, gd, mask), "ceiling": replay(calls),
-               "dense": lambda: torch.matmul(square, square)}
-        for fn in fns.values():  # warm-up
-            fn()
-        wall = {k: [] for k in fns}
-        for _ in range(repeats):
-            for name, fn in fns.items():
-                start = time.perf_counter()
-                fn()
-                wall[name].append(time.perf_counter() - start)
+        wall, _ = interleaved({"train": lambda: train_gd(params, config.model, X, Y, gd, mask),
+                               "ceiling": replay(calls), "dense": lambda: torch.matmul(square, square)}, repeats)
     train = [w / (iterations + 1) for w in wall["train"]]  # train_gd evaluates t = 0..T
     ceiling = [w / HOT for w in wall["ceiling"]]
+    flops, dense_flops = gemm_flops(calls), 2.0 * DENSE ** 3
     return {"dataset": dataset, "n_layers": n_layers, "n_train": n_train, "gemms_per_step": len(calls),
-            "gemm_gflop_per_step": gemm_flops(calls) / 1e9,
+            "gemm_gflop_per_step": flops / 1e9,
             "train_s_per_step": statistics.median(train), "ceiling_s_per_step": statistics.median(ceiling),
-            "dense_gflops": 2.0 * DENSE ** 3 / statistics.median(wall["dense"]) / 1e9,
+            "dense_gflops": dense_flops / statistics.median(wall["dense"]) / 1e9,
             "train_of_ceiling": statistics.median(c / t for c, t in zip(ceiling, train)),
-            "ceiling_of_dense": statistics.median(gemm_flops(calls) / c / (2.0 * DENSE ** 3 / d)
-                                                  for c, d in zip(ceiling, wall["dense"]))}
+            "ceiling_of_dense": statistics.median((flops / c) / (dense_flops / d) for c, d in zip(ceiling, wall["dense"]))}
 
 
 def page_ceilings(work: pd.DataFrame, quick: bool, repeats: int) -> pd.DataFrame:
-    """:func:`shape_rates` of every shape in ``work``, and each page's sums over its runs."""
+    """:func:`shape_rates` of every (data set, depth, samples) shape in ``work``, one row each."""
     shapes = work[["dataset", "n_layers", "n_train"]].drop_duplicates()
     rates = []
     for dataset, L, N in shapes.itertuples(index=False):

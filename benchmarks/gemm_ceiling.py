@@ -6,10 +6,13 @@ single-run trainer on the experiment pages' shapes). A step's GEMM calls (``mm``
 same shapes, strides (transposed views stay views) and ``out=`` buffers — and replayed
 :data:`HOT` times each, back to back, with nothing between them: the rate the step's products
 reach when their operands sit in cache and no other work competes. No implementation that calls
-these kernels on these layouts can spend less time in them.
+these kernels on these layouts can spend less time in them. :func:`interleaved` times the replay
+beside the step it bounds, so that the two share the machine's load.
 """
 
 from __future__ import annotations
+
+import time
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -64,3 +67,20 @@ def replay(calls):
             for _ in range(HOT):
                 func(*args, **kwargs)
     return run
+
+
+def interleaved(fns: dict, repeats: int) -> tuple[dict, dict]:
+    """(wall, process CPU) seconds of each of ``fns`` per repeat, after one warm-up call each: the
+    functions run one after another within a repeat, so a load change on a shared machine hits all
+    of them alike and a ratio taken per repeat divides it out."""
+    for fn in fns.values():
+        fn()
+    wall = {name: [] for name in fns}
+    cpu = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            w, c = time.perf_counter(), time.process_time()
+            fn()
+            wall[name].append(time.perf_counter() - w)
+            cpu[name].append(time.process_time() - c)
+    return wall, cpu

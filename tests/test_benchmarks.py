@@ -7,6 +7,7 @@ checked is that every column the README's tables are made of is written and cons
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -15,6 +16,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+
+import resgd.experiments.study as ex
+from resgd.core.fastgrad import step_flops
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
@@ -122,8 +126,6 @@ def test_jax_peer_is_skipped_with_a_message_when_jax_is_missing(monkeypatch, tmp
 
 
 def test_book_floor_counts_the_cached_runs_and_never_trains(tmp_path):
-    import resgd.experiments.study as ex
-
     with pytest.raises(RuntimeError, match="not in the results cache: run `make book`"):
         book_floor.page_work("toy", True, cache_dir=tmp_path)
     s = ex.settings("toy", True)
@@ -139,11 +141,6 @@ def test_book_floor_counts_the_cached_runs_and_never_trains(tmp_path):
 def test_book_floor_ceiling_captures_the_single_run_steps_products():
     """The pages' ceiling replays the products of one ``train_gd`` evaluation: the work
     ``step_flops`` counts (plus the small weight-only products), in the step's 2-D and batched calls."""
-    import dataclasses
-
-    import resgd.experiments.study as ex
-    from resgd.core.fastgrad import step_flops
-
     threads = torch.get_num_threads()
     for L in (1, 2):
         row = book_floor.shape_rates("toy", True, L, 8, repeats=1, iterations=1)
