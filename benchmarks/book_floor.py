@@ -10,7 +10,9 @@ from the cache is an error), for the Jena and SST-2 pages (04, 05):
   diverged) times the matrix-product FLOPs of one step (``resgd.core.fastgrad.step_flops``: the
   products any implementation must compute; softmax, activations and residual adds are not
   counted). The step-size probes are left out, so the sum is a lower bound;
-* the limit: a dense square float64 ``torch.matmul`` (2048²) on one thread, measured now;
+* the limit: a dense square float64 ``torch.matmul`` (2048²) on one thread, measured now (with the
+  ceiling, the median of its rates timed beside each shape, so that one load spike does not move
+  every page's floor);
 * the floor: work / limit, the CPU seconds the two pages would take if every product ran at the
   dense rate and nothing else cost anything; beside it each page's wall time in the last full
   build (``_build/execution_report.json``; two notebooks ran at a time, each on two processes).
@@ -26,6 +28,11 @@ the dense product. Summed over the runs (iterations × per-iteration time of the
   implementation calling these kernels on these layouts could reach;
 * the **GD time**: the trainer's measured per-iteration time × iterations, against both floors
   (the pages' wall time also holds the step-size probes, metrics and plotting).
+* where the gap between GD and the ceiling lies: the share of GD's time spent inside its GEMMs
+  (``torch.profiler``), and how close those GEMMs come, inside the step, to their isolated rate.
+  ``GD / ceiling floor`` is the product of the two; only work outside the GEMMs can be removed
+  without changing the products' layouts, and ``dense floor / GD's GEMM time`` is the fraction
+  of the dense floor GD would reach with all of that work gone.
 
 This is a benchmark: it measures and prints, nothing fails when it is slow.
 """
@@ -45,7 +52,7 @@ import torch
 import resgd.experiments.study as ex
 import resgd.experiments.runs
 from bench_gd import cpu_name, matmul_rate  # this folder is on sys.path when run as a script
-from gemm_ceiling import HOT, CaptureGemms, gemm_flops, interleaved, replay
+from gemm_ceiling import HOT, CaptureGemms, gemm_flops, interleaved, operator_breakdown, profiled_gemms, replay
 from resgd.atomic import write_json, write_text
 from resgd.core.fastgrad import step_flops
 from resgd.core.model import init_params
@@ -100,40 +107,71 @@ def shape_case(dataset: str, quick: bool, n_layers: int, n_train: int, iteration
     return config, load_dataset(config.dataset, config.dtype)
 
 
+def _trainer(dataset: str, quick: bool, n_layers: int, n_train: int, iterations: int):
+    """(``train``, ``evaluate``) at one page shape: ``train_gd`` over ``iterations`` steps, recording
+    σ(Z) as the page records it, and one ``loss_and_grad`` evaluation."""
+    config, data = shape_case(dataset, quick, n_layers, n_train, iterations)
+    params = init_params(config.model, config.seed, dtype=DTYPES[config.dtype])
+    X, Y, mask, gd = data.X_train, data.Y_train, data.mask_train, config.gd
+    return (lambda: train_gd(params, config.model, X, Y, gd, mask),
+            lambda: loss_and_grad(params, config.model, X, Y, mask, gd.reduction))
+
+
+def shape_operators(dataset: str, quick: bool, n_layers: int, n_train: int, iterations: int = 10) -> pd.DataFrame:
+    """``operator_breakdown`` of ``train_gd`` at one page shape, one thread (per evaluation, t = 0..T)."""
+    run_gd, _ = _trainer(dataset, quick, n_layers, n_train, iterations)
+    with torch_threads(1):
+        ops = operator_breakdown(run_gd, iterations + 1)
+    return ops.assign(dataset=dataset, n_layers=n_layers, n_train=n_train)
+
+
 def shape_rates(dataset: str, quick: bool, n_layers: int, n_train: int, repeats: int = 5,
                 iterations: int = 10) -> dict:
     """One page shape, one thread: the trainer's seconds per iteration (``train_gd`` over
     ``iterations`` steps, σ(Z) recorded as the page records it), the seconds one evaluation's GEMMs
-    take replayed alone, and the dense rate, interleaved; medians, and ratios per repeat."""
-    config, data = shape_case(dataset, quick, n_layers, n_train, iterations)
-    params = init_params(config.model, config.seed, dtype=DTYPES[config.dtype])
-    X, Y, mask, gd = data.X_train, data.Y_train, data.mask_train, config.gd
+    take replayed alone, and the dense rate, interleaved; medians, and ratios per repeat. Then the
+    gap between trainer and ceiling, split: ``train_of_ceiling`` ≈ ``gemm_share_of_train`` (the
+    step's time inside its GEMMs, profiled) × ``ceiling_of_gemm_in_step`` (how close those GEMMs
+    run, inside the step, to their isolated rate). The time outside the GEMMs, 1 − share, is what
+    an engine could still remove without changing the products."""
+    run_gd, evaluate = _trainer(dataset, quick, n_layers, n_train, iterations)
     with torch_threads(1):
         with CaptureGemms() as capture:
-            loss_and_grad(params, config.model, X, Y, mask, gd.reduction)
+            evaluate()
         calls = capture.calls
         square = torch.randn(DENSE, DENSE, dtype=torch.float64)
-        wall, _ = interleaved({"train": lambda: train_gd(params, config.model, X, Y, gd, mask),
-                               "ceiling": replay(calls), "dense": lambda: torch.matmul(square, square)}, repeats)
+        profiled, gemm_seconds = profiled_gemms(run_gd)
+        wall, _ = interleaved({"train": run_gd, "gemms in the step": profiled, "ceiling": replay(calls),
+                               "dense": lambda: torch.matmul(square, square)}, repeats)
     train = [w / (iterations + 1) for w in wall["train"]]  # train_gd evaluates t = 0..T
+    gemms = [s / (iterations + 1) for s in gemm_seconds[-repeats:]]  # less the warm-up call's
     ceiling = [w / HOT for w in wall["ceiling"]]
     flops, dense_flops = gemm_flops(calls), 2.0 * DENSE ** 3
     return {"dataset": dataset, "n_layers": n_layers, "n_train": n_train, "gemms_per_step": len(calls),
             "gemm_gflop_per_step": flops / 1e9,
             "train_s_per_step": statistics.median(train), "ceiling_s_per_step": statistics.median(ceiling),
+            "gemm_in_step_s_per_step": statistics.median(gemms),
             "dense_gflops": dense_flops / statistics.median(wall["dense"]) / 1e9,
             "train_of_ceiling": statistics.median(c / t for c, t in zip(ceiling, train)),
+            "gemm_share_of_train": statistics.median(g / t for g, t in zip(gemms, train)),
+            "ceiling_of_gemm_in_step": statistics.median(c / g for c, g in zip(ceiling, gemms)),
             "ceiling_of_dense": statistics.median((flops / c) / (dense_flops / d) for c, d in zip(ceiling, wall["dense"]))}
 
 
-def page_ceilings(work: pd.DataFrame, quick: bool, repeats: int) -> pd.DataFrame:
-    """:func:`shape_rates` of every (data set, depth, samples) shape in ``work``, one row each."""
+def page_ceilings(work: pd.DataFrame, quick: bool, repeats: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`shape_rates` of every (data set, depth, samples) shape in ``work``, one row each, and
+    their :func:`shape_operators`, one row per shape and operator."""
     shapes = work[["dataset", "n_layers", "n_train"]].drop_duplicates()
-    rates = []
+    rates, operators = [], []
     for dataset, L, N in shapes.itertuples(index=False):
         rates.append(shape_rates(dataset, quick, int(L), int(N), repeats=repeats))
         print({k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in rates[-1].items()}, flush=True)
-    return pd.DataFrame(rates)
+        operators.append(ops := shape_operators(dataset, quick, int(L), int(N)))
+        other = ops[~ops["gemm"]]
+        top = ", ".join(f"{r.operator.removeprefix('aten::')} {r.self_ms_per_step:.2f}" for r in other.head(4).itertuples())
+        print(f"  profiled ms per step: GEMMs {ops[ops['gemm']]['self_ms_per_step'].sum():.2f}, other operators "
+              f"{other['self_ms_per_step'].sum():.2f} ({other['calls_per_step'].sum():.0f} calls; {top})", flush=True)
+    return pd.DataFrame(rates), pd.concat(operators, ignore_index=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,35 +185,41 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:  # as a script only: exec would replace a caller's process (a test's pytest worker)
         reexec_if_requested([__file__, *sys.argv[1:]])  # $RESGD_MKL_INTEL_PATH=1, as CI
     quick = args.mode == "quick"
-    rate = dense_rate()
     walls = {}
     if args.report.is_file():
         report = json.loads(args.report.read_text(encoding="utf8"))
         if report.get("mode") == args.mode:
             walls = {r["notebook"]: r["seconds"] for r in report["notebooks"]}
     work = pd.concat([page_work(d, quick) for d in PAGES], ignore_index=True)
+    rates, operators = (None, None) if args.no_ceiling else page_ceilings(work, quick, args.repeats)
+    rate = dense_rate() if rates is None else statistics.median(rates["dense_gflops"])
     summary = {"mode": args.mode, "cpu": cpu_name(), "mkl_intel_path": mkl_active(), "dense_gflops": rate,
                "pages": {}}
     print(f"{summary['cpu']}: dense float64 matmul, one thread: {rate:.1f} GFLOP/s; MKL Intel path: {mkl_active()}")
-    rates = None if args.no_ceiling else page_ceilings(work, quick, args.repeats)
     if rates is not None:
-        work = work.merge(rates[["dataset", "n_layers", "n_train", "train_s_per_step", "ceiling_s_per_step"]],
-                          on=["dataset", "n_layers", "n_train"], how="left")
-        work["ceiling_s"] = work["ceiling_s_per_step"] * work["iterations_run"]
-        work["train_s"] = work["train_s_per_step"] * work["iterations_run"]
+        work = work.merge(rates[["dataset", "n_layers", "n_train", "train_s_per_step", "ceiling_s_per_step",
+                                 "gemm_in_step_s_per_step"]], on=["dataset", "n_layers", "n_train"], how="left")
+        for per_step, total in (("ceiling_s_per_step", "ceiling_s"), ("train_s_per_step", "train_s"),
+                                ("gemm_in_step_s_per_step", "gemm_in_step_s")):
+            work[total] = work[per_step] * work["iterations_run"]
     lines = ["| page | runs | GFLOP (matrix products) | dense floor (CPU s) | GEMM-ceiling floor (CPU s) | "
              "dense floor / ceiling floor | GD at the measured rate (CPU s) | GD / ceiling floor | GD / dense floor "
+             "| GD's time in its GEMMs | ceiling / GEMMs in the step | dense floor / GD's GEMM time "
              "| last build: wall (s) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for dataset, page in PAGES.items():
         w = work[work["dataset"] == dataset]
         gflop = w["flops"].sum() / 1e9
         entry = {"runs": len(w), "gflop": gflop, "floor_cpu_s": gflop / rate, "wall_s": walls.get(page)}
         if rates is not None:
-            entry.update({"ceiling_floor_cpu_s": w["ceiling_s"].sum(), "gd_cpu_s": w["train_s"].sum()})
+            entry.update({"ceiling_floor_cpu_s": w["ceiling_s"].sum(), "gd_cpu_s": w["train_s"].sum(),
+                          "gd_gemm_cpu_s": w["gemm_in_step_s"].sum()})
             entry.update({"reachable_of_dense_floor": entry["floor_cpu_s"] / entry["ceiling_floor_cpu_s"],
                           "gd_of_ceiling_floor": entry["ceiling_floor_cpu_s"] / entry["gd_cpu_s"],
-                          "gd_of_dense_floor": entry["floor_cpu_s"] / entry["gd_cpu_s"]})
+                          "gd_of_dense_floor": entry["floor_cpu_s"] / entry["gd_cpu_s"],
+                          "gemm_share_of_gd": entry["gd_gemm_cpu_s"] / entry["gd_cpu_s"],
+                          "ceiling_of_gemm_in_step": entry["ceiling_floor_cpu_s"] / entry["gd_gemm_cpu_s"],
+                          "gemm_only_of_dense_floor": entry["floor_cpu_s"] / entry["gd_gemm_cpu_s"]})
         summary["pages"][page] = entry
 
         def cell(key, fmt):
@@ -184,7 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {page} | {len(w)} | {gflop:,.0f} | {entry['floor_cpu_s']:.0f} | "
                      f"{cell('ceiling_floor_cpu_s', '.0f')} | {cell('reachable_of_dense_floor', '.0%')} | "
                      f"{cell('gd_cpu_s', '.0f')} | {cell('gd_of_ceiling_floor', '.0%')} | "
-                     f"{cell('gd_of_dense_floor', '.0%')} | {cell('wall_s', '.0f')} |")
+                     f"{cell('gd_of_dense_floor', '.0%')} | {cell('gemm_share_of_gd', '.0%')} | "
+                     f"{cell('ceiling_of_gemm_in_step', '.0%')} | {cell('gemm_only_of_dense_floor', '.0%')} | "
+                     f"{cell('wall_s', '.0f')} |")
     total = sum(p["floor_cpu_s"] for p in summary["pages"].values())
     summary["floor_cpu_s"] = total
     print("\n".join(lines))
@@ -195,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     write_text(args.out / f"book_floor_{args.mode}_runs.csv", work.to_csv(index=False))
     if rates is not None:
         write_text(args.out / f"book_floor_{args.mode}_shapes.csv", rates.to_csv(index=False))
+        write_text(args.out / f"book_floor_{args.mode}_operators.csv", operators.to_csv(index=False))
     return 0
 
 

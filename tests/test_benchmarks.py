@@ -149,8 +149,16 @@ def test_book_floor_ceiling_captures_the_single_run_steps_products():
         counted = step_flops(s.model(1.0, L, 1.0), 8, s.n)["total"]
         assert counted <= row["gemm_gflop_per_step"] * 1e9 <= 1.05 * counted
         assert row["gemms_per_step"] == 21 * L  # 8 products forward, 13 backward per layer, as the stacked step
-        for name in ("train_s_per_step", "ceiling_s_per_step", "dense_gflops", "train_of_ceiling", "ceiling_of_dense"):
+        for name in ("train_s_per_step", "ceiling_s_per_step", "dense_gflops", "train_of_ceiling", "ceiling_of_dense",
+                     "ceiling_of_gemm_in_step"):
             assert row[name] > 0
+        # the profiler finds the step's products, and at the toy's tiny sizes they are not all of its time
+        assert 0 < row["gemm_share_of_train"] < 1
+        ops = book_floor.shape_operators("toy", True, L, 8, iterations=1)
+        gemms = ops[ops["gemm"]]
+        assert gemms["calls_per_step"].sum() >= 21 * L  # the step's products (plus σ(Z)'s Gram product)
+        assert (ops["self_ms_per_step"] >= 0).all() and ops["self_ms_per_step"].is_monotonic_decreasing
+        assert {"aten::threshold_backward", "aten::exp_"} <= set(ops["operator"])  # ReLU's and softmax's kernels
 
 
 def test_the_cpu_is_named_with_its_family_and_model():
