@@ -52,7 +52,7 @@ import torch
 import resgd.experiments.study as ex
 import resgd.experiments.runs
 from bench_gd import cpu_name, matmul_rate  # this folder is on sys.path when run as a script
-from gemm_ceiling import HOT, CaptureGemms, gemm_flops, interleaved, operator_breakdown, profiled_gemms, replay
+from gemm_ceiling import HOT, CaptureGemms, gemm_flops, gemm_seconds, interleaved, operator_breakdown, profiled, replay
 from resgd.atomic import write_json, write_text
 from resgd.core.fastgrad import step_flops
 from resgd.core.model import init_params
@@ -107,66 +107,56 @@ def shape_case(dataset: str, quick: bool, n_layers: int, n_train: int, iteration
     return config, load_dataset(config.dataset, config.dtype)
 
 
-def _trainer(dataset: str, quick: bool, n_layers: int, n_train: int, iterations: int):
-    """(``train``, ``evaluate``) at one page shape: ``train_gd`` over ``iterations`` steps, recording
-    σ(Z) as the page records it, and one ``loss_and_grad`` evaluation."""
-    config, data = shape_case(dataset, quick, n_layers, n_train, iterations)
-    params = init_params(config.model, config.seed, dtype=DTYPES[config.dtype])
-    X, Y, mask, gd = data.X_train, data.Y_train, data.mask_train, config.gd
-    return (lambda: train_gd(params, config.model, X, Y, gd, mask),
-            lambda: loss_and_grad(params, config.model, X, Y, mask, gd.reduction))
-
-
-def shape_operators(dataset: str, quick: bool, n_layers: int, n_train: int, iterations: int = 10) -> pd.DataFrame:
-    """``operator_breakdown`` of ``train_gd`` at one page shape, one thread (per evaluation, t = 0..T)."""
-    run_gd, _ = _trainer(dataset, quick, n_layers, n_train, iterations)
-    with torch_threads(1):
-        ops = operator_breakdown(run_gd, iterations + 1)
-    return ops.assign(dataset=dataset, n_layers=n_layers, n_train=n_train)
-
-
 def shape_rates(dataset: str, quick: bool, n_layers: int, n_train: int, repeats: int = 5,
-                iterations: int = 10) -> dict:
+                iterations: int = 10) -> tuple[dict, pd.DataFrame]:
     """One page shape, one thread: the trainer's seconds per iteration (``train_gd`` over
     ``iterations`` steps, σ(Z) recorded as the page records it), the seconds one evaluation's GEMMs
     take replayed alone, and the dense rate, interleaved; medians, and ratios per repeat. Then the
     gap between trainer and ceiling, split: ``train_of_ceiling`` ≈ ``gemm_share_of_train`` (the
     step's time inside its GEMMs, profiled) × ``ceiling_of_gemm_in_step`` (how close those GEMMs
     run, inside the step, to their isolated rate). The time outside the GEMMs, 1 − share, is what
-    an engine could still remove without changing the products."""
-    run_gd, evaluate = _trainer(dataset, quick, n_layers, n_train, iterations)
+    an engine could still remove without changing the products. Returns that row and the last
+    profiled repeat's :func:`~gemm_ceiling.operator_breakdown` (per evaluation, t = 0..T)."""
+    config, data = shape_case(dataset, quick, n_layers, n_train, iterations)
+    params = init_params(config.model, config.seed, dtype=DTYPES[config.dtype])
+    X, Y, mask, gd = data.X_train, data.Y_train, data.mask_train, config.gd
     with torch_threads(1):
         with CaptureGemms() as capture:
-            evaluate()
+            loss_and_grad(params, config.model, X, Y, mask, gd.reduction)
         calls = capture.calls
         square = torch.randn(DENSE, DENSE, dtype=torch.float64)
-        profiled, gemm_seconds = profiled_gemms(run_gd)
-        wall, _ = interleaved({"train": run_gd, "gemms in the step": profiled, "ceiling": replay(calls),
+
+        def run_gd():
+            return train_gd(params, config.model, X, Y, gd, mask)
+        run_profiled, profiles = profiled(run_gd)
+        wall, _ = interleaved({"train": run_gd, "gemms in the step": run_profiled, "ceiling": replay(calls),
                                "dense": lambda: torch.matmul(square, square)}, repeats)
     train = [w / (iterations + 1) for w in wall["train"]]  # train_gd evaluates t = 0..T
-    gemms = [s / (iterations + 1) for s in gemm_seconds[-repeats:]]  # less the warm-up call's
+    gemms = [gemm_seconds(p) / (iterations + 1) for p in profiles[-repeats:]]  # less the warm-up call's
     ceiling = [w / HOT for w in wall["ceiling"]]
     flops, dense_flops = gemm_flops(calls), 2.0 * DENSE ** 3
-    return {"dataset": dataset, "n_layers": n_layers, "n_train": n_train, "gemms_per_step": len(calls),
-            "gemm_gflop_per_step": flops / 1e9,
-            "train_s_per_step": statistics.median(train), "ceiling_s_per_step": statistics.median(ceiling),
-            "gemm_in_step_s_per_step": statistics.median(gemms),
-            "dense_gflops": dense_flops / statistics.median(wall["dense"]) / 1e9,
-            "train_of_ceiling": statistics.median(c / t for c, t in zip(ceiling, train)),
-            "gemm_share_of_train": statistics.median(g / t for g, t in zip(gemms, train)),
-            "ceiling_of_gemm_in_step": statistics.median(c / g for c, g in zip(ceiling, gemms)),
-            "ceiling_of_dense": statistics.median((flops / c) / (dense_flops / d) for c, d in zip(ceiling, wall["dense"]))}
+    row = {"dataset": dataset, "n_layers": n_layers, "n_train": n_train, "gemms_per_step": len(calls),
+           "gemm_gflop_per_step": flops / 1e9,
+           "train_s_per_step": statistics.median(train), "ceiling_s_per_step": statistics.median(ceiling),
+           "gemm_in_step_s_per_step": statistics.median(gemms),
+           "dense_gflops": dense_flops / statistics.median(wall["dense"]) / 1e9,
+           "train_of_ceiling": statistics.median(c / t for c, t in zip(ceiling, train)),
+           "gemm_share_of_train": statistics.median(g / t for g, t in zip(gemms, train)),
+           "ceiling_of_gemm_in_step": statistics.median(c / g for c, g in zip(ceiling, gemms)),
+           "ceiling_of_dense": statistics.median((flops / c) / (dense_flops / d) for c, d in zip(ceiling, wall["dense"]))}
+    operators = operator_breakdown(profiles[-1], iterations + 1)
+    return row, operators.assign(dataset=dataset, n_layers=n_layers, n_train=n_train)
 
 
 def page_ceilings(work: pd.DataFrame, quick: bool, repeats: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """:func:`shape_rates` of every (data set, depth, samples) shape in ``work``, one row each, and
-    their :func:`shape_operators`, one row per shape and operator."""
+    """:func:`shape_rates` of every (data set, depth, samples) shape in ``work``: one row each, and
+    their operators, one row per shape and operator."""
     shapes = work[["dataset", "n_layers", "n_train"]].drop_duplicates()
     rates, operators = [], []
     for dataset, L, N in shapes.itertuples(index=False):
-        rates.append(shape_rates(dataset, quick, int(L), int(N), repeats=repeats))
-        print({k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in rates[-1].items()}, flush=True)
-        operators.append(ops := shape_operators(dataset, quick, int(L), int(N)))
+        row, ops = shape_rates(dataset, quick, int(L), int(N), repeats=repeats)
+        rates.append(row), operators.append(ops)
+        print({k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in row.items()}, flush=True)
         other = ops[~ops["gemm"]]
         top = ", ".join(f"{r.operator.removeprefix('aten::')} {r.self_ms_per_step:.2f}" for r in other.head(4).itertuples())
         print(f"  profiled ms per step: GEMMs {ops[ops['gemm']]['self_ms_per_step'].sum():.2f}, other operators "

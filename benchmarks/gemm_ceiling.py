@@ -7,7 +7,7 @@ same shapes, strides (transposed views stay views) and ``out=`` buffers — and 
 :data:`HOT` times each, back to back, with nothing between them: the rate the step's products
 reach when their operands sit in cache and no other work competes. No implementation that calls
 these kernels on these layouts can spend less time in them. :func:`interleaved` times the replay
-beside the step it bounds, so that the two share the machine's load. :func:`profiled_gemms`
+beside the step it bounds, so that the two share the machine's load. :func:`profiled`
 splits the step's own time: how long its GEMMs take *inside* the step (profiled), so that the gap
 between step and ceiling divides into work outside the products and products slower than alone.
 """
@@ -19,6 +19,7 @@ import time
 import pandas as pd
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.profiler import ProfilerActivity, profile
 
 GEMM_NAMES = ("mm", "addmm", "addmm_", "bmm", "baddbmm", "baddbmm_")
 
@@ -72,39 +73,37 @@ def replay(calls):
     return run
 
 
-def _operators(fn) -> dict:
-    """{operator: (calls, self CPU seconds)} of one call of ``fn`` under ``torch.profiler``."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        fn()
-    return {e.key: (e.count, e.self_cpu_time_total / 1e6) for e in prof.key_averages()}
+def is_gemm(operator: str) -> bool:
+    """Whether a profiler key (``aten::mm``, …) names one of :data:`GEMM_NAMES`."""
+    return operator.removeprefix("aten::") in GEMM_NAMES
 
 
-def _gemm_seconds(operators: dict) -> float:
-    return sum(seconds for key, (_, seconds) in operators.items() if key.removeprefix("aten::") in GEMM_NAMES)
-
-
-def profiled_gemms(fn):
-    """(``run``, ``seconds``): each call of ``run`` calls ``fn`` under ``torch.profiler`` and appends
-    to ``seconds`` the self CPU seconds spent inside :data:`GEMM_NAMES` kernels — the products as
-    they run in the step, with the step's other work evicting their operands between them. Put
-    ``run`` into :func:`interleaved` beside ``fn`` itself and divide repeat by repeat: the profiler's
+def profiled(fn):
+    """(``run``, ``profiles``): each call of ``run`` calls ``fn`` under ``torch.profiler`` and appends
+    ``{operator: (calls, self CPU seconds)}`` to ``profiles``. Put ``run`` into :func:`interleaved`
+    beside ``fn`` itself and divide repeat by repeat (:func:`gemm_seconds`): the GEMMs as they run
+    in the step, with the step's other work evicting their operands between them. The profiler's
     own overhead (a few µs per operator call) falls outside the GEMMs, and both times see the same load."""
-    seconds = []
+    profiles = []
 
     def run():
-        seconds.append(_gemm_seconds(_operators(fn)))
-    return run, seconds
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            fn()
+        profiles.append({e.key: (e.count, e.self_cpu_time_total / 1e6) for e in prof.key_averages()})
+    return run, profiles
 
 
-def operator_breakdown(fn, calls_of_step: int) -> pd.DataFrame:
-    """Where one step's time goes, operator by operator (``fn`` makes ``calls_of_step`` steps; one
-    warm-up call first): calls and self milliseconds per step, GEMMs flagged, largest first. The
+def gemm_seconds(operators: dict) -> float:
+    """Self CPU seconds of one :func:`profiled` call inside :data:`GEMM_NAMES` kernels."""
+    return sum(seconds for key, (_, seconds) in operators.items() if is_gemm(key))
+
+
+def operator_breakdown(operators: dict, calls_of_step: int) -> pd.DataFrame:
+    """Where one step's time goes, operator by operator, from one :func:`profiled` call that made
+    ``calls_of_step`` steps: calls and self milliseconds per step, GEMMs flagged, largest first. The
     profiler's overhead inflates the many small operators; read it as a map, not as a timing."""
-    fn()
-    rows = [{"operator": key, "gemm": key.removeprefix("aten::") in GEMM_NAMES, "calls_per_step": calls / calls_of_step,
-             "self_ms_per_step": 1e3 * seconds / calls_of_step} for key, (calls, seconds) in _operators(fn).items()]
+    rows = [{"operator": key, "gemm": is_gemm(key), "calls_per_step": calls / calls_of_step,
+             "self_ms_per_step": 1e3 * seconds / calls_of_step} for key, (calls, seconds) in operators.items()]
     return pd.DataFrame(rows).sort_values("self_ms_per_step", ascending=False, ignore_index=True)
 
 

@@ -143,7 +143,7 @@ def test_book_floor_ceiling_captures_the_single_run_steps_products():
     ``step_flops`` counts (plus the small weight-only products), in the step's 2-D and batched calls."""
     threads = torch.get_num_threads()
     for L in (1, 2):
-        row = book_floor.shape_rates("toy", True, L, 8, repeats=1, iterations=1)
+        row, ops = book_floor.shape_rates("toy", True, L, 8, repeats=1, iterations=1)
         assert torch.get_num_threads() == threads
         s = dataclasses.replace(ex.settings("toy", True), N=8)
         counted = step_flops(s.model(1.0, L, 1.0), 8, s.n)["total"]
@@ -154,7 +154,6 @@ def test_book_floor_ceiling_captures_the_single_run_steps_products():
             assert row[name] > 0
         # the profiler finds the step's products, and at the toy's tiny sizes they are not all of its time
         assert 0 < row["gemm_share_of_train"] < 1
-        ops = book_floor.shape_operators("toy", True, L, 8, iterations=1)
         gemms = ops[ops["gemm"]]
         assert gemms["calls_per_step"].sum() >= 21 * L  # the step's products (plus σ(Z)'s Gram product)
         assert (ops["self_ms_per_step"] >= 0).all() and ops["self_ms_per_step"].is_monotonic_decreasing
