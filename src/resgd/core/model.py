@@ -42,7 +42,9 @@ class ModelConfig:
     Companion's choices (the paper is silent or we could not check it): ``beta_ffn``
     defaults to ``beta``; ``logit_scale`` ``"sqrt"`` divides logits by sqrt(d_qk)
     (``"linear"`` by d_qk); ``init="gaussian"`` draws every entry of a ``(fan_in, fan_out)``
-    weight from N(0, scale² / fan_in), with one scale per weight group.
+    weight from N(0, scale² / fan_in), with one scale per weight group; ``gains`` (one pair
+    per layer, or none) multiplies that layer's W_V and W_2 (a twin's signal-matching init,
+    :mod:`resgd.experiments.twin`).
     """
 
     d: int
@@ -60,6 +62,7 @@ class ModelConfig:
     v_scale: float = 1.0
     ffn_scale: float = 1.0
     out_scale: float = 1.0
+    gains: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("d", "d_qk", "m", "k", "n_layers"):
@@ -76,6 +79,11 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"ModelConfig.{name}: expected a finite number >= 0, got {value!r}")
+        if self.gains and (len(self.gains) != self.n_layers or any(
+                len(g) != 2 or not all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in g)
+                for g in self.gains)):
+            raise ConfigError(f"ModelConfig.gains: expected () or one pair (g_V, g_2) of finite numbers > 0 per layer "
+                              f"({self.n_layers}), got {self.gains!r}")
         check_choice("ModelConfig.logit_scale", self.logit_scale, LOGIT_SCALES)
         check_choice("ModelConfig.activation", self.activation, ACTIVATIONS)
         check_choice("ModelConfig.pooling", self.pooling, POOLINGS)
@@ -109,8 +117,11 @@ def weight_shapes(cfg: ModelConfig) -> dict[str, tuple[int, int]]:
 
 
 def _group_scale(cfg: ModelConfig, name: str) -> float:
-    group = name.split(".")[0]
-    return {
+    group, _, layer = name.partition(".")
+    gain = 1.0
+    if cfg.gains and group in ("W_V", "W_2"):
+        gain = cfg.gains[int(layer)][0 if group == "W_V" else 1]
+    return gain * {
         "W_Q": cfg.qk_scale,
         "W_K": cfg.qk_scale,
         "W_V": cfg.v_scale,

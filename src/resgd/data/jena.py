@@ -1,18 +1,26 @@
 """Jena climate: parse the CSV, clean it, resample hourly, cut supervised windows.
 
 The task (companion's reading of the paper's time-series experiment): each sample
-``X_p`` is ``n`` consecutive hours of the 14 standardized weather features (``n`` tokens of
-dimension ``d = 14``), and ``Y_p`` is the standardized temperature ``T (degC)`` of the ``n``
-hours that follow, shape ``(n, 1)`` — a per-token regression target for squared loss.
+``X_p`` is ``n`` consecutive hours of the 11 standardized non-wind weather variables
+(:data:`~.jena_schema.NONWIND_NAMES`; ``n`` tokens of dimension ``d = 11``), and ``Y_p`` is the
+standardized temperature ``T (degC)`` of the ``n`` hours that follow, shape ``(n, 1)`` — a
+per-token regression target for squared loss.
+
+Sources, in the order they are looked for (:func:`locate_jena`): the full 2009–2016 file in
+``$RESGD_DATA_DIR``, the January 2009 excerpt there (real measurements, 4,000 rows, 11 variables,
+known by its sha256), the full file in the download cache, a download. Every source gives the
+same task: the book reads January 2009 (``period="january2009"``: 01.01.2009 00:10 to 28.01.2009
+18:40, the excerpt's rows) and the 11 variables the excerpt has, so CI on the excerpt and a user
+with the full file compute the same numbers (companion's choice; ``book/choices.md`` says what it costs).
 
 Preprocessing, each step a parameter of :func:`load_jena` (all companion's choices):
 
-* ``-9999`` in ``wv``/``max. wv`` (failed wind measurements) become ``wind_fill`` (default 0.0,
-  as in the TensorFlow time-series tutorial; ``"interpolate"`` interpolates in time instead);
+* ``-9999`` in ``wv``/``max. wv`` (failed wind measurements, full file only) become ``wind_fill``
+  (default 0.0); the wind columns are not task inputs, so this only matters with ``"all"`` columns kept;
 * hourly resampling: the bin ``(h-1:00, h:00]`` is labelled ``h:00`` and takes its last
-  reading (``hourly="last"``, i.e. the on-the-hour reading as in the Keras tutorials, which
-  avoids averaging the circular wind direction) or its mean (``"mean"``); hours with no reading
-  are filled by linear interpolation in time (their number is reported in ``info``);
+  reading (``hourly="last"``, i.e. the on-the-hour reading as in the Keras tutorials) or its
+  mean (``"mean"``); hours with no reading are filled by linear interpolation in time (their
+  number is reported in ``info``);
 * time split: the first ``train_fraction`` of the hours are the training range, then a gap of
   ``gap_hours`` (default ``2 n``, one whole window), then the held-out range; a window (its
   ``n`` input hours and ``n`` target hours) lies entirely inside one range, so no hour is in
@@ -30,6 +38,7 @@ starts with ``"SYNTHETIC"``, which every plot must show.
 from __future__ import annotations
 
 import csv
+import hashlib
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -41,6 +50,7 @@ import torch
 from ..atomic import atomic_path
 from . import download
 from .dataset import SupervisedData
+from ..validation import check_choice
 from .errors import DataError, DownloadError
 from .jena_checks import check_ranges, check_timestamps
 from .jena_schema import (
@@ -52,7 +62,13 @@ from .jena_schema import (
     DATE_COLUMN,
     DATE_FORMAT,
     DATE_FORMAT_DOC,
+    EXCERPT_FILE_NAME,
+    EXCERPT_RELATIVE_PATH,
+    EXCERPT_ROWS,
+    EXCERPT_SHA256,
     FEATURE_NAMES,
+    NONWIND_NAMES,
+    TASK_LAST,
     JENA_FILE_NAME,
     JENA_RELATIVE_PATH,
     JENA_URL,
@@ -72,27 +88,45 @@ from .locations import (
 from .npzcache import cache_writable, entry_path, file_fingerprint, load_entry, save_entry
 from .standin import DEFAULT_STANDIN_DAYS, ensure_standin
 
-PARSER_VERSION = 2
+PARSER_VERSION = 3
 """Bumped whenever parsing or cleaning changes, so cached hourly arrays are rebuilt."""
 
-REAL_LABEL = "Jena climate 2009–2016 (Max Planck Institute for Biogeochemistry weather station), hourly"
+EXCERPT_LABEL = "Jena climate, real measurements: January 2009 excerpt (28 days, 11 variables)"
+REAL_LABEL = "Jena climate, real measurements: January 2009 of the full 2009–2016 file (28 days, 11 variables)"
+REAL_ALL_LABEL = "Jena climate, real measurements: the full 2009–2016 file (11 variables)"
+SOURCES = ("auto", "standin")
+Source = Literal["auto", "standin"]
 STANDIN_LABEL = (
     "SYNTHETIC stand-in data (real Jena file not found; see resgd.data.jena: set RESGD_DATA_DIR "
     "or allow the download)"
 )
+
+STANDIN_ASKED_LABEL = "SYNTHETIC stand-in data (asked for: the sensitivity row beside the real measurements)"
 
 NOT_CANONICAL_LABEL = (
     "NOT the canonical Jena climate file (its row count or date range differ; loaded with check_canonical=False)"
 )
 
 WindFill = float | Literal["interpolate"]
+
+
+def source_label(is_standin: bool, verified: bool, excerpt: bool, period: str) -> str:
+    """The label on every figure, table and verdict made from these data: which source, exactly."""
+    if is_standin:
+        return STANDIN_LABEL
+    if not verified:
+        return NOT_CANONICAL_LABEL
+    if excerpt:
+        return EXCERPT_LABEL
+    return REAL_LABEL if period == "january2009" else REAL_ALL_LABEL
 Hourly = Literal["last", "mean"]
 
 
 # --------------------------------------------------------------------------- parsing
 
 
-def _check_header(path: Path) -> None:
+def _check_header(path: Path) -> tuple[str, ...]:
+    """The file's columns: the canonical 15, or the January 2009 excerpt's first 12 (no wind columns)."""
     try:
         with open(path, encoding="utf-8", newline="") as handle:
             first_line = handle.readline()
@@ -107,14 +141,17 @@ def _check_header(path: Path) -> None:
                 f"{path}: line 1 (header), column {position}: got {got!r}, expected {expected!r}; "
                 f"the expected header is {CANONICAL_HEADER}"
             )
-    if len(header) != len(COLUMNS):
+    if len(header) not in (len(COLUMNS), 1 + len(NONWIND_NAMES)):
         raise DataError(
-            f"{path}: line 1 (header) has {len(header)} columns, expected {len(COLUMNS)}: {CANONICAL_HEADER}"
+            f"{path}: line 1 (header) has {len(header)} columns, expected {len(COLUMNS)} (the canonical file: "
+            f"{CANONICAL_HEADER}) or {1 + len(NONWIND_NAMES)} (the January 2009 excerpt, without the wind columns)"
         )
-    _check_first_row(path)
+    columns = COLUMNS[: len(header)]
+    _check_first_row(path, len(columns))
+    return columns
 
 
-def _check_first_row(path: Path) -> None:
+def _check_first_row(path: Path, n_columns: int = len(COLUMNS)) -> None:
     """A first data row longer than the header: pandas would take its leading fields as an index and
     report a wrong field (a file saved with decimal commas: 'line 2, field 'Date Time': got '86''), so
     it is counted here. Later long rows are pandas' own parser error, which names their line."""
@@ -125,9 +162,9 @@ def _check_first_row(path: Path) -> None:
     except UnicodeDecodeError:
         return  # reported with its line by the parser
     fields = next(csv.reader([second]), [])
-    if len(fields) > len(COLUMNS):
+    if len(fields) > n_columns:
         raise DataError(
-            f"{path}: line 2 has {len(fields)} comma-separated fields, expected {len(COLUMNS)} "
+            f"{path}: line 2 has {len(fields)} comma-separated fields, expected {n_columns} "
             f"(written with decimal commas or another separator?): {second.strip()[:80]!r}"
         )
 
@@ -137,7 +174,8 @@ def _first_bad_row(mask: np.ndarray) -> int:
 
 
 def parse_jena_csv(path: str | os.PathLike) -> pd.DataFrame:
-    """The rows of a Jena climate CSV: a ``DatetimeIndex`` and the 14 features as float64.
+    """The rows of a Jena climate CSV: a ``DatetimeIndex`` and its features as float64 (the 14 of the
+    canonical file, or the 11 non-wind ones of the January 2009 excerpt).
 
     Accepts the header with or without quotes. Any problem raises :class:`DataError` naming
     the file, the line (1 = header) and the field, and what was expected; the physical ranges and
@@ -147,19 +185,20 @@ def parse_jena_csv(path: str | os.PathLike) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found; expected a Jena climate CSV")
-    _check_header(path)
+    columns = _check_header(path)
+    names = columns[1:]
     try:
-        raw = pd.read_csv(path, header=0, names=list(COLUMNS), dtype={DATE_COLUMN: str}, encoding="utf-8",
+        raw = pd.read_csv(path, header=0, names=list(columns), dtype={DATE_COLUMN: str}, encoding="utf-8",
                           keep_default_na=False, na_values=[""])  # text such as 'nan' is reported as written
     except pd.errors.ParserError as exc:
-        raise DataError(f"{path}: malformed CSV ({exc}); every row needs {len(COLUMNS)} comma-separated fields") from exc
+        raise DataError(f"{path}: malformed CSV ({exc}); every row needs {len(columns)} comma-separated fields") from exc
     except (UnicodeDecodeError, ValueError) as exc:
         raise DataError(f"{path}: cannot parse the CSV ({exc})") from exc
     if raw.empty:
         raise DataError(f"{path}: no data rows after the header")
 
-    values = np.empty((len(raw), len(FEATURE_NAMES)), dtype=np.float64)
-    for column, name in enumerate(FEATURE_NAMES):
+    values = np.empty((len(raw), len(names)), dtype=np.float64)
+    for column, name in enumerate(names):
         numbers = pd.to_numeric(raw[name], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         bad = ~np.isfinite(numbers)
         if bad.any():
@@ -180,10 +219,10 @@ def parse_jena_csv(path: str | os.PathLike) -> pd.DataFrame:
             f"{path}: line {row + 2}, field {DATE_COLUMN!r}: got {raw[DATE_COLUMN].iloc[row]!r}, "
             f"expected a date {DATE_FORMAT_DOC}"
         )
-    check_ranges(values, path)
+    check_ranges(values, path, names)
     facts = check_timestamps(stamps, values, path)
     index = pd.DatetimeIndex(stamps, name=DATE_COLUMN)
-    frame = pd.DataFrame(values, index=index, columns=list(FEATURE_NAMES))
+    frame = pd.DataFrame(values, index=index, columns=list(names))
     frame.attrs["checks"] = facts
     return frame
 
@@ -233,6 +272,8 @@ def clean_wind(frame: pd.DataFrame, wind_fill: WindFill = 0.0) -> tuple[pd.DataF
     frame = frame.copy()
     replaced = 0
     for name in WIND_COLUMNS:
+        if name not in frame.columns:
+            continue  # the excerpt has no wind columns
         bad = frame[name].to_numpy() == WIND_ERROR_VALUE
         replaced += int(bad.sum())
         if not bad.any():
@@ -285,8 +326,11 @@ def _download_jena(cache_dir: Path, *, check: bool, timeout: float) -> Path:
 def locate_jena(
     data_dir: Path | None, cache_dir: Path, *, allow_download: bool, check: bool, timeout: float
 ) -> tuple[Path | None, list[Path], str]:
-    """The real file (data dir, then cache, then download), the places looked, and why not found."""
-    candidates = ([data_dir / JENA_RELATIVE_PATH] if data_dir is not None else []) + [cache_dir / JENA_RELATIVE_PATH]
+    """The real file (data dir: the full file, then the January 2009 excerpt; then the cache's full
+    file; then a download), the places looked, and why not found. The task reads January 2009 from
+    any of them (:data:`PERIODS`), so they give the same numbers; the data dir's files need no download."""
+    candidates = ([data_dir / JENA_RELATIVE_PATH, data_dir / EXCERPT_RELATIVE_PATH] if data_dir is not None else []) \
+        + [cache_dir / JENA_RELATIVE_PATH]
     found = first_existing(candidates)
     if found is not None:
         return found, candidates, ""
@@ -296,6 +340,24 @@ def locate_jena(
         return _download_jena(cache_dir, check=check, timeout=timeout), candidates, ""
     except DownloadError as exc:
         return None, candidates, str(exc)
+
+
+def is_excerpt(path: Path) -> bool:
+    """Whether ``path`` is named as the January 2009 excerpt (its content is checked by :func:`check_excerpt`)."""
+    return Path(path).name == EXCERPT_FILE_NAME
+
+
+def check_excerpt(path: Path) -> None:
+    """The excerpt is known by its sha256 (streamed): any other content is refused in one line."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    if digest.hexdigest() != EXCERPT_SHA256:
+        raise DataError(
+            f"{path}: sha256 {digest.hexdigest()}, expected {EXCERPT_SHA256} (the January 2009 excerpt of the Jena "
+            f"climate file, 4,000 rows, 12 columns); replace it with the published excerpt or remove it"
+        )
 
 
 def jena_source(
@@ -327,15 +389,20 @@ def hourly_arrays(
     hourly: Hourly = "last",
     check: bool = False,
     advice: str = "",
+    period: Period = "january2009",
 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """Hourly times (``datetime64[s]``), values ``(T, 14)`` and facts; cached in ``cache_dir``.
+    """Hourly times (``datetime64[s]``), values ``(T, 11)`` (:data:`NONWIND_NAMES`) of ``period``, and
+    facts; cached in ``cache_dir``.
 
+    ``check``: the full file must have the canonical row count and dates, the excerpt its sha256.
     ``advice``: what to do when ``check`` finds that ``path`` is not the canonical file."""
+    check_choice("period", period, PERIODS)
     key = {
         "source": file_fingerprint(path),
         "wind_fill": wind_fill,
         "hourly": hourly,
         "check": check,
+        "period": period,
         "version": PARSER_VERSION,
     }
     entry = entry_path(cache_dir, "jena_hourly", key)
@@ -343,24 +410,38 @@ def hourly_arrays(
     if stored is not None and stored["counts"].shape == (len(FACTS),):
         facts = dict(zip(FACTS, map(int, stored["counts"])))
         return stored["times"].astype("datetime64[s]"), stored["values"], facts
+    excerpt = is_excerpt(path)
+    if check and excerpt:
+        check_excerpt(path)
     frame = parse_jena_csv(path)
-    if check:
+    if check and not excerpt:
         check_canonical(frame, path, advice)
     cleaned, n_replaced = clean_wind(frame, wind_fill)
+    cleaned = cleaned[list(NONWIND_NAMES)]
+    if period == "january2009":
+        cleaned = cleaned[cleaned.index <= TASK_LAST]
     hours, n_filled = to_hourly(cleaned, hourly)
     times = hours.index.to_numpy().astype("datetime64[s]")
     values = hours.to_numpy(dtype=np.float64)
-    facts = {"n_rows": len(frame), "n_wind_replaced": n_replaced, "n_hours_filled": n_filled,
-             **frame.attrs["checks"], "canonical": int(not canonical_problems(frame))}
+    verified = (check and excerpt) or not canonical_problems(frame)
+    facts = {"n_rows": len(frame), "n_rows_used": len(cleaned), "n_wind_replaced": n_replaced, "n_hours_filled": n_filled,
+             **frame.attrs["checks"], "canonical": int(verified), "excerpt": int(excerpt)}
     counts = np.array([facts[name] for name in FACTS], dtype=np.int64)
     if cache_writable(entry.parent):
         save_entry(entry, {"times": times.astype(np.int64), "values": values, "counts": counts})
     return times, values, facts
 
 
-FACTS = ("n_rows", "n_wind_replaced", "n_hours_filled", "n_exact_repeats", "n_missing_steps", "longest_gap_minutes",
-         "canonical")
-"""What :func:`hourly_arrays` reports about the file (``canonical``: 1 when row count and date range are the canonical ones)."""
+FACTS = ("n_rows", "n_rows_used", "n_wind_replaced", "n_hours_filled", "n_exact_repeats", "n_missing_steps", "longest_gap_minutes",
+         "canonical", "excerpt")
+"""What :func:`hourly_arrays` reports about the file (``canonical``: 1 when verified: the full file's row count
+and date range, or the excerpt's sha256; ``excerpt``: 1 for the January 2009 excerpt)."""
+
+PERIODS = ("january2009", "all")
+"""The task's period: ``"january2009"`` (the book's: 01.01.2009 00:10 to 28.01.2009 18:40, the rows every
+source has, so the full file, the excerpt and the stand-in give the same task) or ``"all"`` (every row of
+the file; Python only)."""
+Period = Literal["january2009", "all"]
 
 
 # --------------------------------------------------------------------------- windows
@@ -421,9 +502,14 @@ def load_jena(
     standin_days: int = DEFAULT_STANDIN_DAYS,
     standin_seed: int = 0,
     timeout: float = download.DEFAULT_TIMEOUT_S,
+    period: Period = "january2009",
+    source: Source = "auto",
 ) -> SupervisedData:
-    """Supervised windows of the Jena climate series: ``X (N, n, 14)``, ``Y (N, n, 1)``.
+    """Supervised windows of the Jena climate series: ``X (N, n, 11)``, ``Y (N, n, 1)``.
 
+    ``period``: :data:`PERIODS` (January 2009 by default, the same task from every source).
+    ``source``: ``"auto"`` (the real file where found: :func:`locate_jena`, else the stand-in) or
+    ``"standin"`` (the synthetic stand-in even where real data exist: the book's sensitivity row).
     ``n_train``/``n_test``: how many windows to draw (None = all windows of the range).
     ``seed`` draws the windows; ``standin_seed`` and ``standin_days`` shape the synthetic
     stand-in, used only when the real file is neither found nor downloadable and
@@ -433,11 +519,15 @@ def load_jena(
         raise ValueError(f"n_tokens: expected an integer >= 1, got {n_tokens!r}")
     if not isinstance(stride, int) or stride < 1:
         raise ValueError(f"stride: expected an integer >= 1, got {stride!r}")
+    check_choice("source", source, SOURCES)
     data_root = resolve_data_dir(data_dir)
     cache_root = download_cache_dir(cache_dir)
-    path, looked, reason = locate_jena(
-        data_root, cache_root, allow_download=allow_download, check=check_canonical, timeout=timeout
-    )
+    if source == "standin":
+        path, looked, reason = None, [], "the stand-in was asked for (source='standin')"
+    else:
+        path, looked, reason = locate_jena(
+            data_root, cache_root, allow_download=allow_download, check=check_canonical, timeout=timeout
+        )
     is_standin = path is None
     if is_standin:
         if not allow_standin:
@@ -445,7 +535,7 @@ def load_jena(
         path = ensure_standin(cache_root, days=standin_days, seed=standin_seed)
     times, raw_values, facts = hourly_arrays(
         path, cache_dir=cache_root, wind_fill=wind_fill, hourly=hourly, check=check_canonical and not is_standin,
-        advice=bad_file_advice(path, JENA_RELATIVE_PATH, data_root, allow_download),
+        advice=bad_file_advice(path, JENA_RELATIVE_PATH, data_root, allow_download), period=period,
     )
 
     train_end, test_start = split_ranges(len(times), n_tokens, train_fraction, gap_hours)
@@ -460,7 +550,7 @@ def load_jena(
     span = lambda lo, hi: f"hours {lo}..{hi - 1}, window {2 * n_tokens} h, stride {stride}"  # noqa: E731
     picked_train = _pick(rng, train_starts, n_train, "train", span(0, train_end))
     picked_test = _pick(rng, test_starts, n_test, "test", span(test_start, len(times)))
-    target = FEATURE_NAMES.index(TARGET_NAME)
+    target = NONWIND_NAMES.index(TARGET_NAME)
     X_train, Y_train = cut_windows(values, picked_train, n_tokens, target)
     X_test, Y_test = cut_windows(values, picked_test, n_tokens, target)
 
@@ -470,6 +560,9 @@ def load_jena(
     info = {
         "source_file": str(path),
         "n_rows_10min": facts["n_rows"],
+        "n_rows_used": facts["n_rows_used"],
+        "period": period,
+        "excerpt": bool(facts["excerpt"]) and not is_standin,
         "n_hours": len(times),
         "n_wind_replaced": facts["n_wind_replaced"],
         "n_hours_filled": facts["n_hours_filled"],
@@ -484,8 +577,8 @@ def load_jena(
         "n_train_windows_available": len(train_starts),
         "n_test_windows_available": len(test_starts),
         "target": TARGET_NAME,
-        "train_mean": dict(zip(FEATURE_NAMES, mean.tolist())),
-        "train_std": dict(zip(FEATURE_NAMES, std.tolist())),
+        "train_mean": dict(zip(NONWIND_NAMES, mean.tolist())),
+        "train_std": dict(zip(NONWIND_NAMES, std.tolist())),
         "params": {
             "seed": seed,
             "stride": stride,
@@ -503,8 +596,9 @@ def load_jena(
         Y_train=as_tensor(Y_train),
         X_test=as_tensor(X_test),
         Y_test=as_tensor(Y_test),
-        feature_names=FEATURE_NAMES,
-        source_label=STANDIN_LABEL if is_standin else REAL_LABEL if facts["canonical"] else NOT_CANONICAL_LABEL,
+        feature_names=NONWIND_NAMES,
+        source_label=STANDIN_ASKED_LABEL if source == "standin" else
+        source_label(is_standin, bool(facts["canonical"]), bool(facts["excerpt"]), period),
         is_standin=is_standin,
         index_train=times[picked_train].astype("datetime64[h]"),
         index_test=times[picked_test].astype("datetime64[h]"),

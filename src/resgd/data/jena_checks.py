@@ -43,9 +43,9 @@ PHYSICAL_RANGES: dict[str, tuple[float, float]] = {
 """Inclusive bounds per column (the Jena station's 2009–2016 values lie well inside them)."""
 
 
-def check_ranges(values: np.ndarray, path: Path) -> None:
-    """Every column of ``values`` (rows, 14) inside its physical range; else the first bad line."""
-    for column, name in enumerate(FEATURE_NAMES):
+def check_ranges(values: np.ndarray, path: Path, names: tuple[str, ...] = FEATURE_NAMES) -> None:
+    """Every column of ``values`` (rows, columns ``names``) inside its physical range; else the first bad line."""
+    for column, name in enumerate(names):
         lo, hi = PHYSICAL_RANGES[name]
         numbers = values[:, column]
         bad = (numbers < lo) | (numbers > hi)

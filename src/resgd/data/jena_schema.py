@@ -40,6 +40,17 @@ WIND_COLUMNS: tuple[str, ...] = ("wv (m/s)", "max. wv (m/s)")
 WIND_ERROR_VALUE = -9999.0
 """The station's marker for a failed wind measurement (a few rows of ``wv`` and ``max. wv``)."""
 
+EXCERPT_FILE_NAME = "jena_climate_2009_excerpt.csv"
+EXCERPT_RELATIVE_PATH = f"jena/{EXCERPT_FILE_NAME}"
+EXCERPT_SHA256 = "4f8858d6a054d939e04969bf1a3fcb175e99a211c767853bf937de1ed47b0ab1"
+"""The January 2009 excerpt (real measurements: the first 4,000 rows and first 12 columns of the
+canonical file), recognised by this checksum (``../shared/data/README.md`` gives its provenance)."""
+EXCERPT_ROWS = 4_000
+NONWIND_NAMES: tuple[str, ...] = tuple(name for name in FEATURE_NAMES if name not in ("wv (m/s)", "max. wv (m/s)", "wd (deg)"))
+"""The 11 variables every source has (the excerpt has no wind columns): the task's inputs."""
+TASK_LAST = pd.Timestamp(2009, 1, 28, 18, 40)
+"""The task's period ends here (the excerpt's last row): January 2009, 28 days, for every source."""
+
 CANONICAL_ROWS = 420_551
 CANONICAL_FIRST = pd.Timestamp(2009, 1, 1, 0, 10)
 CANONICAL_LAST = pd.Timestamp(2017, 1, 1, 0, 0)

@@ -27,12 +27,14 @@ import torch
 from ..validation import ConfigError, check_choice
 from .errors import DataError
 
-DATASETS = ("jena", "sst2", "toy", "toy_cls")
-"""``jena`` and ``sst2`` are the paper's; ``toy``/``toy_cls`` are tiny synthetic sets for tests."""
+DATASETS = ("jena", "sst2", "toy", "toy_cls", "jena_standin")
+"""``jena`` and ``sst2`` are the paper's; ``toy``/``toy_cls`` are tiny synthetic sets for tests;
+``jena_standin`` is the Jena task on the synthetic stand-in even where real data exist (the
+sensitivity row beside the real measurements)."""
 PAPER_DATASETS = ("jena", "sst2")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
-FEATURES = {"jena": 14, "sst2": 50, "toy": 6, "toy_cls": 6}
-POOLING = {"jena": "none", "sst2": "mean", "toy": "none", "toy_cls": "mean"}
+FEATURES = {"jena": 11, "sst2": 50, "toy": 6, "toy_cls": 6, "jena_standin": 11}
+POOLING = {"jena": "none", "sst2": "mean", "toy": "none", "toy_cls": "mean", "jena_standin": "none"}
 CLASSIFICATION = frozenset({"sst2", "toy_cls"})
 
 
@@ -142,10 +144,11 @@ def _load(spec: DatasetSpec, dtype: str = "float64"):
     """
     check_choice("dtype", dtype, DTYPES)
     torch_dtype = DTYPES[dtype]
-    if spec.name == "jena":
+    if spec.name in ("jena", "jena_standin"):
         from . import load_jena
 
-        return load_jena(n_tokens=spec.n_tokens, n_train=spec.n_train, n_test=spec.n_test, seed=spec.seed, dtype=torch_dtype)
+        return load_jena(n_tokens=spec.n_tokens, n_train=spec.n_train, n_test=spec.n_test, seed=spec.seed, dtype=torch_dtype,
+                         source="standin" if spec.name == "jena_standin" else "auto")
     if spec.name == "sst2":
         from . import load_sst2
 

@@ -35,7 +35,7 @@ from ..atomic import json_text, write_json
 from ..core.stats import median_interval, spearman
 from ..pipeline.cache import resolve_results_dir
 from ..validation import check_choice
-from .design import MIN_COVERAGE, MIN_INTERVAL_SEEDS, RULES, SPEARMAN_BOUND, rule as arm_rule
+from .design import ALPHA, MIN_COVERAGE, MIN_INTERVAL_SEEDS, RULES, SPEARMAN_BOUND, rule as arm_rule
 
 CLAIMS = {
     "residual_helps": "(a) A single-layer model with the residual connection (β = 1) trains faster than without (β = 0) (the paper: residual connections matter).",
@@ -96,7 +96,7 @@ def _check_table(table: pd.DataFrame) -> None:
 
 
 def _rates(table: pd.DataFrame, experiment: str, beta: float, L: int, beta_ffn: float | None = None,
-           twin_init: str = "living") -> pd.Series:
+           twin_init: str = "matched") -> pd.Series:
     """The primary rate per seed of one configuration (empty if absent)."""
     rows = table[(table["experiment"] == experiment) & (table["beta"] == beta) & (table["n_layers"] == L)
                  & (table["beta_ffn"] == (beta if beta_ffn is None else beta_ffn))]
@@ -105,20 +105,55 @@ def _rates(table: pd.DataFrame, experiment: str, beta: float, L: int, beta_ffn: 
     return pd.Series(rows["rate"].astype(float).to_numpy(), index=rows["seed"].to_numpy())
 
 
+def binomial_tail(n: int, k: int) -> float:
+    """P(Bin(n, ½) ≥ k): the exact one-sided sign-test p-value of k agreeing signs among n."""
+    return sum(math.comb(n, j) for j in range(max(k, 0), n + 1)) / 2.0**n if n else 1.0
+
+
+def sign_threshold(n: int, alpha: float = ALPHA) -> int | None:
+    """The smallest k with P(Bin(n, ½) ≥ k) ≤ ``alpha``; None when even n of n is too likely by chance."""
+    return next((k for k in range(n + 1) if n and binomial_tail(n, k) <= alpha), None)
+
+
+def sign_test(d) -> dict[str, Any]:
+    """The exact sign test on per-seed differences ``d`` at :data:`ALPHA` per direction: ``holds`` when
+    the count of d > 0 has one-sided p ≤ ALPHA, ``fails`` when the count of d < 0 has, else
+    ``undecided``. NaN values are dropped; zeros count on neither side. ``chance``: the exact
+    probability of a decided outcome under no effect (0 when n is too small to decide)."""
+    d = np.asarray(d, dtype=float).ravel()
+    d = d[~np.isnan(d)]
+    n, up, down = int(d.size), int(np.sum(d > 0)), int(np.sum(d < 0))
+    p_up, p_down = binomial_tail(n, up), binomial_tail(n, down)
+    outcome = "holds" if n and p_up <= ALPHA else ("fails" if n and p_down <= ALPHA else "undecided")
+    k = sign_threshold(n)
+    return {"outcome": outcome, "rule": "sign", "seeds": n, "positive": up, "negative": down,
+            "p_up": p_up, "p_down": p_down, "threshold": k,
+            "chance": 2.0 * binomial_tail(n, k) if k is not None else 0.0,
+            "median": float(np.median(d)) if n else math.nan}
+
+
 def paired(faster: pd.Series, slower: pd.Series) -> dict[str, Any]:
-    """The paired rule: d = faster − slower per common seed; ``holds`` when every d > 0, ``fails``
-    when every d < 0, ``undecided`` otherwise (ties, NaN or fewer than two seeds included).
-    ``chance`` is the probability 2·2⁻ⁿ of a decided outcome under no effect (exact sign test)."""
+    """The sign rule on d = faster − slower per common seed (:func:`sign_test`), with the medians."""
     common = faster.index.intersection(slower.index)
     with np.errstate(invalid="ignore"):
         d = faster[common].to_numpy(dtype=float) - slower[common].to_numpy(dtype=float)
+    r = sign_test(d)
     n = int(len(d))
-    up, down = int(np.sum(d > 0)), int(np.sum(d < 0))
-    outcome = "holds" if n >= 2 and up == n else ("fails" if n >= 2 and down == n else "undecided")
-    return {"outcome": outcome, "seeds": n, "faster_in": up, "slower_in": down,
-            "chance": 2.0 * 0.5**n if n else math.nan,
+    return {**r, "seeds": n, "faster_in": r["positive"], "slower_in": r["negative"],
             "median_rate_with": float(np.median(faster[common])) if n else math.nan,
-            "median_rate_without": float(np.median(slower[common])) if n else math.nan}
+            "median_rate_without": float(np.median(slower[common])) if n else math.nan,
+            "differences": [float(x) for x in d]}
+
+
+def holm(p_values: dict[str, float], alpha: float = ALPHA) -> dict[str, bool]:
+    """Holm's step-down correction: which hypotheses are rejected, the family-wise error at most ``alpha``."""
+    order = sorted(p_values, key=p_values.get)
+    rejected, m = {}, len(order)
+    going = True
+    for i, name in enumerate(order):
+        going = going and p_values[name] <= alpha / (m - i)
+        rejected[name] = going
+    return rejected
 
 
 def interval_rule(values, what: str) -> dict[str, Any]:
@@ -228,62 +263,66 @@ def check_beta_monotone(per_run: pd.DataFrame, *, dataset: str = "", figure: str
 
 
 def check_depth_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "") -> Verdict:
-    """Claim (c): the paired rule at every depth, residual model vs its living twin; holds when it
-    holds at every L, fails when it fails at some L, undecided otherwise."""
+    """Claim (c), L = 2, 6, 10 treated alike: one sign test (:func:`sign_test`) over the differences
+    d = r(β = 1) − r(matched twin) of every (L, seed) pair; the per-depth counts are shown, not decisive."""
     _check_table(per_run)
     rows = per_run[per_run["experiment"] == "depth"]
     depths = sorted(int(L) for L in rows["n_layers"].unique())
     if not depths:
         raise ValueError("claims: claim (c) needs the depth sweep's runs; the table has none")
+    twin = "matched"
     by_depth = {str(L): paired(_need(_rates(rows, "depth", 1.0, L), f"claim (c), L = {L}, β = 1"),
-                               _need(_rates(rows, "depth", 0.0, L), f"claim (c), L = {L}, living twin"))
+                               _need(_rates(rows, "depth", 0.0, L, twin_init=twin), f"claim (c), L = {L}, twin"))
                 for L in depths}
-    outcomes = [v["outcome"] for v in by_depth.values()]
-    outcome = "holds" if all(o == "holds" for o in outcomes) else ("fails" if "fails" in outcomes else "undecided")
-    p = [v["chance"] / 2 for v in by_depth.values()]  # per depth: holds, or fails, by chance
-    chance = float(np.prod(p) + 1 - np.prod([1 - q for q in p]))
-    detail = "; ".join(f"L={L}: {v['outcome']} (faster in {v['faster_in']}/{v['seeds']}; median rate "
-                       f"{_fmt(v['median_rate_with'])} vs {_fmt(v['median_rate_without'])})" for L, v in by_depth.items())
+    pooled = sign_test(np.concatenate([v["differences"] for v in by_depth.values()]))
+    outcome = pooled["outcome"]
+    detail = (f"all (L, seed) pairs: residual faster in {pooled['positive']} of {pooled['seeds']} "
+              f"(decides at ≥ {pooled['threshold'] if pooled['threshold'] is not None else '—'}); per depth: "
+              + "; ".join(f"L={L}: faster in {v['faster_in']}/{v['seeds']} (median rate "
+                          f"{_fmt(v['median_rate_with'])} vs {_fmt(v['median_rate_without'])})" for L, v in by_depth.items()))
     return Verdict("depth_residual_helps", CLAIMS["depth_residual_helps"], outcome,
-                   {"outcome": outcome, "by_depth": by_depth, "chance": chance}, detail, dataset, str(per_run["protocol"].iloc[0]), figure)
+                   {**pooled, "by_depth": by_depth}, detail, dataset, str(per_run["protocol"].iloc[0]), figure)
 
 
 def check_factorial(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "", rule: str = "sign") -> Verdict:
-    """The 2 × 2 factorial at L = 1: each skip's effect at both levels of the other, paired by
-    seed (2n differences): ``speeds up`` when all are > 0, ``slows`` when all are < 0, else
-    ``undecided`` (sign rule); under the interval rule, the per-seed mean of a skip's two
-    differences goes through :func:`interval_rule` (``speeds up`` above 0, ``slows`` below). The
-    verdict's outcome is ``holds`` when exactly the attention skip or the FFN
-    skip speeds up, or both (named in ``carried_by``), ``undecided`` when neither does."""
+    """The 2 × 2 factorial at L = 1: each skip's per-seed statistic is the mean of its two
+    differences (at both levels of the other skip); a one-sided exact sign test per skip and
+    direction, with Holm's correction over the two skips (:func:`holm`): ``speeds up``, ``slows`` or
+    ``undecided``. The verdict ``holds`` when some skip speeds up (named in ``carried_by``), else
+    ``undecided``; under the interval rule the intervals are added for display."""
     _check_table(per_run)
     _check_rule(rule)
     rows = per_run[per_run["experiment"] == "factorial"]
     rate = {(b, f): _need(_rates(rows, "factorial", b, 1, f), f"factorial cell β = {b:g}, β_ffn = {f:g}")
             for b in (0.0, 1.0) for f in (0.0, 1.0)}
 
-    def effect(pairs):
-        if rule == "interval":
-            per_seed = sum((rate[hi] - rate[lo]) for hi, lo in pairs) / len(pairs)  # aligned on seed
-            r = interval_rule(per_seed.to_numpy(dtype=float), "the factorial")
-            verdict = {"holds": "speeds up", "fails": "slows"}.get(r["outcome"], "undecided")
-            return {**r, "effect": verdict, "differences": r["seeds"], "median_difference": r["median"]}
-        diffs = np.concatenate([(rate[hi] - rate[lo]).dropna().to_numpy(dtype=float) for hi, lo in pairs])
-        n = len(diffs)
-        verdict = "speeds up" if n and (diffs > 0).all() else ("slows" if n and (diffs < 0).all() else "undecided")
-        return {"effect": verdict, "differences": n, "positive": int((diffs > 0).sum()), "chance": 2 * 0.5**n if n else math.nan,
-                "median_difference": float(np.median(diffs)) if n else math.nan}
+    def per_seed(pairs) -> np.ndarray:
+        return (sum((rate[hi] - rate[lo]) for hi, lo in pairs) / len(pairs)).to_numpy(dtype=float)  # aligned on seed
 
-    attention = effect([((1.0, 0.0), (0.0, 0.0)), ((1.0, 1.0), (0.0, 1.0))])
-    ffn = effect([((0.0, 1.0), (0.0, 0.0)), ((1.0, 1.0), (1.0, 0.0))])
+    pairs = {"attention": [((1.0, 0.0), (0.0, 0.0)), ((1.0, 1.0), (0.0, 1.0))],
+             "ffn": [((0.0, 1.0), (0.0, 0.0)), ((1.0, 1.0), (1.0, 0.0))]}
+    tests = {name: sign_test(per_seed(p)) for name, p in pairs.items()}
+    if rule == "interval":
+        tests = {name: {**t, **{k: v for k, v in interval_rule(per_seed(pairs[name]), "the factorial").items()
+                                if k in ("lo", "hi", "level")}} for name, t in tests.items()}
+    up = holm({name: t["p_up"] for name, t in tests.items()})
+    down = holm({name: t["p_down"] for name, t in tests.items()})
+    effects = {}
+    for name, t in tests.items():
+        verdict = "speeds up" if up[name] else ("slows" if down[name] else "undecided")
+        effects[name] = {**t, "effect": verdict, "differences": t["seeds"], "median_difference": t["median"]}
+    attention, ffn = effects["attention"], effects["ffn"]
     carried = [name for name, e in (("attention", attention), ("FFN", ffn)) if e["effect"] == "speeds up"]
     outcome = "holds" if carried else "undecided"
     medians = {f"β={b:g}, β_ffn={f:g}": float(rate[(b, f)].median()) for b, f in rate}
-    chance = 1 - (1 - attention["chance"] / 2) * (1 - ffn["chance"] / 2)  # a skip "speeds up" by chance (at most)
-    numbers = {"outcome": outcome, "chance": chance, "attention": attention, "ffn": ffn, "carried_by": " and ".join(carried) or "neither",
-               "median_rate": medians}
-    unit = "seeds, mean difference > 0" if rule == "interval" else "differences > 0"
+    n = attention["seeds"]
+    k = next((k for k in range(n + 1) if n and binomial_tail(n, k) <= ALPHA / 2), None)
+    chance = 2 * binomial_tail(n, k) if k is not None else 0.0  # Holm's first step: some skip "speeds up" by chance (at most)
+    numbers = {"outcome": outcome, "chance": chance, "correction": "Holm over the two skips, per direction",
+               "attention": attention, "ffn": ffn, "carried_by": " and ".join(carried) or "neither", "median_rate": medians}
+    unit = "seeds, mean difference > 0"
     detail = (f"attention skip: {attention['effect']} ({attention['positive']}/{attention['differences']} {unit}); "
-              f"FFN skip: {ffn['effect']} ({ffn['positive']}/{ffn['differences']} {unit}); median rates "
+              f"FFN skip: {ffn['effect']} ({ffn['positive']}/{ffn['differences']} {unit}); Holm-corrected; median rates "
               + ", ".join(f"{k}: {_fmt(v)}" for k, v in medians.items()))
     return Verdict("factorial", CLAIMS["factorial"], outcome, numbers, detail, dataset, str(per_run["protocol"].iloc[0]), figure)
 

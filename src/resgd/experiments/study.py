@@ -44,11 +44,12 @@ from ..pipeline.presets import experiments as preset
 from ..pipeline.reproduce import Outputs, publish, reproduce_part
 from .run_config import RunConfig, config_key  # noqa: F401 - re-exported: the map builds runs through the study
 from .runs import CONFIG_COLUMNS, run, sweep  # noqa: F401
-from .design import MIN_COVERAGE, RATE_WINDOW, RELATIVE_TARGET, SPEARMAN_BOUND, STALL_RATIO, arms
+from .design import ALPHA, MEASURES, MIN_COVERAGE, RATE_WINDOW, RELATIVE_TARGET, SPEARMAN_BOUND, STALL_RATIO, arms
 from .step_size import (  # noqa: F401
     PROTOCOLS, THEORY_FACTORS, THEORY_PRIMARY, check_protocol, choose_lr, probe_stable, theory_lr, warm_smoothness,
 )
 from ..core.train import GDConfig
+from .twin import matched_gains, needs_gains
 from ..validation import ConfigError, check_choice
 
 FIGURE_KINDS = ("residual", "beta", "depth", "factorial", "conditioning", "rate", "readout")
@@ -89,7 +90,7 @@ class Settings:
     logit_scale: str
     dtype: str
     interval_seeds: tuple[int, ...] = ()
-    twin_init: str = "living"
+    twin_init: str = "matched"
     start: str = "equal"
     equal_out_scale: float = 0.01
     data_seed: int = 0
@@ -122,11 +123,22 @@ class Settings:
     def spec(self) -> DatasetSpec:
         return DatasetSpec(self.dataset, n_train=self.N, n_tokens=self.n, n_test=self.n_test, seed=self.data_seed)
 
-    def model(self, beta: float, n_layers: int, beta_ffn: float | None = None) -> ModelConfig:
+    def model(self, beta: float, n_layers: int, beta_ffn: float | None = None, *, seed: int | None = None) -> ModelConfig:
         """The model at (β, L) (β_ffn: the FFN skip's weight, β when None), with the init scales
-        of :func:`branch_scales` and the read-out scale of ``start``."""
+        of :func:`branch_scales`, the read-out scale of ``start`` and, for a ``"matched"`` twin,
+        the gains of :func:`resgd.experiments.twin.matched_gains` at ``seed`` (required then)."""
         v_scale, ffn_scale = branch_scales(self.branch_scale, self.twin_init, n_layers, beta,
                                            beta if beta_ffn is None else beta_ffn)
+        cfg = self._model(beta, n_layers, beta_ffn, v_scale, ffn_scale)
+        if self.twin_init == "matched" and needs_gains(cfg):
+            if seed is None:
+                raise ConfigError("Settings.model: a matched twin's gains depend on its seed; pass seed=")
+            branch = branch_scales(self.branch_scale, self.twin_init, n_layers, 1.0, 1.0)
+            reference = self._model(1.0, n_layers, None, *branch)
+            cfg = cfg.replace(gains=matched_gains(cfg, reference, int(seed), self.spec, "float64"))
+        return cfg
+
+    def _model(self, beta, n_layers, beta_ffn, v_scale, ffn_scale) -> ModelConfig:
         return ModelConfig(
             d=FEATURES[self.dataset], d_qk=self.d_qk, m=self.m, k=1, n_layers=n_layers, beta=float(beta),
             beta_ffn=None if beta_ffn is None else float(beta_ffn),
@@ -140,21 +152,26 @@ class Settings:
         iterations = self.iterations if iterations is None else iterations
         gd = GDConfig(lr=float(lr), iterations=iterations, reduction=self.reduction,
                       record_every=min(self.record_every, max(iterations, 1)))
-        return RunConfig(self.spec, self.model(beta, n_layers, beta_ffn), gd, seed=seed, dtype=self.dtype,
+        return RunConfig(self.spec, self.model(beta, n_layers, beta_ffn, seed=seed), gd, seed=seed, dtype=self.dtype,
                          test_metrics=self.test_metrics)
 
 
-TWIN_INITS = ("living", "scaled")
-"""How a sublayer without its skip (coefficient 0) is initialised: ``"living"`` keeps its forward
-signal (:data:`LIVING_SCALES`); ``"scaled"`` gives it the residual model's depth scaling, which at
-L = 6, 10 leaves the model without residual dead at initialisation (its loss never moves)."""
+TWIN_INITS = ("matched", "living", "scaled")
+"""How a sublayer without its skip (coefficient 0) is initialised: ``"matched"`` (the book's) gets
+gains on W_V / W_2 so that every hidden state has the residual model's RMS at t = 0
+(:mod:`resgd.experiments.twin`); ``"living"`` (an earlier choice, a sensitivity row) the fixed
+scales :data:`LIVING_SCALES`, which multiply the squared norm by about 2 per FFN; ``"scaled"``
+gives it the residual model's depth scaling, which at L = 6, 10 leaves the model without residual
+dead at initialisation (its loss never moves)."""
 STARTS = ("equal", "free")
 """``"equal"``: a small read-out (``Settings.equal_out_scale``) so Ŷ⁰ ≈ 0 and every β starts from the
 loss of the zero predictor; ``"free"``: the read-out scale ``Settings.out_scale``."""
+TWIN_NAMES = {"matched": "matched twin", "living": "He-scaled twin", "scaled": "1/√L-init twin"}
+"""The depth figure's and tables' names of the models without residual, by ``twin_init``."""
 LIVING_SCALES = (1.0, math.sqrt(2.0))
-"""(W_V, W_1 and W_2) init scales of a sublayer without skip under ``twin_init="living"``: the
-value map keeps the norm of its input, the ReLU FFN too (He's √2; ``tests/test_twins.py``
-checks the output and gradient norms at t = 0 against the residual model's)."""
+"""(W_V, W_1 and W_2) init scales of a sublayer without skip under ``twin_init="living"`` and the
+base scales that ``"matched"`` then corrects: He's √2 on both FFN matrices multiplies the squared
+norm by about 2 per layer (√2 on W_1 alone would keep it in expectation, not per seed)."""
 
 
 def branch_scales(branch_scale: str, twin_init: str, n_layers: int, beta: float, beta_ffn: float) -> tuple[float, float]:
@@ -162,7 +179,7 @@ def branch_scales(branch_scale: str, twin_init: str, n_layers: int, beta: float,
     one without (coefficient 0) the same under ``twin_init="scaled"``, :data:`LIVING_SCALES` under
     ``"living"``."""
     branch = 1.0 / math.sqrt(n_layers) if branch_scale == "1/sqrt(L)" else 1.0
-    living = twin_init == "living"
+    living = twin_init in ("living", "matched")
     v_scale = LIVING_SCALES[0] if living and beta == 0 else branch
     ffn_scale = LIVING_SCALES[1] if living and beta_ffn == 0 else branch
     return v_scale, ffn_scale
@@ -225,7 +242,7 @@ def choices_table(s: Settings) -> pd.DataFrame:
         ("initialisation", f"every weight N(0, scale²/fan_in); qk_scale = {s.qk_scale}", "Settings.qk_scale"),
         ("start", f"read-out scale {s.equal_out_scale}: Ŷ⁰ ≈ 0, every model starts near Φ(Ŷ = 0)" if s.start == "equal" else f"read-out scale {s.out_scale}", "Settings.start, equal_out_scale, out_scale"),
         ("depth scaling of the init", "W_V, W_1, W_2 scaled by 1/√L in every sublayer with its skip" if s.branch_scale == "1/sqrt(L)" else "no depth scaling", "Settings.branch_scale"),
-        ("twin without residual", f"'{s.twin_init}': " + ("a sublayer without skip gets W_V scale 1 and W_1, W_2 scale √2 (keeps its signal)" if s.twin_init == "living" else "the same depth scaling as the residual model (dead at L = 6, 10)") + "; the depth figure also shows the 'scaled' (1/√L-init) twin, labelled, dead at L = 6, 10", "Settings.twin_init"),
+        ("twin without residual", f"'{s.twin_init}': " + {"matched": "a sublayer without skip gets a gain on W_V / W_2 so that every hidden state has the residual model's RMS at t = 0 (same seed, same data; experiments.twin)", "living": "a sublayer without skip gets W_V scale 1 and W_1, W_2 scale √2", "scaled": "the same depth scaling as the residual model (dead at L = 6, 10)"}[s.twin_init] + "; the depth figure also shows the He-scaled ('living') and the 1/√L-init twins, labelled, one seed, never in a verdict", "Settings.twin_init"),
         ("residual placement", "β multiplies the skip path of both sublayers (β_ffn = β) except in the factorial, which sets β_ffn apart", "ModelConfig.beta, beta_ffn"),
         ("activation, logit scale", f"{s.activation}, logits / √d_qk" if s.logit_scale == "sqrt" else f"{s.activation}, logits / d_qk", "Settings.activation, Settings.logit_scale"),
         ("step size: common", f"largest μ on the grid {list(s.lr_grid)} for which every β = 1 model of the comparison has a finite loss, lower after {s.probe_iterations} GD steps than at the start (seed {s.seeds[0]}), times safety {s.safety}; one μ per comparison", "Settings.lr_grid, probe_iterations, safety"),
@@ -234,10 +251,11 @@ def choices_table(s: Settings) -> pd.DataFrame:
         ("seeds", f"{len(s.interval_seeds)} initialisation seeds {list(s.interval_seeds)} in the L = 1 arms of the theorem's protocol (β sweep and factorial, c = {THEORY_PRIMARY:g}), {len(s.seeds)} seeds {list(s.seeds)} in every other arm; the data sample is fixed (data seed {s.data_seed}); curves: mean, band = min–max over seeds", "Settings.interval_seeds, seeds, data_seed; design.INTERVAL_ARMS"),
         ("divergence", "a run stops when Φ exceeds 10⁶ Φ(θ⁽⁰⁾) or is not finite; it is kept (partial history, outcome 'diverged', rate −∞)", "GDConfig.divergence_factor"),
         ("stalled", f"Φ(T)/Φ(0) ≥ {STALL_RATIO}: outcome 'stalled' (never 'diverged', never 'stable')", "design.STALL_RATIO"),
-        ("primary speed", f"rate = minus the least-squares slope of log Φ(t) over t ∈ [{RATE_WINDOW[0]:g}·T, {RATE_WINDOW[1]:g}·T]", "design.RATE_WINDOW"),
-        ("secondary speed", f"iterations to Φ(t) ≤ {RELATIVE_TARGET} Φ(0); loss at T and Φ(T)/Φ(0) shown, never deciding", "design.RELATIVE_TARGET"),
+        ("primary speed", "rate = −log(Φ(T)/Φ(0)) / T, the mean per-iteration log contraction (what Theorem 1 bounds by μα); the robustness map decides on the same Φ(T)/Φ(0)", "design (Measures)"),
+        ("secondary speeds", f"rate_half = minus the least-squares slope of log Φ(t) over t ∈ [{RATE_WINDOW[0]:g}·T, {RATE_WINDOW[1]:g}·T] (replayed beside the verdicts); iterations to Φ(t) ≤ {RELATIVE_TARGET} Φ(0); loss at T; shown, never deciding", "design.RATE_WINDOW, RELATIVE_TARGET"),
         ("verdict rules: 8-seed arms", f"L = 1 under theory c = {THEORY_PRIMARY:g}: the exact interval for the median of a per-seed statistic ((a) rate difference, (b) Spearman(β, rate), factorial: a skip's mean difference), level ≥ {MIN_COVERAGE:g} (93.0 % at 8 seeds); holds above 0, fails below, else undecided", "design.INTERVAL_ARMS, MIN_COVERAGE; claims.interval_rule"),
-        ("verdict rules: other arms", f"(a), (c): paired by seed, holds/fails when every seed agrees, else undecided; (b): Spearman(β, median rate) ≥ {SPEARMAN_BOUND} holds, ≤ −{SPEARMAN_BOUND} fails", "design, claims"),
+        ("verdict rules: other arms", f"(a): the exact sign test at {ALPHA:.0%} per direction (3 seeds can never decide: undecided by design); (c): one sign test over every (L, seed) pair; (b): Spearman(β, median rate) ≥ {SPEARMAN_BOUND} holds, ≤ −{SPEARMAN_BOUND} fails (4.2 % each way)", "design, claims"),
+        ("factorial", f"each skip: the sign test of its per-seed mean difference, Holm-corrected over the two skips per direction (family-wise ≤ {ALPHA:.0%})", "claims.check_factorial, claims.holm"),
         ("precision", f"{s.dtype} throughout", "Settings.dtype"),
     ]
     return pd.DataFrame(rows, columns=["choice", "value", "parameter"])
@@ -293,11 +311,15 @@ class ExperimentResults:
                  "depth sweep": pred[pred["experiment"] == "depth"]}
         return pd.DataFrame([{"runs of": name, **link_summary(part)} for name, part in parts.items()])
 
-    def verdicts(self):
+    def verdicts(self, measure: str = "rate"):
+        """Every claim's verdict on the pre-registered ``measure`` (``design.MEASURES``: the primary
+        ``rate``, or ``rate_half`` replayed on the same runs to show where the measure matters)."""
         from .claims import evaluate
 
-        living = self.per_run()[self.per_run()["twin_init"] == "living"]
-        return evaluate(living, self.settings.dataset)
+        check_choice("measure", measure, MEASURES)
+        runs = self.per_run()
+        runs = runs[runs["twin_init"] == "matched"].assign(rate=lambda t: t[measure])
+        return evaluate(runs, self.settings.dataset)
 
 
 def run_experiments(
@@ -390,7 +412,7 @@ def twins_table(results: ExperimentResults) -> pd.DataFrame:
     (mean over seeds), Φ(T)/Φ(0) and the outcomes, per protocol, L and twin init."""
     rows = results.per_run()
     rows = rows[rows["experiment"] == "depth"].assign(
-        model=lambda t: np.where(t["beta"] == 1.0, "residual", np.where(t["twin_init"] == "living", "living twin", "1/√L-init twin")))
+        model=lambda t: np.where(t["beta"] == 1.0, "residual", t["twin_init"].map(TWIN_NAMES)))
     return (rows.groupby(["protocol", "n_layers", "model"], sort=True)
             .agg(seeds=("seed", "size"), loss_0=("loss_0", "mean"), loss_T=("loss_T", "mean"),
                  loss_ratio_T=("loss_ratio_T", "median"), rate=("rate", "median"),
@@ -429,13 +451,13 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
             out[f"{slug}-f-carried"] = v.numbers["carried_by"]
     twins = twins_table(results)
     for _, row in twins.iterrows():
-        model = {"residual": "res", "living twin": "living", "1/√L-init twin": "dead"}[row["model"]]
+        model = {"residual": "res", **{name: slug for slug, name in zip(("twin", "living", "dead"), TWIN_NAMES.values())}}[row["model"]]
         stem = f"{SLUGS[row['protocol']]}-L{int(row['n_layers'])}-{model}"
         out[f"{stem}-loss0"], out[f"{stem}-lossT"] = float(row["loss_0"]), float(row["loss_T"])
     per_run = results.per_run()
-    living = per_run[per_run["twin_init"] == "living"]
-    out["stalled"] = int((living["outcome"] == "stalled").sum())
-    out["diverged"] = int((living["outcome"] == "diverged").sum())
+    decided = per_run[per_run["twin_init"] == "matched"]
+    out["stalled"] = int((decided["outcome"] == "stalled").sum())
+    out["diverged"] = int((decided["outcome"] == "diverged").sum())
     out["runs"] = int(len(per_run))
     link = results.readout_link().iloc[0]  # all the page's runs
     out["readout-runs"] = int(link["runs"])

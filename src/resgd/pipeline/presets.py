@@ -110,7 +110,7 @@ _EXPERIMENT_BASE = dict(
     qk_scale=1.0,
     out_scale=1.0,
     branch_scale="1/sqrt(L)",
-    twin_init="living",
+    twin_init="matched",
     start="equal",
     equal_out_scale=0.01,
     activation="relu",
@@ -121,9 +121,10 @@ _EXPERIMENT_BASE = dict(
 _EXPERIMENT_SIZES = {
     # depth_N, depth_iterations: the depth sweep's size (full mode: smaller than the single-layer
     # sweeps', so that its two protocols fit the book's time budget; see book/choices.md)
-    ("jena", True): dict(N=64, n=24, n_test=256, iterations=300, seeds=(0, 1), widths={"d_qk": 16, "m": 64},
+    # Jena: January 2009 (667 hours; book/choices.md): 420 training windows of 48 h, 105 held out (all of them)
+    ("jena", True): dict(N=64, n=24, n_test=None, iterations=300, seeds=(0, 1), widths={"d_qk": 16, "m": 64},
                          target_fraction=0.1, depth_N=64, depth_iterations=300),
-    ("jena", False): dict(N=128, n=24, n_test=256, iterations=1000, seeds=(0, 1, 2), widths={"d_qk": 16, "m": 64},
+    ("jena", False): dict(N=128, n=24, n_test=None, iterations=1000, seeds=(0, 1, 2), widths={"d_qk": 16, "m": 64},
                           target_fraction=0.1, depth_N=64, depth_iterations=600),
     ("sst2", True): dict(N=64, n=16, n_test=None, iterations=200, seeds=(0, 1), widths={"d_qk": 16, "m": 64},
                          target_fraction=0.5, depth_N=64, depth_iterations=200),
@@ -134,6 +135,8 @@ _EXPERIMENT_SIZES = {
     ("toy", False): dict(N=16, n=4, n_test=8, iterations=40, seeds=(0, 1), widths={"d_qk": 4, "m": 8},
                          depths=(2, 3), lr_grid=(0.3, 0.1, 0.03), probe_iterations=5, depth_N=8, depth_iterations=20),
 }
+_EXPERIMENT_SIZES[("jena_standin", True)] = _EXPERIMENT_SIZES[("jena", True)]
+_EXPERIMENT_SIZES[("jena_standin", False)] = _EXPERIMENT_SIZES[("jena", False)]
 _EXPERIMENT_SIZES[("toy_cls", True)] = _EXPERIMENT_SIZES[("toy", True)]
 _EXPERIMENT_SIZES[("toy_cls", False)] = _EXPERIMENT_SIZES[("toy", False)]
 

@@ -1,0 +1,72 @@
+"""How often each verdict rule of the book decides when there is no effect at all.
+
+Why: a verdict's false-decision rate is a property of the rule as the book applies it (seed counts,
+the union of tests inside one verdict, the correction), not of one test inside it. So every check
+of :mod:`resgd.experiments.claims` is run, as the pages run it, on per-run tables whose rates are
+i.i.d. draws (no configuration is faster than another), and the fractions of "holds" and "fails"
+are counted. The design promises at most :data:`~resgd.experiments.design.ALPHA` in each direction;
+``tests/test_null_rates.py`` checks it and the claims page shows the table.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .claims import check_beta_monotone, check_depth_residual_helps, check_factorial, check_residual_helps
+from .design import ALPHA, FACTORIAL_CELLS
+
+RULES = (
+    # (check, rule, what the per-run table holds)
+    ("(a) residual helps", "interval", "beta"),
+    ("(a) residual helps", "sign", "beta"),
+    ("(b) larger β faster", "interval", "beta"),
+    ("(b) larger β faster", "sign", "beta"),
+    ("(c) residual helps at every depth", "sign", "depth"),
+    ("factorial: some skip speeds up", "interval", "factorial"),
+)
+
+
+def _table(rng: np.random.Generator, experiment: str, seeds: int, betas, depths) -> pd.DataFrame:
+    if experiment == "beta":
+        points = [(b, b, 1) for b in betas]
+    elif experiment == "depth":
+        points = [(b, b, L) for L in depths for b in (1.0, 0.0)]
+    else:
+        points = [(b, f, 1) for b, f in FACTORIAL_CELLS]
+    rows = [(experiment, "null", b, f, L, s, "matched") for b, f, L in points for s in range(seeds)]
+    table = pd.DataFrame(rows, columns=["experiment", "protocol", "beta", "beta_ffn", "n_layers", "seed", "twin_init"])
+    table["rate"] = rng.standard_normal(len(table))
+    return table
+
+
+def _check(name: str, rule: str, table: pd.DataFrame):
+    if name.startswith("(a)"):
+        return check_residual_helps(table, rule=rule)
+    if name.startswith("(b)"):
+        return check_beta_monotone(table, rule=rule)
+    if name.startswith("(c)"):
+        return check_depth_residual_helps(table)
+    return check_factorial(table, rule=rule)
+
+
+def null_rates(n_sets: int = 5000, *, seeds: int = 3, interval_seeds: int = 8,
+               betas=(0.0, 0.25, 0.5, 0.75, 1.0), depths=(2, 6, 10), seed: int = 0) -> pd.DataFrame:
+    """Per rule: the fraction of ``n_sets`` no-effect data sets on which the verdict says "holds" and
+    "fails", with the Monte Carlo standard error and the design's bound :data:`ALPHA`."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for name, rule, experiment in RULES:
+        n = interval_seeds if rule == "interval" else seeds
+        counts = {"holds": 0, "fails": 0}
+        for _ in range(n_sets):
+            outcome = _check(name, rule, _table(rng, experiment, n, betas, depths)).outcome
+            if outcome in counts:
+                counts[outcome] += 1
+        for direction, count in counts.items():
+            p = count / n_sets
+            rows.append({"check": name, "rule": rule, "seeds": n, "direction": direction, "rate": p,
+                         "se": math.sqrt(max(p * (1 - p), 1e-12) / n_sets), "bound": ALPHA, "sets": n_sets})
+    return pd.DataFrame(rows)

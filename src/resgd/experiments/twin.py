@@ -1,0 +1,80 @@
+"""The model without a skip, initialised so that it keeps the residual model's signal ("matched" twin).
+
+Why: a comparison "with vs without residual" proves nothing about the paper when the model
+without is dead, or explodes, at t = 0 because of our initialisation. The matched twin is built
+layer by layer on its own training inputs (the idea of LSUV, Mishkin & Matas 2016): for each
+layer ℓ, with the layers below already set,
+
+* a sublayer whose skip coefficient is 0 gets a gain on its output weight (W_V for attention,
+  W_2 for the FFN) chosen so that the RMS of that sublayer's output equals the RMS of the same
+  quantity in the fully residual model (β = β_ffn = 1, its own init scales, same seed, same data): Z⁽ℓ⁾ for attention,
+  H⁽ℓ⁾ for the FFN;
+* both gains are exact in one step: Z is linear in W_V and the ReLU FFN is positively
+  homogeneous in W_2, so rescaling by the RMS ratio hits the target.
+
+So at t = 0 every hidden state of the twin has the residual model's RMS (the last one
+included), by construction. The gradient norm is not matched by construction; it is checked
+(``tests/test_twins.py``: within a factor 2 at every seed and depth of the full-mode grids).
+The gains are rounded to 6 significant digits and stored in the run's :class:`ModelConfig`
+(``gains``), so they are part of its cache key and every engine draws the same weights.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import torch
+
+from ..core.model import ModelConfig, block, init_params
+from ..data.spec import DatasetSpec, load_dataset
+
+
+def _rms(x: torch.Tensor, mask: torch.Tensor | None) -> float:
+    """RMS over the real tokens (``mask`` True) of ``x (N, n, d)``."""
+    if mask is None:
+        return float(x.pow(2).mean().sqrt())
+    w = mask.to(x.dtype)[..., None]
+    return float(((x.pow(2) * w).sum() / (w.sum() * x.shape[-1])).sqrt())
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.6g}")
+
+
+def needs_gains(cfg: ModelConfig) -> bool:
+    """Whether some sublayer has no skip (coefficient 0): only those are matched."""
+    return cfg.beta == 0 or cfg.residual_ffn == 0
+
+
+@lru_cache(maxsize=512)
+def matched_gains(cfg: ModelConfig, ref_cfg: ModelConfig, seed: int, spec: DatasetSpec,
+                  dtype: str = "float64") -> tuple[tuple[float, float], ...]:
+    """Per layer (g_V, g_2) of the matched twin of ``cfg`` (its ``gains`` are ignored) at ``seed`` on
+    the training inputs of ``spec``, against the fully residual model ``ref_cfg``; (1, 1) for a
+    sublayer that keeps its skip."""
+    if ref_cfg.beta != 1 or ref_cfg.residual_ffn != 1 or ref_cfg.n_layers != cfg.n_layers:
+        raise ValueError(f"matched_gains: the reference must be the fully residual model of the same depth, got {ref_cfg}")
+    data = load_dataset(spec, dtype)
+    X, mask = data.X_train.to(torch.float64), data.mask_train
+    base = cfg.replace(gains=())
+    ref = init_params(ref_cfg, seed)
+    params = init_params(base, seed)
+    gains = []
+    H_ref, H = X, X
+    with torch.no_grad():
+        for layer in range(cfg.n_layers):
+            ref_trace = block(H_ref, ref, layer, ref_cfg, mask)
+            g_v = 1.0
+            if cfg.beta == 0:
+                trace = block(H, params, layer, base, mask)
+                g_v = _round(_rms(ref_trace.Z, mask) / max(_rms(trace.Z, mask), 1e-300))
+                params[f"W_V.{layer}"] = params[f"W_V.{layer}"] * g_v
+            g_2 = 1.0
+            if cfg.residual_ffn == 0:
+                trace = block(H, params, layer, base, mask)
+                g_2 = _round(_rms(ref_trace.H, mask) / max(_rms(trace.H, mask), 1e-300))
+                params[f"W_2.{layer}"] = params[f"W_2.{layer}"] * g_2
+            H = block(H, params, layer, base, mask).H
+            H_ref = ref_trace.H
+            gains.append((g_v, g_2))
+    return tuple(gains)
