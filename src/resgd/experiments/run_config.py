@@ -2,8 +2,10 @@
 
 :class:`RunConfig` holds the data set, the :class:`~resgd.core.model.ModelConfig`, the
 :class:`~resgd.core.train.GDConfig`, the seed and the dtype; frozen and hashable.
-:func:`config_key` hashes the complete configuration, ``resgd.__version__`` and a fingerprint of
-the loaded data, so a cached run is never served for another configuration, version or data.
+:func:`entry_key` (the one key function of every cached quantity) hashes the complete
+configuration, ``resgd.__version__``, a fingerprint of the loaded data, the code's source digest
+and the engine path, so a cached result is never served for another configuration, version, data,
+code or engine.
 Studies build their RunConfigs with :meth:`resgd.experiments.study.Settings.config`.
 """
 
@@ -61,19 +63,32 @@ class RunConfig:
                 "seed": self.seed, "dtype": self.dtype, "test_metrics": self.test_metrics}
 
 
-def config_key(config: RunConfig, *, version: str | None = None, fingerprint: str | None = None) -> str:
-    """The cache key: SHA-256 of the complete configuration, the library version and the data.
+def entry_key(config: RunConfig, kind: str = "run", *, dtype: str | None = None, version: str | None = None,
+              fingerprint: str | None = None) -> str:
+    """The one cache key of every quantity derived from a run's configuration (a training run, its
+    L̂, a probe): SHA-256 of ``kind``, the complete configuration, the library version, the data's
+    fingerprint, the code's source digest and the engine path (what computed it).
 
-    ``version`` defaults to ``resgd.__version__`` (read at call time); ``fingerprint`` to
-    :func:`data_fingerprint` of the configuration's data set.
-    """
+    ``dtype`` overrides the configuration's (L̂ is computed in float64 whatever the run's dtype);
+    ``version`` defaults to ``resgd.__version__``; ``fingerprint`` to :func:`data_fingerprint` of the
+    configuration's data set in that dtype."""
     import resgd
 
+    from ..core.engine import engine_path_digest
+    from ..source_hash import source_hash
+
+    dtype = config.dtype if dtype is None else dtype
     payload = {
-        "config": config.to_dict(),
+        "kind": kind,
+        "config": {**config.to_dict(), "dtype": dtype},
         "version": resgd.__version__ if version is None else version,
-        "data": data_fingerprint(config.dataset, config.dtype) if fingerprint is None else fingerprint,
+        "data": data_fingerprint(config.dataset, dtype) if fingerprint is None else fingerprint,
+        "code": source_hash(),
+        "engine": engine_path_digest(),
     }
     return hash_key(payload)
 
 
+def config_key(config: RunConfig, *, version: str | None = None, fingerprint: str | None = None) -> str:
+    """A training run's cache key (:func:`entry_key` of kind ``"run"``)."""
+    return entry_key(config, "run", version=version, fingerprint=fingerprint)

@@ -21,12 +21,12 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-import resgd
 
 from ..core.model import init_params
 from ..core.smoothness import smoothness_fast
 from ..data.spec import load_dataset
-from ..pipeline.cache import ResultsCache, hash_key
+from ..pipeline.cache import ResultsCache
+from .run_config import entry_key
 from ..validation import ConfigError, check_choice
 from .runs import sweep
 
@@ -133,8 +133,8 @@ def _config(s, beta: float, n_layers: int, beta_ffn: float | None, seed: int):
 
 
 def _key(config) -> str:
-    return hash_key({"smoothness": "fast/20/float64", "config": {**config.to_dict(), "dtype": "float64"},
-                     "version": resgd.__version__})
+    """L̂'s cache key: the run's, in float64, of its own kind (so keyed by the data too)."""
+    return entry_key(config, "smoothness/fast/20", dtype="float64")
 
 
 def _cached(s, beta, n_layers, beta_ffn, seed, *, cache_dir) -> bool:
