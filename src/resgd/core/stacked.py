@@ -493,7 +493,7 @@ def train_runs(params: Sequence[Params], models: Sequence[ModelConfig], X: torch
                gds: Sequence[GDConfig], mask: torch.Tensor | None = None, *, stacked: bool | None = None) -> list[StackedRun]:
     """Runs of one shape trained the way that pays: in one stack (:func:`train_stacked`), or one at
     a time by :func:`resgd.core.train.train_gd`; same report either way. ``stacked`` is the caller's
-    decision (e.g. :func:`resgd.core.calibration.stacking_pays`); ``None``: :func:`worth_stacking`."""
+    decision; ``None``: :func:`worth_stacking`."""
     if stacked is None:
         stacked = worth_stacking(models[0], X.shape[0], X.shape[1])
     if stacked:
