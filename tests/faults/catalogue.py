@@ -37,6 +37,8 @@ STATUSES = ("fixed", "covered", "scripted", "bug")
 _F, _R, _D, _K = "tests/test_faults.py", "tests/test_fault_runs.py", "tests/test_fault_data.py", "tests/test_fault_dask.py"
 _CLI, _P, _A, _E = "tests/test_cli.py", "tests/test_pipeline.py", "tests/test_atomic.py", "tests/test_experiments.py"
 _S, _J, _DB = "tests/test_data_sst2.py", "tests/test_data_jena.py", "tests/test_dask_backend.py"
+_O = "tests/test_fault_outputs.py"
+_OTHER_CODE = f"{_O}::test_a_worker_running_other_resgd_code_refuses_the_task_and_nothing_is_cached"
 _BAD_SETTING = f"{_CLI}::test_a_bad_setting_stops_reproduce_before_any_part_runs"
 _DAMAGE = f"{_R}::test_a_damaged_run_cache_entry_is_reported_and_recomputed_to_the_same_result"
 _TSV = f"{_S}::test_malformed_tsv_names_file_line_and_field"
@@ -275,6 +277,10 @@ FAULTS: tuple[Fault, ...] = (
           f"{_K}::test_a_port_that_accepts_but_is_not_a_scheduler_is_one_line_exit_2_not_a_hang", "bug"),
     Fault("K12", "dask", "a bad RESGD_SCHEDULER", "one line naming the variable, exit 2",
           f"{_K}::test_a_bad_scheduler_address_in_the_environment_is_one_line_exit_2", "scripted"),
+    Fault("K13", "dask", "a worker running another resgd version", "one line naming the worker and both versions and "
+          "source hashes, exit 2; nothing cached (was: trained, cached under the client's key)", f"{_OTHER_CODE}[version]", "fixed"),
+    Fault("K14", "dask", "a worker running an edited step (same version)", "one line naming the worker and both source "
+          "hashes, exit 2; nothing cached (was: trained, cached under the client's key)", f"{_OTHER_CODE}[source]", "fixed"),
     # ------------------------------------------------------------------ labels of the data on figures
     Fault("L1", "label", "Jena loaded with check_canonical=False, then plotted", "the figure carries the NOT-canonical banner",
           "tests/test_fault_stamp.py::test_a_jena_file_loaded_with_check_canonical_false_is_stamped_on_the_figure", "bug"),
