@@ -56,3 +56,110 @@ def test_a_worker_running_other_resgd_code_refuses_the_task_and_nothing_is_cache
     assert ("the client runs resgd 9.9.9" if what == "version" else "0" * 64) in message
     assert describe(caught.value) == (2, message)
     assert not list((tmp_path / "runs").glob("*.pkl"))
+
+
+# --------------------------------------------------------------------------- publish: all or nothing, one at a time
+
+PUBLISH = """
+import os, signal, sys, time
+from pathlib import Path
+from resgd.pipeline import reproduce
+from resgd.user_errors import Stopped, stop_on_signals
+root, tag, event, at = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+figs = {f"f{i}": (f"f{i}.txt", lambda tmp, i=i: tmp.write_text(f"{tag} {i}")) for i in range(5)}
+files = {f"t{i}": (f"tables/t{i}.csv", lambda tmp, i=i: tmp.write_text(f"{tag} {i}")) for i in range(5)}
+real, calls = os.replace, []
+def replace(src, dst):
+    if ".resgd-stage-" not in str(dst):  # a final rename
+        calls.append(dst)
+        if len(calls) == 1:
+            print("committed", flush=True)
+        while event == "held" and not (root / "go").exists():  # until the test lets it go on
+            time.sleep(0.05)
+        if len(calls) == at and event in ("SIGTERM", "SIGINT"):
+            os.kill(os.getpid(), getattr(signal, event))  # a signal between the renames
+    real(src, dst)
+    if event == "kill-after-manifest" and str(dst).endswith(reproduce.MANIFEST):
+        os._exit(9)
+    if event == "kill-while-staging" and "tables" in str(dst) and ".resgd-stage-" in str(dst):
+        os._exit(9)
+reproduce.os.replace = replace
+try:
+    with stop_on_signals():
+        reproduce.publish(reproduce.Outputs(figure_files=figs, result_files=files),
+                          figures_dir=root / "figures", results_dir=root / "results")
+except Stopped as stop:
+    print("stopped", stop.signum, flush=True)
+    raise SystemExit(128 + stop.signum)
+"""
+
+
+def _old_outputs(root: Path) -> None:
+    (root / "results" / "tables").mkdir(parents=True)
+    (root / "figures").mkdir()
+    for i in range(5):
+        (root / "figures" / f"f{i}.txt").write_text(f"old {i}")
+        (root / "results" / "tables" / f"t{i}.csv").write_text(f"old {i}")
+
+
+def _tags(root: Path) -> set[str]:
+    files = [root / "figures" / f"f{i}.txt" for i in range(5)] + [root / "results" / "tables" / f"t{i}.csv" for i in range(5)]
+    return {path.read_text().split()[0] for path in files}
+
+
+def _stages(root: Path) -> list[Path]:
+    return list(root.glob("*/.resgd-stage-*"))
+
+
+def _publish(root: Path, tag: str, event: str, at: int = 0, **kwargs):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, "-c", PUBLISH, str(root), tag, event, str(at)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+@pytest.mark.parametrize("signame, status", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_between_the_renames_of_a_publish_acts_once_every_output_is_new(tmp_path, signame, status):
+    """Before: SIGTERM after the manifest left some new and some old outputs and removed the stage,
+    so nothing could complete them. After: the signal acts once every rename is done."""
+    _old_outputs(tmp_path)
+    proc = _publish(tmp_path, "new", signame, at=4)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == status and f"stopped {status - 128}" in out, err
+    assert _tags(tmp_path) == {"new"} and _stages(tmp_path) == []
+
+
+@pytest.mark.parametrize("event, after", [("kill-after-manifest", "new"), ("kill-while-staging", "old")])
+def test_a_publish_killed_at_its_commit_point_or_before_is_rolled_forward_or_back_by_the_next_run(tmp_path, event, after):
+    """kill -9 right after the one manifest is written (no rename done yet): the next publish into
+    either folder completes every rename (roll forward); before it: the stages are dropped (roll back)."""
+    from resgd.pipeline.reproduce import publish_lock
+
+    _old_outputs(tmp_path)
+    proc = _publish(tmp_path, "new", event)
+    proc.communicate(timeout=300)
+    assert proc.returncode == 9 and _tags(tmp_path) == {"old"} and _stages(tmp_path)
+    with publish_lock([tmp_path / "results"]):  # the results folder's stage names the figures folder's manifest
+        pass
+    assert _tags(tmp_path) == {after}
+    with publish_lock([tmp_path / "figures"]):
+        pass
+    assert _stages(tmp_path) == []
+
+
+def test_two_runs_publishing_into_one_folder_take_turns(tmp_path):
+    """Before: two runs on one results folder published a mix of their outputs. After: the second
+    waits for the first (and says so), then publishes all of its own."""
+    _old_outputs(tmp_path)
+    first = _publish(tmp_path, "first", "held")
+    try:
+        assert first.stdout.readline().strip() == "committed"
+        second = _publish(tmp_path, "second", "none")
+        waiting = second.stderr.readline()
+        (tmp_path / "go").write_text("")
+        _, err = second.communicate(timeout=300)
+        first.communicate(timeout=300)
+    finally:
+        first.kill()
+    assert second.returncode == 0 and first.returncode == 0, err
+    assert "waiting for another run that publishes there now" in waiting
+    assert _tags(tmp_path) == {"second"} and _stages(tmp_path) == []
