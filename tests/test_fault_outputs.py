@@ -163,3 +163,64 @@ def test_two_runs_publishing_into_one_folder_take_turns(tmp_path):
     assert second.returncode == 0 and first.returncode == 0, err
     assert "waiting for another run that publishes there now" in waiting
     assert _tags(tmp_path) == {"second"} and _stages(tmp_path) == []
+
+
+# --------------------------------------------------------------------------- a lock held on another host
+
+
+def _held_by_another_host(cache, key: str, age_s: float):
+    """``key``'s lock held (flock) with an owner on another host, its file last touched ``age_s`` ago."""
+    import fcntl
+    import time
+
+    path = cache.lock_path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+b")  # noqa: SIM115 - closed by the test
+    fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    handle.write(b"4242 another-host.example\n")
+    handle.flush()
+    os.utime(path, (time.time() - age_s,) * 2)
+    return handle
+
+
+def test_a_lock_held_on_another_host_and_no_longer_refreshed_is_given_up_on_after_the_stated_time(tmp_path):
+    """Before: a lock of a stopped process on another host was waited on for ever. After: once its
+    file has not been refreshed for the stated time it is given up on, and the messages say why."""
+    from resgd.pipeline.cache import ResultsCache
+
+    cache, said = ResultsCache(tmp_path), []
+    handle = _held_by_another_host(cache, "k", age_s=30)
+    try:
+        assert cache.wait_lock("k", give_up_s=20, on_wait=said.append) is None
+    finally:
+        handle.close()
+    assert len(said) == 2 and "\n" not in "".join(said)
+    assert "waiting for process 4242 on another-host.example" in said[0]
+    assert "given up if its lock is not refreshed for 20 s (it runs on another host" in said[0]
+    assert "has not refreshed its lock for 30 s" in said[1] and "computed here instead" in said[1]
+
+
+def test_a_lock_of_another_host_that_is_refreshed_is_waited_for_and_held_locks_are_refreshed(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    from resgd.pipeline import cache as cache_module
+    from resgd.pipeline.cache import ResultsCache, refresh_held_locks
+
+    cache = ResultsCache(tmp_path)
+    handle = _held_by_another_host(cache, "k", age_s=0)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(cache.wait_lock("k", give_up_s=1.5, on_wait=lambda m: None)))
+    waiter.start()
+    for _ in range(10):  # refreshed by its owner: not given up on
+        time.sleep(0.3)
+        os.utime(cache.lock_path("k"))
+    assert waiter.is_alive()
+    handle.close()  # released: the waiter takes it
+    waiter.join(timeout=30)
+    assert got and got[0] is not None
+    os.utime(cache.lock_path("k"), (time.time() - 100,) * 2)
+    refresh_held_locks()  # what the holder's heartbeat does every HEARTBEAT_S seconds
+    assert time.time() - cache.lock_path("k").stat().st_mtime < 5
+    got[0].close()
+    assert cache_module.HEARTBEAT_S < cache_module.STOPPED_GIVE_UP_S / 2

@@ -249,6 +249,11 @@ FAULTS: tuple[Fault, ...] = (
     Fault("R9", "concurrency", "two runs publishing other outputs into one results folder at once",
           "the second waits (and says so), then publishes all of its own (was: a mix)",
           f"{_O}::test_two_runs_publishing_into_one_folder_take_turns", "fixed"),
+    Fault("R10", "concurrency", "a lock held by a stopped process on another host",
+          "given up on once its lock is not refreshed for the stated time, the message says why (was: waited on for ever)",
+          f"{_O}::test_a_lock_held_on_another_host_and_no_longer_refreshed_is_given_up_on_after_the_stated_time", "fixed"),
+    Fault("R11", "concurrency", "a lock held by a live process on another host", "waited for while its heartbeat refreshes it",
+          f"{_O}::test_a_lock_of_another_host_that_is_refreshed_is_waited_for_and_held_locks_are_refreshed", "fixed"),
     # ------------------------------------------------------------------ settings
     Fault("E1", "settings", "RESGD_GRAD_BACKEND=bogus", "one line, exit 2", f"{_BAD_SETTING}[~RESGD_GRAD_BACKEND-bogus]", "fixed"),
     Fault("E2", "settings", "RESGD_MKL_INTEL_PATH=yes", "one line, exit 2", f"{_BAD_SETTING}[~RESGD_MKL_INTEL_PATH-yes]", "fixed"),
