@@ -468,9 +468,9 @@ def plot_ratios(table: pd.DataFrame):
 
 
 def cpu_name() -> str:
-    """The CPU's model name with its family/model numbers (:func:`resgd.core.calibration.cpu_id`,
+    """The CPU's model name with its family/model numbers (:func:`resgd.core.engine.cpu_id`,
     the one way the project names a CPU: two "AMD EPYC" hosts differed 2x in matmul rate)."""
-    from resgd.core.calibration import cpu_id
+    from resgd.core.engine import cpu_id
 
     return cpu_id()
 

@@ -107,12 +107,14 @@ def max_rel_diff(grads: dict, reference: dict) -> float:
 def make_stacked_loss(cfg, masked: bool, reduction: str):
     """One run's ``Φ`` with β and β_ffn as arguments (they differ across a stack), returning the
     first layer's Z as auxiliary output (for σ(Z)): :func:`resgd.core.stacked._forward`'s maths,
-    the same association of the logits (through W_Q W_Kᵀ when d_QK > d)."""
+    the same association of the logits (:func:`resgd.core.model.fold_logits`)."""
     import jax
     import jax.numpy as jnp
 
+    from resgd.core.model import fold_logits
+
     act = {"relu": jax.nn.relu, "gelu": lambda x: jax.nn.gelu(x, approximate=False), "softplus": jax.nn.softplus}[cfg.activation]
-    s, fold = cfg.logit_divisor, cfg.d_qk > cfg.d
+    s, fold = cfg.logit_divisor, fold_logits(cfg.d, cfg.d_qk)
 
     def loss(params, beta, beta_ffn, X, Y, mask):
         H, Z0 = X, None

@@ -22,7 +22,7 @@ def publish_table(table: pd.DataFrame, out: str | Path, name: str) -> None:
     import torch
 
     from resgd.atomic import atomic_path
-    from resgd.core.calibration import cpu_id
+    from resgd.core.engine import cpu_id
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -37,6 +37,8 @@ STATUSES = ("fixed", "covered", "scripted", "bug")
 _F, _R, _D, _K = "tests/test_faults.py", "tests/test_fault_runs.py", "tests/test_fault_data.py", "tests/test_fault_dask.py"
 _CLI, _P, _A, _E = "tests/test_cli.py", "tests/test_pipeline.py", "tests/test_atomic.py", "tests/test_experiments.py"
 _S, _J, _DB = "tests/test_data_sst2.py", "tests/test_data_jena.py", "tests/test_dask_backend.py"
+_O = "tests/test_fault_outputs.py"
+_OTHER_CODE = f"{_O}::test_a_worker_running_other_resgd_code_refuses_the_task_and_nothing_is_cached"
 _BAD_SETTING = f"{_CLI}::test_a_bad_setting_stops_reproduce_before_any_part_runs"
 _DAMAGE = f"{_R}::test_a_damaged_run_cache_entry_is_reported_and_recomputed_to_the_same_result"
 _TSV = f"{_S}::test_malformed_tsv_names_file_line_and_field"
@@ -71,6 +73,17 @@ FAULTS: tuple[Fault, ...] = (
     Fault("I11", "interrupt", "SIGTERM of the resumed run between two cache entries, then a rerun",
           "exit 143; the rerun computes only the missing runs; the table has the bytes of an uninterrupted run",
           f"{_R}::test_kill_9_then_sigterm_mid_sweep_then_two_reruns_at_once_give_the_bytes_of_an_uninterrupted_run", "scripted"),
+    Fault("I12", "interrupt", "SIGTERM between the renames of a part's publish (after its manifest)",
+          "exit 143 once every rename is done: all new, no stage left (was: a mix of new and old, the stage removed)",
+          f"{_O}::test_a_signal_between_the_renames_of_a_publish_acts_once_every_output_is_new[SIGTERM-143]", "fixed"),
+    Fault("I13", "interrupt", "Ctrl-C (SIGINT) between the renames of a part's publish",
+          "exit 130 once every rename is done: all new, no stage left",
+          f"{_O}::test_a_signal_between_the_renames_of_a_publish_acts_once_every_output_is_new[SIGINT-130]", "fixed"),
+    Fault("I14", "interrupt", "kill -9 right after a publish's manifest, figures and results folders both written",
+          "the next publish into either folder rolls every rename forward",
+          f"{_O}::test_a_publish_killed_at_its_commit_point_or_before_is_rolled_forward_or_back_by_the_next_run[kill-after-manifest-new]", "fixed"),
+    Fault("I15", "interrupt", "kill -9 while a publish stages its files", "the next publish rolls back: old outputs, no stage left",
+          f"{_O}::test_a_publish_killed_at_its_commit_point_or_before_is_rolled_forward_or_back_by_the_next_run[kill-while-staging-old]", "fixed"),
     # ------------------------------------------------------------------ damaged cache entries
     Fault("C1", "cache", "an entry truncated", "reported once, recomputed",
           f"{_F}::test_a_rejected_cache_entry_is_reported_once", "fixed"),
@@ -233,6 +246,14 @@ FAULTS: tuple[Fault, ...] = (
     Fault("R8", "concurrency", "two python -m resgd reproduce on one results folder at once",
           "each entry computed once, the waiter names the owner, the same table bytes",
           f"{_R}::test_kill_9_then_sigterm_mid_sweep_then_two_reruns_at_once_give_the_bytes_of_an_uninterrupted_run", "scripted"),
+    Fault("R9", "concurrency", "two runs publishing other outputs into one results folder at once",
+          "the second waits (and says so), then publishes all of its own (was: a mix)",
+          f"{_O}::test_two_runs_publishing_into_one_folder_take_turns", "fixed"),
+    Fault("R10", "concurrency", "a lock held by a stopped process on another host",
+          "given up on once its lock is not refreshed for the stated time, the message says why (was: waited on for ever)",
+          f"{_O}::test_a_lock_held_on_another_host_and_no_longer_refreshed_is_given_up_on_after_the_stated_time", "fixed"),
+    Fault("R11", "concurrency", "a lock held by a live process on another host", "waited for while its heartbeat refreshes it",
+          f"{_O}::test_a_lock_of_another_host_that_is_refreshed_is_waited_for_and_held_locks_are_refreshed", "fixed"),
     # ------------------------------------------------------------------ settings
     Fault("E1", "settings", "RESGD_GRAD_BACKEND=bogus", "one line, exit 2", f"{_BAD_SETTING}[~RESGD_GRAD_BACKEND-bogus]", "fixed"),
     Fault("E2", "settings", "RESGD_MKL_INTEL_PATH=yes", "one line, exit 2", f"{_BAD_SETTING}[~RESGD_MKL_INTEL_PATH-yes]", "fixed"),
@@ -275,6 +296,10 @@ FAULTS: tuple[Fault, ...] = (
           f"{_K}::test_a_port_that_accepts_but_is_not_a_scheduler_is_one_line_exit_2_not_a_hang", "bug"),
     Fault("K12", "dask", "a bad RESGD_SCHEDULER", "one line naming the variable, exit 2",
           f"{_K}::test_a_bad_scheduler_address_in_the_environment_is_one_line_exit_2", "scripted"),
+    Fault("K13", "dask", "a worker running another resgd version", "one line naming the worker and both versions and "
+          "source hashes, exit 2; nothing cached (was: trained, cached under the client's key)", f"{_OTHER_CODE}[version]", "fixed"),
+    Fault("K14", "dask", "a worker running an edited step (same version)", "one line naming the worker and both source "
+          "hashes, exit 2; nothing cached (was: trained, cached under the client's key)", f"{_OTHER_CODE}[source]", "fixed"),
     # ------------------------------------------------------------------ labels of the data on figures
     Fault("L1", "label", "Jena loaded with check_canonical=False, then plotted", "the figure carries the NOT-canonical banner",
           "tests/test_fault_stamp.py::test_a_jena_file_loaded_with_check_canonical_false_is_stamped_on_the_figure", "bug"),

@@ -175,10 +175,19 @@ class Trace:
     Y_hat: torch.Tensor | None = None
 
 
+def fold_logits(d: int, d_qk: int) -> bool:
+    """Whether the logits go through ``M = W_Q W_Kᵀ`` (d×d): the one rule of every engine, so that
+    they all sum in the same order (the model, the stacked trainer, its compiled step, fastgrad).
+
+    Folded, ``X M`` and ``(X M) Xᵀ`` cost ``2 T d² + 2 T n d`` FLOPs; unfolded, ``X W_Q``, ``X W_K``
+    and ``Q Kᵀ`` cost ``4 T d d_qk + 2 T n d_qk``: folding pays for certain when ``d_qk > d``
+    (between, it depends on n)."""
+    return d_qk > d
+
+
 def attention_logits(X: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor, divisor: float) -> torch.Tensor:
-    """``X W_Q (X W_K)^T / s`` with the cheaper association: through ``W_Q W_K^T`` (d×d) when d_qk > d."""
-    d, d_qk = W_Q.shape
-    if d_qk > d:
+    """``X W_Q (X W_K)^T / s`` with the association of :func:`fold_logits`."""
+    if fold_logits(*W_Q.shape):
         return (X @ (W_Q @ W_K.T)) @ X.transpose(-1, -2) / divisor
     return (X @ W_Q) @ (X @ W_K).transpose(-1, -2) / divisor
 

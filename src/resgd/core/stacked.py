@@ -65,7 +65,7 @@ import pandas as pd
 import torch
 
 from .conditioning import gram_singular_values
-from .model import ModelConfig, Params, _activation, weight_shapes
+from .model import ModelConfig, Params, _activation, fold_logits, weight_shapes
 from .native import step_class as native_step_class
 from .train import ROW_FIELDS, DivergenceError, GDConfig, history_frame, output_shape, train_gd
 from ..validation import ConfigError, check_inputs
@@ -193,7 +193,7 @@ def _forward(weights: list[torch.Tensor], cfg: ModelConfig, beta: torch.Tensor, 
         W_Q, W_K, W_V, W_1, W_2 = weights[5 * layer:5 * layer + 5]
         X2 = H.reshape(R, T, d)
         Xs = X2.reshape(R * N, n, d)
-        if cfg.d_qk > d:  # model.attention_logits' association: through W_Q W_Kᵀ (d×d)
+        if fold_logits(d, q):  # model.attention_logits' association: through W_Q W_Kᵀ (d×d)
             M = torch.bmm(W_Q, W_K.transpose(1, 2), out=buf(("M", layer), R, d, d))
             XM = torch.bmm(X2, M, out=buf(("XM", layer), R, T, d)).view(R * N, n, d)
             S = torch.bmm(XM, Xs.transpose(1, 2), out=buf("S", R * N, n, n)).div_(divisor)
@@ -313,7 +313,7 @@ def _backward(saved: list[_Saved], weights: list[torch.Tensor], cfg: ModelConfig
                            out=buf("rowsum", R * N, n, 1))
         dS = dA.sub_(rowsum).mul_(sv.A).div_(divisor)
         Xs = sv.X2.reshape(R * N, n, d)
-        if cfg.d_qk > d:  # S = (X M) Xᵀ / s, M = W_Q W_Kᵀ
+        if fold_logits(d, q):  # S = (X M) Xᵀ / s, M = W_Q W_Kᵀ
             XM, M = sv.QK
             dXM = torch.bmm(dS, Xs, out=buf("dXM", R * N, n, d))
             dM = torch.bmm(sv.X2.transpose(1, 2), dXM.view(R, T, d), out=buf("dM", R, d, d))
@@ -329,7 +329,7 @@ def _backward(saved: list[_Saved], weights: list[torch.Tensor], cfg: ModelConfig
             break  # nobody needs ∂Φ/∂X of the input
         dX = torch.mul(dZ, b, out=buf(("dX", layer % 2), R, T, d))
         dX.baddbmm_(dV, W_V.transpose(1, 2))
-        if cfg.d_qk > d:
+        if fold_logits(d, q):
             dX.add_(torch.bmm(dXM.view(R, T, d), M.transpose(1, 2), out=buf("dXM Mᵀ", R, T, d)))
             dX.add_(torch.bmm(dS.transpose(1, 2), XM, out=buf("dSᵀ XM", R * N, n, d)).view(R, T, d))
         else:
@@ -401,7 +401,7 @@ def _native_step(cfg: ModelConfig, gd: GDConfig, buf: _Buffers):
         return None
     key = ("native", gd.reduction)  # the store's key holds the model's shape, not the GD settings
     if key not in buf.store:
-        buf.store[key] = step(cfg.n_layers, cfg.d_qk, cfg.m, cfg.d_qk > cfg.d, cfg.pooling == "mean",
+        buf.store[key] = step(cfg.n_layers, cfg.d_qk, cfg.m, fold_logits(cfg.d, cfg.d_qk), cfg.pooling == "mean",
                               gd.reduction == "mean", float(cfg.logit_divisor))
     return buf.store[key]
 
@@ -493,7 +493,7 @@ def train_runs(params: Sequence[Params], models: Sequence[ModelConfig], X: torch
                gds: Sequence[GDConfig], mask: torch.Tensor | None = None, *, stacked: bool | None = None) -> list[StackedRun]:
     """Runs of one shape trained the way that pays: in one stack (:func:`train_stacked`), or one at
     a time by :func:`resgd.core.train.train_gd`; same report either way. ``stacked`` is the caller's
-    decision (e.g. :func:`resgd.core.calibration.stacking_pays`); ``None``: :func:`worth_stacking`."""
+    decision; ``None``: :func:`worth_stacking`."""
     if stacked is None:
         stacked = worth_stacking(models[0], X.shape[0], X.shape[1])
     if stacked:

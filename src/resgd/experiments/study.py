@@ -466,12 +466,6 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
     return out
 
 
-def claims_path(dataset: str, mode: str, directory: str | os.PathLike | None = None) -> Path:
-    """``<results_dir>/claims/<dataset>_<mode>.json``."""
-    check_choice("mode", mode, ("quick", "full"))
-    return resolve_results_dir(directory) / "claims" / f"{dataset}_{mode}.json"
-
-
 def result_files(results: ExperimentResults) -> dict[str, tuple[str, Any]]:
     """The results tables (CSV) and the claim verdicts (JSON): label → (path in the results folder, writer)."""
     from .claims import verdicts_writer

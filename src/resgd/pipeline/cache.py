@@ -15,6 +15,9 @@ An entry is one computed result (for the experiments: one training run's table) 
   (:meth:`ResultsCache.wait_lock`) and gives up waiting on an owner that is gone or has been
   stopped (SIGSTOP, Ctrl-Z) for more than :data:`STOPPED_GIVE_UP_S` seconds: it then computes the
   entry itself (entries are written atomically, so the worst case is the same entry written twice).
+  An owner on another host cannot be looked at, so holders refresh their lock file's mtime every
+  :data:`HEARTBEAT_S` seconds and a lock of another host unrefreshed for :data:`STOPPED_GIVE_UP_S`
+  seconds (its owner stopped, or its host gone) is given up on the same way.
   A released lock's file is removed (the locker checks that the file it locked is still the one
   at the path, so removal cannot let two processes hold one key).
 """
@@ -28,8 +31,10 @@ import os
 import pickle
 import socket
 import sys
+import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,6 +47,8 @@ RESULTS_ENV = "RESGD_RESULTS_DIR"
 STOPPED_GIVE_UP_S = 120.0
 """A lock whose owner has been stopped this long (seconds) is not waited for any more."""
 LOCK_POLL_S = 0.25
+HEARTBEAT_S = 10.0
+"""How often a held lock's file gets a fresh mtime (the sign of life an owner on another host gives)."""
 ENTRY_FORMAT = "resgd-cache-entry/1"
 
 
@@ -188,7 +195,7 @@ class ResultsCache:
                   give_up_s: float | None = None) -> "Lock | None":
         """``key``'s lock once its owner releases it; None (give up waiting, compute without it) when
         the owner is gone or has been stopped for ``give_up_s`` (default :data:`STOPPED_GIVE_UP_S`)
-        seconds. ``on_wait(message)`` is told once which process it waits for (default: stderr)."""
+        seconds, or (an owner on another host) has not refreshed its lock for that long. ``on_wait(message)`` is told once which process it waits for (default: stderr)."""
         give_up_s = STOPPED_GIVE_UP_S if give_up_s is None else give_up_s
         say = on_wait or _say
         stopped_since = None
@@ -199,12 +206,24 @@ class ResultsCache:
             owner = lock_owner(self.lock_path(key))
             if owner in self._given_up:
                 return None
-            state = process_state(owner) if owner is not None else None
+            remote = owner is not None and owner[1] != socket.gethostname()
+            state = process_state(owner) if owner is not None and not remote else None
             if owner not in self._told:  # once per owner, not once per entry
                 who = f"process {owner[0]} on {owner[1]}" if owner is not None else "another process"
-                say(f"cache entry {key}: waiting for {who}, which holds its lock ({self.lock_path(key)}); "
-                    f"given up if that process is gone or stays stopped {give_up_s:g} s")
+                limit = (f"given up if its lock is not refreshed for {give_up_s:g} s (it runs on another host, "
+                         f"whose processes cannot be looked at from here)" if remote else
+                         f"given up if that process is gone or stays stopped {give_up_s:g} s")
+                say(f"cache entry {key}: waiting for {who}, which holds its lock ({self.lock_path(key)}); {limit}")
                 self._told.add(owner)
+            if remote:
+                age = _age(self.lock_path(key))
+                if age is not None and age >= give_up_s:
+                    say(f"process {owner[0]} on {owner[1]} (another host) has not refreshed its lock for {age:.0f} s "
+                        f"(stopped, or its host is gone): its entries are computed here instead")
+                    self._given_up.add(owner)
+                    return None
+                time.sleep(LOCK_POLL_S)
+                continue
             if state == "gone":
                 return None
             if state == "stopped":
@@ -218,11 +237,49 @@ class ResultsCache:
             time.sleep(LOCK_POLL_S)
 
 
+def _age(path: Path) -> float | None:
+    """Seconds since ``path`` was last modified (None when it is gone)."""
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return None
+
+
+_HELD: "weakref.WeakSet[Lock]" = weakref.WeakSet()
+_heartbeat_lock = threading.Lock()
+_heartbeat: list[threading.Thread] = []
+
+
+def refresh_held_locks() -> None:
+    """Give every lock this process holds a fresh mtime (its sign of life)."""
+    for lock in list(_HELD):
+        try:
+            if not lock.handle.closed:
+                os.utime(lock.handle.fileno())
+        except (OSError, ValueError):
+            pass  # released meanwhile
+
+
+def _beat() -> None:
+    while True:
+        time.sleep(HEARTBEAT_S)
+        refresh_held_locks()
+
+
+def _start_heartbeat() -> None:
+    with _heartbeat_lock:
+        if not _heartbeat or not _heartbeat[0].is_alive():
+            _heartbeat[:] = [threading.Thread(target=_beat, name="resgd-lock-heartbeat", daemon=True)]
+            _heartbeat[0].start()
+
+
 class Lock:
     """A held per-key lock; :meth:`close` removes its file, then releases it."""
 
     def __init__(self, path: Path, handle):
         self.path, self.handle = path, handle
+        _HELD.add(self)
+        _start_heartbeat()
 
     def close(self) -> None:
         if self.handle.closed:
@@ -243,7 +300,8 @@ def lock_owner(path: Path) -> tuple[int, str] | None:
 
 
 def process_state(owner: tuple[int, str]) -> str:
-    """``"gone"``, ``"stopped"`` or ``"running"`` for a lock owner on this host (another host: ``"running"``)."""
+    """``"gone"``, ``"stopped"`` or ``"running"`` for a lock owner on this host (another host:
+    ``"running"``; :meth:`ResultsCache.wait_lock` judges those by their lock's heartbeat)."""
     pid, host = owner
     if host != socket.gethostname():
         return "running"

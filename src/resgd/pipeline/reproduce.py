@@ -11,19 +11,27 @@ and returns :class:`Outputs` (figures, and files for the figures and the results
    staging folder beside its destination, and only when all of them are ready are they moved
    into place. A failure before that point leaves every earlier output as it was, so tables,
    verdicts and figures never come from two different runs. Before the first move a manifest of
-   all moves is written (atomically) into each staging folder: it is the commit point. A run
-   killed (even with kill -9) between the moves leaves its stage and manifest behind, and the
-   next publish into that folder first completes those moves (:func:`recover_stages`); a stage
-   without a manifest was never committed and is removed. So a part's outputs are all old or all new.
+   all moves is written (atomically) into the first staging folder: it is the one commit point
+   (the other staging folders name it). SIGTERM and SIGINT from there on act only once every move
+   is done; a run killed (even with kill -9) after it leaves its stages and manifest behind, and
+   the next publish into those folders first completes the moves (:func:`recover_stages`, roll
+   forward); stages whose manifest does not exist were never committed and are removed (roll
+   back). A stage is removed only after its moves are complete. So a part's outputs are all old
+   or all new. Runs publishing into the same folders take turns (:func:`publish_lock`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
+import signal
+import sys
 import tempfile
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +76,8 @@ def publish(outputs: Outputs, figures_dir: str | os.PathLike | None = None,
             results_dir: str | os.PathLike | None = None) -> dict[str, Path]:
     """Write every output of ``outputs`` into staging folders, then move all into place.
 
+    All or nothing under SIGTERM, SIGINT and kill -9 at any instant (see the module docstring);
+    runs that publish into the same folders take turns (:func:`publish_lock`).
     Returns label → final path (a figure ``name`` → its PNG, ``name.pdf`` → its PDF).
     """
     import matplotlib.pyplot as plt
@@ -82,31 +92,114 @@ def publish(outputs: Outputs, figures_dir: str | os.PathLike | None = None,
 
     def stage(root: str) -> Path:
         if root not in stages:
-            roots[root].mkdir(parents=True, exist_ok=True)
-            recover_stages(roots[root])
-            stages[root] = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=roots[root]))
+            folder = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=roots[root]))
+            if stages:  # a secondary stage: committed if and only if the first stage's manifest exists
+                write_with(folder / PREPARED, lambda tmp: tmp.write_text(json.dumps(
+                    {"manifest": str(next(iter(stages.values())) / MANIFEST)})))
+            stages[root] = folder
         return stages[root]
 
-    try:
-        for name, fig in outputs.figures.items():
-            staged = save_figure(fig, name, stage("figures"))
-            plt.close(fig)
-            for ext, path in staged.items():
-                final = roots["figures"] / path.name
-                moves.append((path, final))
-                paths[name if ext == "png" else f"{name}.{ext}"] = final
-        for root, files in (("figures", outputs.figure_files), ("results", outputs.result_files)):
-            for label, (relative, writer) in files.items():
-                moves.append((write_with(stage(root) / relative, writer), roots[root] / relative))
-                paths[label] = roots[root] / relative
-        manifest = json.dumps([[str(staged), str(final)] for staged, final in moves])
-        for folder in stages.values():  # the commit point: from here on the moves are completed, even after a kill
-            write_with(folder / MANIFEST, lambda tmp: tmp.write_text(manifest))
-        _complete(moves)
-    finally:
-        for folder in stages.values():
-            shutil.rmtree(folder, ignore_errors=True)
+    used = [roots["figures"]] * bool(outputs.figures or outputs.figure_files) + [roots["results"]] * bool(outputs.result_files)
+    with publish_lock(used):
+        committed = False
+        try:
+            for name, fig in outputs.figures.items():
+                staged = save_figure(fig, name, stage("figures"))
+                plt.close(fig)
+                for ext, path in staged.items():
+                    final = roots["figures"] / path.name
+                    moves.append((path, final))
+                    paths[name if ext == "png" else f"{name}.{ext}"] = final
+            for root, files in (("figures", outputs.figure_files), ("results", outputs.result_files)):
+                for label, (relative, writer) in files.items():
+                    moves.append((write_with(stage(root) / relative, writer), roots[root] / relative))
+                    paths[label] = roots[root] / relative
+            if not stages:
+                return paths
+            order = list(stages.values())
+            manifest = json.dumps({"stages": [str(folder) for folder in order],
+                                   "moves": [[str(staged), str(final)] for staged, final in moves]})
+            with signals_deferred():  # SIGTERM/SIGINT act once the publish is complete
+                write_with(order[0] / MANIFEST, lambda tmp: tmp.write_text(manifest))  # the one commit point
+                committed = True
+                _complete(moves)
+                _remove_stages(order)
+        finally:
+            if not committed:  # never committed: roll back (the outputs stay as they were)
+                for folder in stages.values():
+                    shutil.rmtree(folder, ignore_errors=True)
+            # committed: the stages are removed only once every move is done; after a failure
+            # they stay, and the next publish into these folders rolls them forward
     return paths
+
+
+PREPARED = "resgd-publish-prepared.json"
+"""In a secondary stage: the path of the manifest (in the first stage) that commits it."""
+LOCK_NAME = ".resgd-publish.lock"
+
+
+@contextmanager
+def publish_lock(folders: Iterable[str | os.PathLike]) -> Iterator[None]:
+    """Hold the publish lock of every folder (``<folder>/.resgd-publish.lock``, ``flock``, in a fixed
+    order) and complete or roll back what a killed run left there, before anything else is written."""
+    held: list[tuple[Path, object]] = []
+    try:
+        for folder in sorted(dict.fromkeys(str(Path(f)) for f in folders)):
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            held.append(_lock_file(Path(folder) / LOCK_NAME))
+        for folder in sorted(dict.fromkeys(str(Path(f)) for f in folders)):
+            recover_stages(folder)
+        yield
+    finally:
+        for path, handle in reversed(held):
+            try:
+                path.unlink(missing_ok=True)  # while still held: a waiter re-checks the inode
+            finally:
+                handle.close()
+
+
+def _lock_file(path: Path) -> tuple[Path, object]:
+    """``path`` created if need be and ``flock``-ed (waiting, said once on stderr); the holder
+    removes it on release, so a waiter retries until the file it locked is the one at ``path``."""
+    told = False
+    while True:
+        handle = open(path, "a+b")  # noqa: SIM115 - closed on release
+        try:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not told:
+                    print(f"publishing into {path.parent}: waiting for another run that publishes there now",
+                          file=sys.stderr, flush=True)
+                    told = True
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            same = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        except BaseException:
+            handle.close()
+            raise
+        if same:
+            return path, handle
+        handle.close()
+
+
+@contextmanager
+def signals_deferred(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
+    """SIGTERM and SIGINT received inside the block act when it ends (main thread only; elsewhere
+    the block runs as is and kill -9 safety comes from the manifest)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum)) for sig in signums}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(received):
+            signal.raise_signal(sig)
 
 
 def _complete(moves: Iterable[tuple[Path, Path]]) -> None:
@@ -117,9 +210,30 @@ def _complete(moves: Iterable[tuple[Path, Path]]) -> None:
             os.replace(staged, final)
 
 
+def _remove_stages(order: list[Path]) -> None:
+    """The secondary stages first, the first stage (which holds the manifest) last."""
+    for folder in reversed(order):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _read_json(path: Path) -> object:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _roll_forward(manifest: object) -> None:
+    if isinstance(manifest, list):  # the older layout: a list of moves
+        manifest = {"stages": [], "moves": manifest}
+    _complete((Path(staged), Path(final)) for staged, final in manifest.get("moves", []))
+    _remove_stages([Path(folder) for folder in manifest.get("stages", [])])
+
+
 def recover_stages(folder: str | os.PathLike) -> None:
-    """Finish or drop what a killed run left in ``folder``: a stage with a manifest was committed,
-    so its moves are completed; one without was not, so it is removed (live runs' stages are left alone)."""
+    """Finish or drop what a killed run left in ``folder``: a stage whose manifest exists (its own,
+    or for a secondary stage the first stage's) was committed, so its moves are completed; any other
+    was not, so it is removed (live runs' stages are left alone)."""
     for stale in Path(folder).glob(f"{STAGE_PREFIX}*-*"):
         pid = stale.name[len(STAGE_PREFIX):].split("-", 1)[0]
         try:
@@ -128,13 +242,14 @@ def recover_stages(folder: str | os.PathLike) -> None:
             continue  # removed by its own run meanwhile
         if not pid.isdigit() or writer_alive(int(pid), modified):
             continue
-        try:
-            moves = json.loads((stale / MANIFEST).read_text())
-        except (OSError, ValueError):
-            moves = []
-        _complete((Path(staged), Path(final)) for staged, final in moves)
+        manifest = _read_json(stale / MANIFEST)
+        if manifest is None:
+            pointer = _read_json(stale / PREPARED)
+            if isinstance(pointer, dict) and isinstance(pointer.get("manifest"), str):
+                manifest = _read_json(Path(pointer["manifest"]))
+        if isinstance(manifest, (list, dict)):
+            _roll_forward(manifest)
         shutil.rmtree(stale, ignore_errors=True)
-
 
 
 def reproduce_part(
@@ -152,5 +267,7 @@ def reproduce_part(
     if writes_results:
         folders += [resolve_results_dir(results_dir), resolve_cache_dir()]
     check_writable(folders)
+    with publish_lock(folders[:2]):
+        pass  # a publish a killed run left half done is completed (or rolled back) before anything else
     use_style()
     return publish(compute(), figures_dir, results_dir)

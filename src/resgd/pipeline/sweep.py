@@ -18,6 +18,11 @@ so a worker whose data differ fails before it trains (naming itself and both dig
 client checks the digests the task reports once more and stores them in the cache entry, so
 nothing computed on other data is ever stored under the client's key.
 
+Code identity: every task also carries the client's package version and source hash
+(:func:`resgd.source_hash.code_identity`); a worker running other ``resgd`` code (another version,
+an edited step) refuses the task before it trains (:class:`CodeMismatchError`, one line naming the
+worker and both identities), and the client checks the identity each result reports once more.
+
 Backends: local processes (joblib's loky, one torch thread per worker; ``n_jobs == 1`` runs
 in-process) unless a scheduler address is given (``scheduler=`` or ``$RESGD_SCHEDULER``), which
 goes to :func:`resgd.pipeline.dask_backend.execute_dask`.
@@ -40,6 +45,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
+from ..validation import ConfigError
 from .cache import ResultsCache
 
 # Imported by every local worker before its first task: it imports no torch at module level, so a
@@ -77,6 +83,25 @@ def _as_task(item: Task | Group) -> tuple[Task, tuple[str, ...] | None]:
     if isinstance(item, Group):
         return Task(f"group-{item.keys[0]}-{len(item.keys)}", _run_group, item), item.keys
     return item, None
+
+
+class CodeMismatchError(ConfigError):
+    """A worker runs other ``resgd`` code than the client (version or sources differ): a setup to fix, exit 2."""
+
+
+def _describe_identity(identity: object) -> str:
+    if not isinstance(identity, dict):
+        return "resgd code of unknown identity (older than this check)"
+    return f"resgd {identity.get('version')} with sources sha256 {identity.get('source')}"
+
+
+def check_code(theirs: object, mine: dict[str, str], worker: str) -> None:
+    """Raise :class:`CodeMismatchError` unless ``theirs`` is ``mine`` (see :mod:`resgd.source_hash`)."""
+    if theirs != mine:
+        raise CodeMismatchError(
+            f"{worker} runs {_describe_identity(theirs)}, the client runs {_describe_identity(mine)}: "
+            f"install the client's resgd on every worker (then restart them); nothing was cached"
+        )
 
 
 def check_n_jobs(n_jobs: object) -> int:
@@ -180,15 +205,19 @@ def execute_checked(tasks: list[Task | Group], *, n_jobs: int,
     """As :func:`execute`, with the data each result was computed on: ``{data set: digest}``, every
     digest checked against the client's (else :class:`resgd.data.spec.DataMismatchError`)."""
     from ..data.spec import known_fingerprints
+    from ..source_hash import code_identity
 
     expected = known_fingerprints()
+    identity = code_identity()
     plain, members = [], {}
     for item in tasks:
         task, keys = _as_task(item)
-        plain.append(Task(task.key, _checked_call, (task.fn, task.arg, expected)))
+        plain.append(Task(task.key, _checked_call, (task.fn, task.arg, expected, identity)))
         if keys is not None:
             members[task.key] = keys
-    for key, (value, used, worker) in _execute(plain, n_jobs=n_jobs, scheduler=scheduler):
+    for key, reply in _execute(plain, n_jobs=n_jobs, scheduler=scheduler):
+        value, used, worker, theirs = reply if len(reply) == 4 else (*reply, None)
+        check_code(theirs, identity, worker)
         data = _client_check(used, worker)
         if key in members:
             for member, result in zip(members[key], value):
@@ -197,15 +226,19 @@ def execute_checked(tasks: list[Task | Group], *, n_jobs: int,
             yield key, value, data
 
 
-def _checked_call(packed: tuple) -> tuple[Any, dict, str]:
-    """On the worker: ``fn(arg)`` with the client's data fingerprints enforced; returns the result,
-    the fingerprints of the data it loaded and who computed it."""
+def _checked_call(packed: tuple) -> tuple[Any, dict, str, dict[str, str]]:
+    """On the worker: ``fn(arg)`` with the client's code identity and data fingerprints enforced
+    (the code before anything runs); returns the result, the fingerprints of the data it loaded,
+    who computed it and its code identity."""
     from ..data.spec import expecting, where_am_i
+    from ..source_hash import code_identity
 
-    fn, arg, expected = packed
+    fn, arg, expected, identity = packed
+    mine = code_identity()
+    check_code(mine, identity, where_am_i())
     with expecting(expected) as used:
         value = fn(arg)
-        return value, dict(used), where_am_i()
+        return value, dict(used), where_am_i(), mine
 
 
 def _client_check(used: dict, worker: str) -> dict[str, str]:

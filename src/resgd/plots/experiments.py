@@ -91,13 +91,6 @@ def _panels(curves: pd.DataFrame, width: float = 4.6, height: float = 3.6):
     return fig, list(zip(protocols, axes.flat))
 
 
-def _lr_text(curves: pd.DataFrame) -> str:
-    if "lr" not in curves:
-        return ""
-    lrs = sorted(curves["lr"].dropna().unique())
-    return "μ = " + ", ".join(f"{lr:.3g}" for lr in lrs)
-
-
 def _finish(fig: plt.Figure, curves: pd.DataFrame, dataset: str, what: str) -> plt.Figure:
     fig.suptitle(_title(dataset, what), fontsize="medium", y=0.95)
     fig.tight_layout(rect=(0, 0, 1, 0.91))

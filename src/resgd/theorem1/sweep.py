@@ -307,15 +307,3 @@ def certificate_table(sweep: pd.DataFrame) -> pd.DataFrame:
             "in_regime": int(g["in_regime"].sum()),
         })
     return pd.DataFrame(rows)
-
-
-def obeyed_table(sweep: pd.DataFrame, by: Sequence[str] = ("beta", "init_scale")) -> pd.DataFrame:
-    """Per group: configurations, how many obeyed the bound at every step, mean fraction of steps, median tightness."""
-    g = sweep.groupby(list(by))
-    return pd.DataFrame({
-        "configs": g.size(),
-        "all_steps_obeyed": g["fraction_obeyed"].apply(lambda s: int((s == 1.0).sum())),
-        "mean_fraction_obeyed": g["fraction_obeyed"].mean(),
-        "median_tightness": g["tightness_median"].median(),
-        "median_rate": g["empirical_rate"].median(),
-    }).reset_index()

@@ -19,8 +19,8 @@ Backward pass, from ``dH = ∂Φ/∂H``::
     dW_Q = Xᵀ dQ / s  dW_K = Xᵀ dK    dW_V = Xᵀ dV
     dX = β dZ + dQ (W_Q/s)ᵀ + dK W_Kᵀ + dV W_Vᵀ
 
-When ``d ≤ 2 d_qk`` the logits are computed through ``M = W_Q W_Kᵀ / s`` (d×d), the cheaper
-association (:func:`fold_logits`): ``S = (X M) Xᵀ``; then ``dM = Σ_p X_pᵀ dS_p X_p``,
+When ``d_qk > d`` the logits are computed through ``M = W_Q W_Kᵀ / s`` (d×d), the cheaper
+association (:func:`resgd.core.model.fold_logits`, every engine's rule): ``S = (X M) Xᵀ``; then ``dM = Σ_p X_pᵀ dS_p X_p``,
 ``dW_Q = dM W_K / s``, ``dW_K = dMᵀ W_Q / s`` and ``dX`` gains ``dSᵀ (X M)``.
 
 What makes it fast (measured with ``benchmarks/bench_gd.py``; numbers in ``benchmarks/README.md``):
@@ -48,9 +48,9 @@ Layout: :mod:`.plan` (backend, association of the logits, chunk size, FLOP count
 buffers) and :mod:`.step` (the chunk loop, the trainer's fused update).
 """
 
-from .plan import BACKEND_ENV, BACKENDS, CHUNK_BYTES, chunk_samples, default_backend, fold_logits, step_flops
+from .plan import BACKEND_ENV, BACKENDS, CHUNK_BYTES, chunk_samples, default_backend, step_flops
 from .step import gd_update, grad_norm, loss_and_grad_manual
 from .workspace import clear_workspace
 
 __all__ = ["BACKENDS", "BACKEND_ENV", "CHUNK_BYTES", "chunk_samples", "clear_workspace", "default_backend",
-           "fold_logits", "gd_update", "grad_norm", "loss_and_grad_manual", "step_flops"]
+           "gd_update", "grad_norm", "loss_and_grad_manual", "step_flops"]

@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from ..model import ModelConfig
+from ..model import ModelConfig, fold_logits
 from ... import settings
 
 BACKENDS = ("manual", "autograd")
@@ -36,14 +36,6 @@ def default_backend() -> str:
     return settings.grad_backend()
 
 
-def fold_logits(cfg: ModelConfig) -> bool:
-    """Whether the logits go through ``M = W_Q W_Kᵀ / s`` (d×d), the cheaper association when ``d ≤ 2 d_qk``.
-
-    Unfolded, ``X W_Q`` and ``X W_K`` cost ``2·(2 T d d_qk)`` FLOPs; folded, ``X M`` costs ``2 T d²``.
-    """
-    return cfg.d <= 2 * cfg.d_qk
-
-
 def chunk_samples(cfg: ModelConfig, n: int, dtype: torch.dtype, chunk_bytes: int | None = None) -> int:
     """Samples per chunk: the largest per-chunk intermediate (tokens × max(m, n, d)) near the budget.
 
@@ -58,7 +50,7 @@ def step_flops(cfg: ModelConfig, N: int, n: int) -> dict[str, int]:
     """Matmul FLOPs of one forward+backward pass (the work any implementation must do).
 
     Counted: every matrix product (2 FLOPs per multiply-add), with the cheaper association of the
-    logits (:func:`fold_logits`); not counted: elementwise work (softmax, activation, residual
+    logits (:func:`resgd.core.model.fold_logits`); not counted: elementwise work (softmax, activation, residual
     adds), O(d² d_qk) weight-only products, and the gradient for the input X of the first layer
     (nobody needs it). With ``T = N n`` tokens and ``q = d_qk``, per layer::
 
@@ -73,7 +65,7 @@ def step_flops(cfg: ModelConfig, N: int, n: int) -> dict[str, int]:
     """
     d, q, m, k, L = cfg.d, cfg.d_qk, cfg.m, cfg.k, cfg.n_layers
     T = N * n
-    fold = fold_logits(cfg)
+    fold = fold_logits(cfg.d, cfg.d_qk)
     proj = 2 * T * d * d if fold else 2 * T * 2 * d * q
     width = d if fold else q
     value = 2 * T * d * d

@@ -11,9 +11,9 @@ import math
 
 import torch
 
-from ..model import LayerTrace, ModelConfig, Params, Trace
+from ..model import LayerTrace, ModelConfig, Params, Trace, fold_logits
 from ...validation import ConfigError, check_choice
-from .plan import chunk_samples, fold_logits
+from .plan import chunk_samples
 from .sublayers import (Block, Chunk, Readout, attention_backward, attention_forward, ffn_backward, ffn_forward,
                         finish_attention_grads, output_backward, output_forward)
 from .workspace import WORKSPACE, Scratch, output
@@ -88,7 +88,7 @@ def _loss_and_grad(params, cfg, X, Y, mask, reduction, chunk_bytes):
 
     c_max = min(N, chunk_samples(cfg, n, dtype, chunk_bytes))
     c_full = -(-N // -(-N // c_max))  # balanced: ceil(N / number of chunks), no small last chunk
-    WORKSPACE.select((c_full, n, d, cfg.d_qk, cfg.m, k, L, cfg.activation, cfg.pooling, fold_logits(cfg), dtype,
+    WORKSPACE.select((c_full, n, d, cfg.d_qk, cfg.m, k, L, cfg.activation, cfg.pooling, fold_logits(cfg.d, cfg.d_qk), dtype,
                       device))
     buf = Scratch(WORKSPACE.scratch, c_full, n, dtype, device)
     shifted = WORKSPACE.shifted

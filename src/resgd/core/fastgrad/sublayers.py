@@ -13,8 +13,7 @@ import functools
 
 import torch
 
-from ..model import WEIGHT_NAMES, ModelConfig, Params
-from .plan import fold_logits
+from ..model import WEIGHT_NAMES, ModelConfig, Params, fold_logits
 from .softmax import attention_probs_
 from .workspace import Scratch
 
@@ -70,7 +69,7 @@ class Block:
         self.names = _layer_names(layer)
         self.W_Q, self.W_K, self.W_V, self.W_1, self.W_2 = (params[name] for name in self.names)
         self.inv_s = 1.0 / cfg.logit_divisor
-        self.folded = fold_logits(cfg)
+        self.folded = fold_logits(cfg.d, cfg.d_qk)
         if self.folded:
             self.W_QL = torch.mm(self.W_Q, self.W_K.T).mul_(self.inv_s)  # M = W_Q W_Kᵀ / s
         else:

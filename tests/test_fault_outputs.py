@@ -1,0 +1,226 @@
+"""Outputs that survive: other code on a worker, interrupted publishes, stale locks and caches,
+huge or odd input files and unclear settings, each inflicted on the real code."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# --------------------------------------------------------------------------- code identity of Dask workers
+
+
+def test_the_source_hash_changes_with_an_edited_module_and_not_otherwise(tmp_path):
+    from resgd import source_hash
+
+    copy = tmp_path / "resgd"
+    shutil.copytree(source_hash.package_root(), copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    assert source_hash.source_hash(copy) == source_hash.source_hash()
+    step = copy / "core" / "train.py"
+    step.write_text(step.read_text() + "\n# an edited step\n")
+    source_hash._hash_of.cache_clear()
+    assert source_hash.source_hash(copy) != source_hash.source_hash()
+    assert source_hash.code_identity() == {"version": source_hash.package_version(), "source": source_hash.source_hash()}
+
+
+@pytest.mark.parametrize("what", ["version", "source"])
+def test_a_worker_running_other_resgd_code_refuses_the_task_and_nothing_is_cached(tmp_path, monkeypatch, what):
+    """Before: a worker with another version and an edited step trained, and its result was cached
+    under the client's key. After: one line naming the worker and both identities; nothing cached."""
+    distributed = pytest.importorskip("distributed")
+    from resgd import source_hash
+    from resgd.pipeline.cache import ResultsCache
+    from resgd.pipeline.sweep import CodeMismatchError, Task, cached_sweep
+    from resgd.user_errors import describe
+
+    real = source_hash.code_identity()
+    if what == "version":  # the client differs from its workers: as a worker differs from its client
+        monkeypatch.setattr(source_hash, "package_version", lambda: "9.9.9")
+    else:
+        monkeypatch.setattr(source_hash, "source_hash", lambda root=None: "0" * 64)
+    cache = ResultsCache(tmp_path / "runs")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with pytest.raises(CodeMismatchError) as caught:
+            cached_sweep([Task("k", abs, -3)], cache, n_jobs=1, scheduler=cluster.scheduler_address)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("Dask worker tcp://127.0.0.1:")
+    assert f"runs resgd {real['version']} with sources sha256 {real['source']}" in message
+    assert ("the client runs resgd 9.9.9" if what == "version" else "0" * 64) in message
+    assert describe(caught.value) == (2, message)
+    assert not list((tmp_path / "runs").glob("*.pkl"))
+
+
+# --------------------------------------------------------------------------- publish: all or nothing, one at a time
+
+PUBLISH = """
+import os, signal, sys, time
+from pathlib import Path
+from resgd.pipeline import reproduce
+from resgd.user_errors import Stopped, stop_on_signals
+root, tag, event, at = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+figs = {f"f{i}": (f"f{i}.txt", lambda tmp, i=i: tmp.write_text(f"{tag} {i}")) for i in range(5)}
+files = {f"t{i}": (f"tables/t{i}.csv", lambda tmp, i=i: tmp.write_text(f"{tag} {i}")) for i in range(5)}
+real, calls = os.replace, []
+def replace(src, dst):
+    if ".resgd-stage-" not in str(dst):  # a final rename
+        calls.append(dst)
+        if len(calls) == 1:
+            print("committed", flush=True)
+        while event == "held" and not (root / "go").exists():  # until the test lets it go on
+            time.sleep(0.05)
+        if len(calls) == at and event in ("SIGTERM", "SIGINT"):
+            os.kill(os.getpid(), getattr(signal, event))  # a signal between the renames
+    real(src, dst)
+    if event == "kill-after-manifest" and str(dst).endswith(reproduce.MANIFEST):
+        os._exit(9)
+    if event == "kill-while-staging" and "tables" in str(dst) and ".resgd-stage-" in str(dst):
+        os._exit(9)
+reproduce.os.replace = replace
+try:
+    with stop_on_signals():
+        reproduce.publish(reproduce.Outputs(figure_files=figs, result_files=files),
+                          figures_dir=root / "figures", results_dir=root / "results")
+except Stopped as stop:
+    print("stopped", stop.signum, flush=True)
+    raise SystemExit(128 + stop.signum)
+"""
+
+
+def _old_outputs(root: Path) -> None:
+    (root / "results" / "tables").mkdir(parents=True)
+    (root / "figures").mkdir()
+    for i in range(5):
+        (root / "figures" / f"f{i}.txt").write_text(f"old {i}")
+        (root / "results" / "tables" / f"t{i}.csv").write_text(f"old {i}")
+
+
+def _tags(root: Path) -> set[str]:
+    files = [root / "figures" / f"f{i}.txt" for i in range(5)] + [root / "results" / "tables" / f"t{i}.csv" for i in range(5)]
+    return {path.read_text().split()[0] for path in files}
+
+
+def _stages(root: Path) -> list[Path]:
+    return list(root.glob("*/.resgd-stage-*"))
+
+
+def _publish(root: Path, tag: str, event: str, at: int = 0, **kwargs):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, "-c", PUBLISH, str(root), tag, event, str(at)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+@pytest.mark.parametrize("signame, status", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_between_the_renames_of_a_publish_acts_once_every_output_is_new(tmp_path, signame, status):
+    """Before: SIGTERM after the manifest left some new and some old outputs and removed the stage,
+    so nothing could complete them. After: the signal acts once every rename is done."""
+    _old_outputs(tmp_path)
+    proc = _publish(tmp_path, "new", signame, at=4)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == status and f"stopped {status - 128}" in out, err
+    assert _tags(tmp_path) == {"new"} and _stages(tmp_path) == []
+
+
+@pytest.mark.parametrize("event, after", [("kill-after-manifest", "new"), ("kill-while-staging", "old")])
+def test_a_publish_killed_at_its_commit_point_or_before_is_rolled_forward_or_back_by_the_next_run(tmp_path, event, after):
+    """kill -9 right after the one manifest is written (no rename done yet): the next publish into
+    either folder completes every rename (roll forward); before it: the stages are dropped (roll back)."""
+    from resgd.pipeline.reproduce import publish_lock
+
+    _old_outputs(tmp_path)
+    proc = _publish(tmp_path, "new", event)
+    proc.communicate(timeout=300)
+    assert proc.returncode == 9 and _tags(tmp_path) == {"old"} and _stages(tmp_path)
+    with publish_lock([tmp_path / "results"]):  # the results folder's stage names the figures folder's manifest
+        pass
+    assert _tags(tmp_path) == {after}
+    with publish_lock([tmp_path / "figures"]):
+        pass
+    assert _stages(tmp_path) == []
+
+
+def test_two_runs_publishing_into_one_folder_take_turns(tmp_path):
+    """Before: two runs on one results folder published a mix of their outputs. After: the second
+    waits for the first (and says so), then publishes all of its own."""
+    _old_outputs(tmp_path)
+    first = _publish(tmp_path, "first", "held")
+    try:
+        assert first.stdout.readline().strip() == "committed"
+        second = _publish(tmp_path, "second", "none")
+        waiting = second.stderr.readline()
+        (tmp_path / "go").write_text("")
+        _, err = second.communicate(timeout=300)
+        first.communicate(timeout=300)
+    finally:
+        first.kill()
+    assert second.returncode == 0 and first.returncode == 0, err
+    assert "waiting for another run that publishes there now" in waiting
+    assert _tags(tmp_path) == {"second"} and _stages(tmp_path) == []
+
+
+# --------------------------------------------------------------------------- a lock held on another host
+
+
+def _held_by_another_host(cache, key: str, age_s: float):
+    """``key``'s lock held (flock) with an owner on another host, its file last touched ``age_s`` ago."""
+    import fcntl
+    import time
+
+    path = cache.lock_path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+b")  # noqa: SIM115 - closed by the test
+    fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    handle.write(b"4242 another-host.example\n")
+    handle.flush()
+    os.utime(path, (time.time() - age_s,) * 2)
+    return handle
+
+
+def test_a_lock_held_on_another_host_and_no_longer_refreshed_is_given_up_on_after_the_stated_time(tmp_path):
+    """Before: a lock of a stopped process on another host was waited on for ever. After: once its
+    file has not been refreshed for the stated time it is given up on, and the messages say why."""
+    from resgd.pipeline.cache import ResultsCache
+
+    cache, said = ResultsCache(tmp_path), []
+    handle = _held_by_another_host(cache, "k", age_s=30)
+    try:
+        assert cache.wait_lock("k", give_up_s=20, on_wait=said.append) is None
+    finally:
+        handle.close()
+    assert len(said) == 2 and "\n" not in "".join(said)
+    assert "waiting for process 4242 on another-host.example" in said[0]
+    assert "given up if its lock is not refreshed for 20 s (it runs on another host" in said[0]
+    assert "has not refreshed its lock for 30 s" in said[1] and "computed here instead" in said[1]
+
+
+def test_a_lock_of_another_host_that_is_refreshed_is_waited_for_and_held_locks_are_refreshed(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    from resgd.pipeline import cache as cache_module
+    from resgd.pipeline.cache import ResultsCache, refresh_held_locks
+
+    cache = ResultsCache(tmp_path)
+    handle = _held_by_another_host(cache, "k", age_s=0)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(cache.wait_lock("k", give_up_s=1.5, on_wait=lambda m: None)))
+    waiter.start()
+    for _ in range(10):  # refreshed by its owner: not given up on
+        time.sleep(0.3)
+        os.utime(cache.lock_path("k"))
+    assert waiter.is_alive()
+    handle.close()  # released: the waiter takes it
+    waiter.join(timeout=30)
+    assert got and got[0] is not None
+    os.utime(cache.lock_path("k"), (time.time() - 100,) * 2)
+    refresh_held_locks()  # what the holder's heartbeat does every HEARTBEAT_S seconds
+    assert time.time() - cache.lock_path("k").stat().st_mtime < 5
+    got[0].close()
+    assert cache_module.HEARTBEAT_S < cache_module.STOPPED_GIVE_UP_S / 2
