@@ -129,7 +129,7 @@ def sign_test(d) -> dict[str, Any]:
     return {"outcome": outcome, "rule": "sign", "seeds": n, "positive": up, "negative": down,
             "p_up": p_up, "p_down": p_down, "threshold": k,
             "chance": 2.0 * binomial_tail(n, k) if k is not None else 0.0,
-            "median": float(np.median(d)) if n else math.nan}
+            "median": float(np.median(d)) if n else math.nan, "values": [float(x) for x in d]}
 
 
 def paired(faster: pd.Series, slower: pd.Series) -> dict[str, Any]:
@@ -172,7 +172,7 @@ def interval_rule(values, what: str) -> dict[str, Any]:
     return {"outcome": outcome, "rule": "interval", "seeds": int(x.size), "lo": lo, "hi": hi, "level": level,
             "chance": 1.0 - level if not math.isnan(level) else math.nan,
             "median": float(np.median(kept)) if kept.size else math.nan,
-            "positive": int(np.sum(kept > 0)), "negative": int(np.sum(kept < 0))}
+            "positive": int(np.sum(kept > 0)), "negative": int(np.sum(kept < 0)), "values": [float(v) for v in x]}
 
 
 def _interval_text(r: dict[str, Any]) -> str:

@@ -52,7 +52,10 @@ from ..core.train import GDConfig
 from .twin import matched_gains, needs_gains
 from ..validation import ConfigError, check_choice
 
-FIGURE_KINDS = ("residual", "beta", "depth", "factorial", "conditioning", "rate", "readout")
+DECISIONS = {"decide-a": "residual_helps", "decide-b": "beta_monotone", "decide-c": "depth_residual_helps",
+             "decide-f": "factorial"}
+"""Figure kind → the claim whose deciding statistic it shows (beside that claim's curve figure)."""
+FIGURE_KINDS = ("residual", "beta", "depth", "factorial", "conditioning", "rate", "readout", *DECISIONS)
 PRIMARY = f"theory c={THEORY_PRIMARY:g}"
 """The protocol label of the theorem's primary step (the one Theorem 1 speaks to)."""
 SLUGS = {"common": "common", f"theory c={THEORY_PRIMARY:g}": "theory",
@@ -384,6 +387,12 @@ def make_figure(results: ExperimentResults, kind: str):
 
     check_choice("kind", kind, FIGURE_KINDS)
     name, runs = results.settings.dataset, results.runs
+    if kind in DECISIONS:
+        from ..plots.style import label_standin, banner_text
+
+        fig = plots.plot_decision(results.verdicts(), DECISIONS[kind], dataset=name)
+        label_standin(fig, banner_text(runs))
+        return fig
     if kind == "residual":
         part = runs[(runs["experiment"] == "beta") & runs["beta"].isin([0.0, 1.0])]
         return plots.plot_residual(loss_curves(part), dataset=name)

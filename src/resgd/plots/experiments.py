@@ -18,7 +18,8 @@ import seaborn as sns
 
 from .style import banner_text, label_standin, use_style
 
-DATASET_TITLE = {"jena": "Jena climate", "sst2": "SST-2", "toy": "toy data", "toy_cls": "toy data"}
+DATASET_TITLE = {"jena": "Jena climate", "sst2": "SST-2", "toy": "toy data", "toy_cls": "toy data",
+                 "jena_standin": "Jena task, synthetic stand-in"}
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 TOP_MARGIN = (0, 0, 1, 0.96)  # room above the title for the stand-in banner
 
@@ -133,18 +134,20 @@ def plot_beta_sweep(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
 def _twin_label(k) -> str:
     if k["beta"] == 1.0:
         return f"L = {int(k['n_layers'])}, residual"
-    return f"L = {int(k['n_layers'])}, no residual" + (", 1/√L init (dead at init when deep)" if k["twin_init"] == "scaled" else "")
+    return f"L = {int(k['n_layers'])}, no residual" + {"scaled": ", 1/√L init (dead at init when deep)",
+                                                        "living": ", He-scaled init (sensitivity)"}.get(k["twin_init"], ", matched init")
 
 
 def plot_depth(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
     """Paper's Fig. 3b read as speed: Φ(t)/Φ(0) of L-layer models with residual connections
-    (solid), their living twins without (dashed) and the twins with the residual model's 1/√L init
-    (dotted; dead at initialisation at L = 6, 10),
+    (solid), their matched twins without (dashed), the He-scaled twins (dash-dot, sensitivity) and the
+    twins with the residual model's 1/√L init (dotted; dead at initialisation at L = 6, 10),
     one panel per step-size protocol."""
     use_style()
     fig, panels = _panels(curves, height=4.0)
     colors = _depth_colors(curves["n_layers"])
-    styles = {("living", 1.0): "-", ("scaled", 1.0): "-", ("living", 0.0): "--", ("scaled", 0.0): (0, (1, 1))}
+    styles = {("matched", 1.0): "-", ("living", 1.0): "-", ("scaled", 1.0): "-", ("matched", 0.0): "--",
+              ("living", 0.0): "-.", ("scaled", 0.0): (0, (1, 1))}
     for protocol, ax in panels:
         sub = curves[curves["protocol"] == protocol]
         _draw_loss(ax, sub, ["n_layers", "beta", "twin_init"], lambda k: colors[int(k["n_layers"])],
@@ -290,4 +293,90 @@ def plot_verdicts(verdicts: pd.DataFrame) -> plt.Figure:
                  for name, kind in (("synthetic stand-in", "SYNTHETIC stand-in data"), ("not canonical", "NOT canonical data"))
                  if (verdicts["data"] == name).any()]
         label_standin(fig, "; ".join(parts) or None)
+    return fig
+
+
+DECIDED_BY = {
+    "residual_helps": "per-seed r(β = 1) − r(β = 0)",
+    "beta_monotone": "per-seed Spearman(β, r)",
+    "depth_residual_helps": "r(residual) − r(matched twin), every (L, seed) pair",
+    "factorial": "per-seed mean effect of a skip on r",
+}
+OUTCOME_COLORS = {"holds": "#1a7f37", "fails": "#b42318", "undecided": "#57606a"}
+
+
+def _rule_text(numbers: dict) -> str:
+    """What the rule needed and what it found, in a few words."""
+    if numbers.get("rule") == "interval":
+        return (f"{numbers.get('positive', 0)} of {numbers['seeds']} > 0\n{100 * numbers['level']:.1f} % interval "
+                f"of the median [{numbers['lo']:.3g}, {numbers['hi']:.3g}]")
+    if "spearman" in numbers and "bound" in numbers:
+        return f"ρ of the medians = {numbers['spearman']:.2f}\ndecides at |ρ| ≥ {numbers['bound']:g}"
+    k = numbers.get("threshold")
+    need = f"decides at ≥ {k} of {numbers['seeds']} agreeing" if k is not None else f"{numbers['seeds']} values cannot decide at 5 %"
+    return f"{numbers.get('positive', 0)} of {numbers['seeds']} > 0\n{need}"
+
+
+def _strip(ax: plt.Axes, values, numbers: dict, outcome: str, label: str, colors=None, text: str | None = None) -> None:
+    """One verdict's per-seed values as dots (−∞ drawn at the left edge as ◀), its interval, zero, and the outcome."""
+    x = np.asarray(values, dtype=float)
+    finite = x[np.isfinite(x)]
+    span = float(np.max(np.abs(finite))) if finite.size else 1.0
+    span = span if span > 0 else 1.0
+    edge = 1.15 * span
+    y = np.linspace(-0.25, 0.25, len(x)) if len(x) > 1 else np.zeros(len(x))
+    shown = np.clip(np.nan_to_num(x, nan=0.0, posinf=edge, neginf=-edge), -edge, edge)
+    cols = colors if colors is not None else ["#0969da"] * len(x)
+    for xi, yi, c, raw in zip(shown, y, cols, x):
+        ax.plot([xi], [yi], marker="<" if raw == -np.inf else ">" if raw == np.inf else "o", color=c, ms=6, ls="none")
+    if numbers.get("rule") == "interval" and math.isfinite(numbers.get("lo", math.nan)):
+        lo, hi = (float(np.clip(v, -edge, edge)) for v in (numbers["lo"], numbers["hi"]))
+        ax.plot([lo, hi], [-0.45, -0.45], color="black", lw=3, solid_capstyle="butt")
+    ax.axvline(0.0, color="black", lw=0.8)
+    ax.set_xlim(-1.3 * span, 1.3 * span)
+    ax.xaxis.set_major_locator(plt.MaxNLocator(5, symmetric=True))
+    ax.set_ylim(-0.6, 0.4)
+    ax.set_yticks([])
+    ax.set_ylabel(label, rotation=0, ha="right", va="center", fontsize="small")
+    ax.text(1.01, 0.5, f"{outcome}\n{text or _rule_text(numbers)}", transform=ax.transAxes, va="center", fontsize="small",
+            color=OUTCOME_COLORS.get(outcome, "black"))
+
+
+def plot_decision(verdicts, claim: str, dataset: str = "", measure: str = "r = −log(Φ(T)/Φ(0))/T") -> plt.Figure:
+    """The statistic that decides ``claim`` under each protocol, beside its curve figure: per-seed
+    values (dots; for (c) coloured by depth), the rule's interval (black bar) or threshold, 0, and the
+    verdict. ``verdicts``: the :class:`resgd.experiments.claims.Verdict` objects of one data set."""
+    use_style()
+    rows = [v for v in verdicts if v.name == claim]
+    fig, axes = plt.subplots(max(len(rows), 1), 1, figsize=(9.0, 0.9 + 1.05 * max(len(rows), 1)), squeeze=False)
+    palette = sns.color_palette("colorblind")
+    for ax, v in zip(axes[:, 0], rows):
+        n = v.numbers
+        if claim == "depth_residual_helps":
+            values, colors = [], []
+            for i, (L, part) in enumerate(n["by_depth"].items()):
+                values += list(part["differences"])
+                colors += [palette[i % len(palette)]] * len(part["differences"])
+            _strip(ax, values, n, v.outcome, v.protocol, colors)
+            names = ["blue", "orange", "green", "red", "purple"]
+            ax.set_title("colour: " + ", ".join(f"L = {L} ({names[i % len(names)]})" for i, L in enumerate(n["by_depth"])),
+                         fontsize="x-small")
+        elif claim == "factorial":
+            a, f = n["attention"], n["ffn"]
+            _strip(ax, a["values"] + f["values"], {"rule": "sign"}, v.outcome, v.protocol,
+                   [palette[0]] * len(a["values"]) + [palette[1]] * len(f["values"]),
+                   text=f"attention {a['positive']}/{a['seeds']} > 0, FFN {f['positive']}/{f['seeds']} > 0\n"
+                        f"Holm: one skip one-sided p ≤ 2.5 %, then ≤ 5 %")
+            ax.set_title(f"attention skip (blue): {a['effect']}; FFN skip (orange): {f['effect']}", fontsize="x-small")
+        elif claim == "beta_monotone" and "values" not in n:
+            _strip(ax, [n["spearman"]], n, v.outcome, v.protocol)
+            for b in (-n["bound"], n["bound"]):
+                ax.axvline(b, color="grey", ls="--", lw=0.8)
+            ax.set_xlim(-1.1, 1.1)
+        else:
+            _strip(ax, n.get("values", n.get("differences", [])), n, v.outcome, v.protocol)
+    axes[-1, 0].set_xlabel(f"{DECIDED_BY.get(claim, claim)}   (speed: {measure})", fontsize="small")
+    height = fig.get_figheight()
+    fig.suptitle(_title(dataset, "what decides the verdict"), fontsize="medium", y=1 - 0.4 / height)
+    fig.subplots_adjust(left=0.15, right=0.6, top=1 - 0.95 / height, bottom=0.6 / height, hspace=0.7)
     return fig
