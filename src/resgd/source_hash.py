@@ -52,3 +52,31 @@ def source_hash(root: str | Path | None = None) -> str:
 def code_identity() -> dict[str, str]:
     """``{"version": ..., "source": ...}`` of the code this process runs."""
     return {"version": package_version(), "source": source_hash()}
+
+
+COMPUTE_SOURCES = ("core", "data", "experiments/runs.py", "experiments/run_config.py", "experiments/twin.py",
+                   "experiments/step_size.py", "robustness/map_runs.py", "robustness/limits.py", "settings.py",
+                   "threads.py", "mkl_path.py", "__init__.py")
+"""The sources a cached result's numbers come from (the model, the trainers, the data, the step
+sizes, the run tables): what :func:`compute_hash` covers. Verdicts, tables, figures and pages read
+cached results without changing them, so editing them keeps the cache."""
+
+
+@functools.lru_cache(maxsize=None)
+def _compute_hash(root: str) -> str:
+    digest = hashlib.sha256()
+    base = Path(root)
+    files = []
+    for part in COMPUTE_SOURCES:
+        target = base / part
+        files += [target] if target.is_file() else sorted(
+            p for p in target.rglob("*") if p.suffix in SUFFIXES and p.is_file() and "__pycache__" not in p.parts)
+    for path in files:
+        digest.update(path.relative_to(base).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def compute_hash(root: str | Path | None = None) -> str:
+    """SHA-256 (hex) over :data:`COMPUTE_SOURCES` of the package at ``root`` (default: the imported
+    ``resgd``): part of every cache key (:func:`resgd.experiments.run_config.entry_key`)."""
+    return _compute_hash(str(Path(root).resolve() if root is not None else package_root()))

@@ -75,7 +75,7 @@ def entry_key(config: RunConfig, kind: str = "run", *, dtype: str | None = None,
     import resgd
 
     from ..core.engine import engine_path_digest
-    from ..source_hash import source_hash
+    from ..source_hash import compute_hash
 
     dtype = config.dtype if dtype is None else dtype
     payload = {
@@ -83,7 +83,7 @@ def entry_key(config: RunConfig, kind: str = "run", *, dtype: str | None = None,
         "config": {**config.to_dict(), "dtype": dtype},
         "version": resgd.__version__ if version is None else version,
         "data": data_fingerprint(config.dataset, dtype) if fingerprint is None else fingerprint,
-        "code": source_hash(),
+        "code": compute_hash(),
         "engine": engine_path_digest(),
     }
     return hash_key(payload)

@@ -34,6 +34,7 @@ from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
 
 from ..core.model import init_params
 from ..core.stacked import shape_gd, shape_model, train_runs, worth_stacking
+from ..core.engine import FIELDS as ENGINE_FIELDS, engine_path
 from ..core.train import loss_from_output
 from ..data.spec import DTYPES, load_dataset
 from ..pipeline.cache import ResultsCache
@@ -42,13 +43,16 @@ from ..validation import ConfigError
 from .metrics import _metrics, _stacked_metrics
 from .run_config import RunConfig, config_key
 
+ENGINE_COLUMNS = tuple(f"engine_{name}" for name in ENGINE_FIELDS)
 CONFIG_COLUMNS = (
     "experiment", "dataset", "is_standin", "source_label", "n_train", "n_tokens", "beta", "beta_ffn", "v_scale",
     "ffn_scale", "n_layers",
     "d_qk", "m", "seed", "lr", "iterations", "reduction", "diverged", "diverged_at", "loss_zero",
-    "test_loss", "train_acc", "test_acc", "key",
+    "test_loss", "train_acc", "test_acc", "trainer", "gains", *ENGINE_COLUMNS, "key",
 )
-"""Columns :func:`run` adds to the trainer's history (constant within one run)."""
+"""Columns :func:`run` adds to the trainer's history (constant within one run): the configuration,
+the end-of-run metrics and the path that computed it (``trainer``: the stacked or the single-run
+engine; ``engine_*``: :func:`resgd.core.engine.engine_path`)."""
 
 MAX_STACK = 16
 """At most this many runs per stack (:func:`stack_groups`)."""
@@ -138,6 +142,9 @@ def _frame(config: RunConfig, data, history: pd.DataFrame, diverged: bool, metri
         "test_loss": test_loss,
         "train_acc": train_acc,
         "test_acc": test_acc,
+        "trainer": "stacked" if stackable(config) else "single",
+        "gains": ";".join(f"{a:g},{b:g}" for a, b in cfg.gains),
+        **{f"engine_{k}": v for k, v in engine_path().items()},
     }
     # one constructor call (20 column insertions cost more than the end-of-run metrics)
     return pd.DataFrame({**{c: history[c] for c in history.columns}, **columns}, index=history.index)

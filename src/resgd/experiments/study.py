@@ -332,24 +332,29 @@ def run_experiments(
     cache_dir: str | os.PathLike | None = None,
     progress: bool = False,
     scheduler: str | None = None,
+    only: Sequence[tuple[str, str]] | None = None,
 ) -> ExperimentResults:
     """Every arm of the pre-registered design (:func:`resgd.experiments.design.arms`) for one data
     set: the step sizes of each protocol, then the runs, all cached. Tags each run with its
-    arm (``experiment``, ``protocol``, ``c``, ``twin_init``, ``beta_ffn``)."""
+    arm (``experiment``, ``protocol``, ``c``, ``twin_init``, ``beta_ffn``). ``only``: the arms to run,
+    as (experiment, protocol label) pairs (the Jena stand-in's sensitivity row runs the L = 1 arms of
+    the theorem's protocol only)."""
     data = load_dataset(s.spec, s.dtype)
     engine = {"n_jobs": n_jobs, "cache_dir": cache_dir, "progress": progress, "scheduler": scheduler}
     sizes = {"beta": s, "factorial": s, "depth": s.depth()}
+    chosen = [arm for arm in arms(s.betas, s.depths) if only is None or (arm.experiment, arm.label) in set(only)]
     common = {}
     probes = []
     for experiment, depths in (("beta", [1]), ("depth", list(s.depths))):
-        common[experiment], table = choose_lr(sizes[experiment], depths, **engine)
-        probes.append(table.assign(comparison=experiment))
+        if any(arm.protocol == "common" and (arm.experiment == "depth") == (experiment == "depth") for arm in chosen):
+            common[experiment], table = choose_lr(sizes[experiment], depths, **engine)
+            probes.append(table.assign(comparison=experiment))
     frames, steps = [], []
     warm_smoothness([(replace(sizes[arm.experiment], twin_init=arm.twin_init), beta, L, beta_ffn, seed)
-                     for arm in arms(s.betas, s.depths) if arm.protocol == "theory"
+                     for arm in chosen if arm.protocol == "theory"
                      for beta, beta_ffn, L in arm.points for seed in arm.seeds(sizes[arm.experiment])],
                     n_jobs=n_jobs if scheduler is None else 1, cache_dir=cache_dir)
-    for arm in arms(s.betas, s.depths):
+    for arm in chosen:
         arm_s = replace(sizes[arm.experiment], twin_init=arm.twin_init)
         seeds = arm.seeds(arm_s)
         configs = []
@@ -367,7 +372,8 @@ def run_experiments(
                                   beta_ffn=runs["key"].map({config_key(c): c.model.residual_ffn for c in configs})))
     description = data.describe()
     summary = {k: description[k] for k in ("name", "source_label", "is_standin", "n_train", "n_test", "n_tokens", "d")}
-    return ExperimentResults(settings=s, data=summary, lr=pd.DataFrame(steps), probes=pd.concat(probes, ignore_index=True),
+    return ExperimentResults(settings=s, data=summary, lr=pd.DataFrame(steps),
+                             probes=pd.concat(probes, ignore_index=True) if probes else pd.DataFrame(),
                              runs=pd.concat(frames, ignore_index=True))
 
 
