@@ -1,9 +1,11 @@
-"""The model without residual is alive at initialisation ("living" twin), the "scaled" twin is not.
+"""The model without residual keeps the residual model's signal at t = 0 ("matched" twin), at every
+seed and depth of the full-mode grids; the earlier He-scaled twin does not; the 1/√L-init twin is dead.
 
-Stated factor: at t = 0, under the equal start, the living twin's output norm ‖Ŷ⁰‖ and gradient
-norm ‖∇Φ(θ⁰)‖ lie within a factor :data:`FACTOR` of the residual model's (same seed, same data),
-on both data sets and at L = 2, 6, 10; the dead-by-init ("scaled") twin's gradient is below
-1e-4 of the residual model's at L = 6, 10; and the living twin's loss moves under GD.
+Stated targets (book/choices.md): every hidden state of the matched twin has the residual model's RMS
+(by construction, to the 6 digits its gains keep), and its gradient norm ‖∇Φ(θ⁰)‖ lies within a
+factor :data:`GRAD_FACTOR` of the residual model's. The gradient is not equalised on purpose: its
+largest part is the read-out's, Hᵀr, which measures how much the last hidden state still says about
+the target — the effect the comparison is about.
 """
 
 import math
@@ -11,39 +13,71 @@ import math
 import pytest
 import torch
 
-from resgd.core.model import init_params
+from resgd.core.model import forward, init_params
 from resgd.core.train import loss_and_grad
 from resgd.experiments import study as ex
+from resgd.experiments.twin import _rms
 
-FACTOR = 25.0
+GRAD_FACTOR = 4.0
+RMS_TOLERANCE = 1e-4
 
 
-def _norms(s, beta, L, seed=0):
+def _state(s, beta, L, seed):
     data = ex.load_dataset(s.spec, s.dtype)
-    cfg = s.model(beta, L)
-    loss, grads, trace = loss_and_grad(init_params(cfg, seed), cfg, data.X_train, data.Y_train, data.mask_train, s.reduction)
-    return float(trace.Y_hat.norm()), math.sqrt(sum(float(g.pow(2).sum()) for g in grads.values()))
+    cfg = s.model(beta, L, seed=seed)
+    params = init_params(cfg, seed)
+    _, grads, trace = loss_and_grad(params, cfg, data.X_train, data.Y_train, data.mask_train, s.reduction)
+    rms = [_rms(layer.H, data.mask_train) for layer in trace.layers]
+    return rms, math.sqrt(sum(float(g.pow(2).sum()) for g in grads.values()))
 
 
 @pytest.mark.parametrize("dataset", ["jena", "sst2"])
-@pytest.mark.parametrize("L", [2, 6, 10])
-def test_living_twin_keeps_its_signal(dataset, L):
-    s = ex.settings(dataset, True, twin_init="living", start="equal")
-    out1, grad1 = _norms(s, 1.0, L)
-    out0, grad0 = _norms(s, 0.0, L)
-    assert 1 / FACTOR < out0 / out1 < FACTOR
-    assert 1 / FACTOR < grad0 / grad1 < FACTOR
+def test_matched_twin_keeps_its_signal_at_every_seed_and_depth(dataset):
+    s = ex.settings(dataset, False).depth()  # the full-mode depth sweep: its N, seeds and depths
+    for L in s.depths:
+        for seed in s.seeds:
+            rms1, grad1 = _state(s, 1.0, L, seed)
+            rms0, grad0 = _state(s, 0.0, L, seed)
+            for layer, (a, b) in enumerate(zip(rms1, rms0)):
+                assert b == pytest.approx(a, rel=RMS_TOLERANCE), (L, seed, layer)
+            assert 1 / GRAD_FACTOR < grad0 / grad1 < GRAD_FACTOR, (L, seed, grad0 / grad1)
+
+
+def test_he_scaled_twin_does_not_keep_it():
+    """The earlier "living" twin (He's √2 on both FFN matrices) doubles the squared norm per layer."""
+    s = ex.settings("sst2", False, twin_init="living").depth()
+    rms1, _ = _state(s, 1.0, 10, s.seeds[0])
+    rms0, _ = _state(s, 0.0, 10, s.seeds[0])
+    assert rms0[-1] / rms1[-1] > 2
 
 
 @pytest.mark.parametrize("dataset", ["jena", "sst2"])
 @pytest.mark.parametrize("L", [6, 10])
 def test_scaled_twin_is_dead_at_depth(dataset, L):
     s = ex.settings(dataset, True, twin_init="scaled", start="equal")
-    assert _norms(s, 0.0, L)[1] < 1e-4 * _norms(s, 1.0, L)[1]
+    assert _state(s, 0.0, L, 0)[1] < 1e-4 * _state(s, 1.0, L, 0)[1]
 
 
-def test_living_twin_loss_moves(tmp_path):
-    s = ex.settings("toy", True, twin_init="living", start="equal")
+def test_matched_gains_are_part_of_the_run_and_its_key(tmp_path):
+    s = ex.settings("toy", True)
+    twin = s.config(0.0, 3, 0, 0.1)
+    assert len(twin.model.gains) == 3 and all(g > 0 for pair in twin.model.gains for g in pair)
+    assert s.config(1.0, 3, 0, 0.1).model.gains == ()
+    assert ex.config_key(twin) != ex.config_key(s.config(0.0, 3, 1, 0.1))  # another seed, other gains
+    with pytest.raises(ex.ConfigError, match="seed"):
+        s.model(0.0, 3)
+
+
+def test_matched_twin_loss_moves(tmp_path):
+    s = ex.settings("toy", True)
     lr = ex.theory_lr(s, 0.0, 3, 1.0, seed=0, cache_dir=tmp_path)
     frame = ex.run(s.config(0.0, 3, 0, lr, iterations=20), cache_dir=tmp_path)
     assert frame["loss"].iloc[-1] < 0.99 * frame["loss"].iloc[0]
+
+
+def test_forward_uses_the_gains():
+    s = ex.settings("toy", True)
+    cfg = s.model(0.0, 2, seed=0)
+    plain = cfg.replace(gains=())
+    X = torch.randn(2, 4, cfg.d, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assert not torch.allclose(forward(init_params(cfg, 0), cfg, X), forward(init_params(plain, 0), plain, X))

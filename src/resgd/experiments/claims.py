@@ -303,8 +303,8 @@ def check_factorial(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "
              "ffn": [((0.0, 1.0), (0.0, 0.0)), ((1.0, 1.0), (1.0, 0.0))]}
     tests = {name: sign_test(per_seed(p)) for name, p in pairs.items()}
     if rule == "interval":
-        tests = {name: {**t, **{k: v for k, v in interval_rule(per_seed(pairs[name]), "the factorial").items()
-                                if k in ("lo", "hi", "level")}} for name, t in tests.items()}
+        tests = {name: {**t, "rule": "interval", **{k: v for k, v in interval_rule(per_seed(pairs[name]), "the factorial").items()
+                                                    if k in ("lo", "hi", "level")}} for name, t in tests.items()}
     up = holm({name: t["p_up"] for name, t in tests.items()})
     down = holm({name: t["p_down"] for name, t in tests.items()})
     effects = {}
