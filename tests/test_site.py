@@ -516,11 +516,11 @@ def provenance_problems(page: str, html: str) -> list[str]:
 
 
 def alt_text_problems(page: str, html: str) -> list[str]:
-    """Article images whose alt text is missing or only a file path."""
+    """Article images whose alt text is missing, only a file path, or raw TeX."""
     bad = []
     for img in content(soup(html)).find_all("img"):
         alt = (img.get("alt") or "").strip()
-        if not alt or alt == img.get("src") or re.fullmatch(r"\S*[/.]\S*\.(png|svg|jpe?g)", alt):
+        if not alt or alt == img.get("src") or re.fullmatch(r"\S*[/.]\S*\.(png|svg|jpe?g)", alt) or "\\" in alt:
             bad.append(f"{page}: image {img.get('src')} has alt text {alt!r}")
     return bad
 
@@ -539,6 +539,14 @@ def test_execution_report_page_lists_every_notebook():
     notebooks = [d for d in toc_docs(ROOT / "_toc.yml") if d.startswith("notebooks/")]
     assert "Execution report" in page
     assert all(n in page for n in notebooks), page[:2000]
+
+
+@pytest.mark.site
+def test_every_page_links_the_books_stylesheet():
+    require_site()
+    assert exists("_static/resgd.css")
+    missing = [page for page in toc_pages() if "_static/resgd.css" not in read(page)]
+    assert not missing, f"pages without _static/resgd.css: {missing}"
 
 
 @pytest.mark.site
@@ -562,5 +570,5 @@ def test_checker_provenance():
 def test_checker_alt_text():
     good = '<main><img src="../_images/a.png" alt="Loss against iteration, with and without residual."></main>'
     assert alt_text_problems("p.html", good) == []
-    for alt in ('alt="../_images/a.png"', 'alt=""', "", 'alt="_build/jupyter_execute/x.png"'):
+    for alt in ('alt="../_images/a.png"', 'alt=""', "", 'alt="_build/jupyter_execute/x.png"', 'alt="rate \\sigma"'):
         assert alt_text_problems("p.html", f'<main><img src="../_images/a.png" {alt}></main>'), alt

@@ -88,6 +88,13 @@ def test_figure_alt_text_is_its_caption_when_alt_is_a_path():
     assert alts == ["Loss of each seed, with and without residual.", "Hand-written alt", None]
 
 
+def test_caption_mathematics_becomes_plain_text():
+    tree = doctree(".. figure:: a.png\n\n   The rate :math:`\\sigma_{\\min}(Z)^2` at :math:`\\mu = c/\\hat L`.\n")
+    ext.caption_alt_texts(tree)
+    assert next(iter(tree.findall(nodes.image)))["alt"] == "The rate σ_min(Z)^2 at μ = c/L\u0302."
+    assert ext.tex_to_text(r"\Phi(T)/\Phi(0) \le 1, \mathrm{rank}(Z)") == "Φ(T)/Φ(0) ≤ 1, rank(Z)"
+
+
 @pytest.mark.slow
 def test_a_tiny_book_gets_footer_year_report_page_and_alt_text(tmp_path):
     """The extension in a real ``jupyter-book build`` with the book's theme."""
@@ -104,6 +111,8 @@ def test_a_tiny_book_gets_footer_year_report_page_and_alt_text(tmp_path):
                                           'execute:\n  execute_notebooks: "off"\n'
                                           "sphinx:\n  extra_extensions:\n    - resgd.publish.sphinx_ext\n")
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/execution\n")
+    (tmp_path / "_static").mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "_static" / "resgd.css", tmp_path / "_static")
     (tmp_path / "book" / "intro.md").write_text("# Intro\n\n```{figure} fig.png\n\nA grey square.\n```\n")
     jb = Path(sys.executable).parent / "jupyter-book"
     env_epoch = {"SOURCE_DATE_EPOCH": "1767225600"}  # 2026-01-01
@@ -116,5 +125,6 @@ def test_a_tiny_book_gets_footer_year_report_page_and_alt_text(tmp_path):
     assert 'class="resgd-provenance">Built 2026-01-01 00:00 UTC' in intro and 'href="execution.html"' in intro
     assert "© Copyright 2026, The authors." in intro  # not the "2025" typed into _config.yml
     assert 'alt="A grey square."' in intro
+    assert intro.count('_static/resgd.css') == 1  # the captions' and the footer's style
     execution = (tmp_path / "_build" / "html" / "book" / "execution.html").read_text()
     assert "No execution report" in execution

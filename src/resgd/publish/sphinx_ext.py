@@ -136,6 +136,52 @@ def write_execution_page(root: Path) -> Path:
     return path
 
 
+GREEK = {name: chr(code) for name, code in (
+    ("alpha", 0x3B1), ("beta", 0x3B2), ("gamma", 0x3B3), ("delta", 0x3B4), ("epsilon", 0x3B5), ("eta", 0x3B7),
+    ("theta", 0x3B8), ("kappa", 0x3BA), ("lambda", 0x3BB), ("mu", 0x3BC), ("rho", 0x3C1), ("sigma", 0x3C3),
+    ("tau", 0x3C4), ("phi", 0x3C6), ("psi", 0x3C8), ("omega", 0x3C9), ("Phi", 0x3A6), ("Sigma", 0x3A3),
+    ("Theta", 0x398), ("Delta", 0x394), ("Omega", 0x3A9), ("Lambda", 0x39B))}
+TEX_SYMBOLS = {"le": "≤", "leq": "≤", "ge": "≥", "geq": "≥", "times": "×", "cdot": "·", "to": "→", "infty": "∞",
+               "approx": "≈", "ne": "≠", "neq": "≠", "pm": "±", "in": "∈", "ell": "ℓ", "min": "min", "max": "max",
+               "log": "log", "exp": "exp", "top": "ᵀ", "quad": " ", ",": " ", ";": " ", "!": ""}
+
+
+def tex_to_text(tex: str) -> str:
+    """Inline TeX as plain text for alt attributes (σ_min(Z), β = 1): a screen reader or a search
+    index reads no MathJax."""
+    import re
+
+    def command(match):
+        name = match.group(1)
+        return GREEK.get(name, TEX_SYMBOLS.get(name, name))
+    accents = {"hat": "\u0302", "bar": "\u0304", "tilde": "\u0303"}
+    text = re.sub(r"\\(hat|bar|tilde)\s*\{?\s*([A-Za-z])\s*\}?", lambda m: m.group(2) + accents[m.group(1)], tex)
+    text = re.sub(r"\\(?:mathrm|mathbf|mathcal|text|operatorname|hat|bar|tilde)\{([^{}]*)\}", r"\1", text)
+    text = re.sub(r"\\([A-Za-z]+|[,;!])", command, text)
+    text = re.sub(r"([_^])\{([^{}]*)\}", r"\1\2", text)
+    text = text.replace("\\{", "{").replace("\\}", "}").replace("{", "").replace("}", "").replace("\\", "")
+    return " ".join(text.split())
+
+
+def plain_text(node) -> str:
+    """A node's text with its mathematics as :func:`tex_to_text`."""
+    from docutils import nodes
+
+    parts = []
+    for child in node.findall(lambda n: isinstance(n, (nodes.Text, nodes.math))):
+        if isinstance(child, nodes.math):
+            parts.append(tex_to_text(child.astext()))
+        elif not any(isinstance(p, nodes.math) for p in _ancestors(child)):
+            parts.append(str(child))
+    return " ".join("".join(parts).split())
+
+
+def _ancestors(node):
+    while node.parent is not None:
+        node = node.parent
+        yield node
+
+
 def _is_path(alt: str, uri: str) -> bool:
     alt = (alt or "").strip()
     return not alt or alt == uri or "/" in alt and " " not in alt or alt.lower().endswith((".png", ".svg", ".jpg", ".jpeg"))
@@ -151,7 +197,7 @@ def caption_alt_texts(doctree) -> int:
         captions = list(figure.findall(nodes.caption))
         if not captions:
             continue
-        text = " ".join(captions[0].astext().split())
+        text = plain_text(captions[0])
         for image in figure.findall(nodes.image):
             if _is_path(image.get("alt", ""), image.get("uri", "")):
                 image["alt"] = text
