@@ -572,3 +572,37 @@ def test_checker_alt_text():
     assert alt_text_problems("p.html", good) == []
     for alt in ('alt="../_images/a.png"', 'alt=""', "", 'alt="_build/jupyter_execute/x.png"', 'alt="rate \\sigma"'):
         assert alt_text_problems("p.html", f'<main><img src="../_images/a.png" {alt}></main>'), alt
+
+
+def tex_in_titles(index_js: str) -> list[str]:
+    """Page titles in Sphinx's search index (``"titles":[...]``) that hold TeX or dollar signs."""
+    import json
+
+    match = re.search(r'"titles"\s*:\s*(\[.*?\])\s*[,}]', index_js)
+    titles = json.loads(match.group(1)) if match else []
+    return [t for t in titles if "$" in t or re.search(r"\\[a-zA-Z()\[\]]", t)]
+
+
+def test_every_source_page_title_is_plain_text():
+    """Search results and the browser tab show a page's H1 as text: no TeX in it (σ_min, not $\\sigma_{\\min}$)."""
+    bad = []
+    for doc in toc_docs(ROOT / "_toc.yml"):
+        source = ROOT / f"{doc}.md"
+        if source.is_file():
+            title = re.search(r"(?m)^# (.+)$", source.read_text(encoding="utf8")).group(1)
+            if "$" in title or "\\" in title:
+                bad.append(f"{doc}: {title}")
+    assert not bad, bad
+
+
+@pytest.mark.site
+def test_search_index_titles_are_plain_text():
+    require_site()
+    bad = tex_in_titles(read("searchindex.js"))
+    assert not bad, bad
+
+
+def test_checker_tex_in_titles():
+    index = 'Search.setIndex({"docnames":["a"],"titles":["Theorem 1: the rate set by \\\\(\\\\sigma_{\\\\min}(Z)\\\\)","Setup"],"x":1})'
+    assert tex_in_titles(index) == ["Theorem 1: the rate set by \\(\\sigma_{\\min}(Z)\\)"]
+    assert tex_in_titles(index.replace("\\\\(\\\\sigma_{\\\\min}(Z)\\\\)", "σ_min(Z)")) == []
