@@ -31,6 +31,7 @@ CLAIM_TEXT = {
     "depth_residual_helps": "(c) residual vs none at every depth: per seed log ratio at each L (verdict: worst depth)",
     "depth_residual_helps_second": "(c) against the second twin: per seed log ratio at each L",
 }
+MIN_OVER_L = "min over L"
 THRESHOLD = 0.0
 """A claim holds when its interval lies above this, fails when below (:func:`resgd.robustness.verdicts.verdict`)."""
 
@@ -83,12 +84,12 @@ def seed_table(rows: pd.DataFrame, grid, claim: str, horizon: int, measure: str)
             w, wo = _arm(rows, 1.0, L, None, column), _arm(rows, 0.0, L, init, column)
             names.append(f"log ratio L={L}")
             per[L] = {s: float(log_ratio(wo[s], w[s])) for s in seeds if s in w and s in wo}
-        names.append("effect")
+        names.append(MIN_OVER_L)  # the verdict itself takes each depth's interval, then the worst (verdicts.py)
         out = []
         for s in seeds:
             values = [per[L].get(s) for L in grid.depths]
             row = {"seed": s, **dict(zip(names, values))}
-            row["effect"] = min(values) if all(v is not None and not math.isnan(v) for v in values) else None
+            row[MIN_OVER_L] = min(values) if all(v is not None and not math.isnan(v) for v in values) else None
             out.append(row)
     return names, [{k: (v if k == "seed" else _num(v)) for k, v in row.items()} for row in out]
 
@@ -170,7 +171,7 @@ SCRIPT = r"""
   data.claims.forEach(c => claim.add(new Option(data.claim_text[c], c)));
   const panels = root.querySelector('.rx-panels'), detail = root.querySelector('.rx-detail');
   function curves(cell) {
-    const size = [260, 140], pad = 30, all = [];
+    const size = [380, 150], pad = 30, all = [];
     for (const s in cell.curves) for (const arm in cell.curves[s])
       cell.curves[s][arm].forEach(p => { if (typeof p[1] === 'number' && p[1] > 0) all.push(p); });
     if (!all.length) return null;
@@ -180,7 +181,8 @@ SCRIPT = r"""
     const svg = el('svg', {width: size[0], height: size[1], class: 'rx-curves', role: 'img',
         'aria-label': 'Φ(t)/Φ(0) of each seed, with residual (solid) and without (dashed), log scale'});
     svg.appendChild(el('line', {x1: pad, y1: size[1] - pad + 5, x2: size[0] - 5, y2: size[1] - pad + 5, stroke: '#555'}));
-    svg.appendChild(el('text', {x: pad, y: size[1] - 8, 'font-size': 10}, 't = 0 … ' + tmax + '   (log Φ(t)/Φ(0))'));
+    svg.appendChild(el('text', {x: pad, y: size[1] - 8, 'font-size': 10},
+        `t = 0 … ${tmax}; log Φ(t)/Φ(0), L = 1: with residual solid, without dashed`));
     for (const s in cell.curves) for (const arm in cell.curves[s]) {
       const pts = cell.curves[s][arm].filter(p => typeof p[1] === 'number' && p[1] > 0);
       if (pts.length < 2) continue;
@@ -194,7 +196,8 @@ SCRIPT = r"""
     if (g) g.classList.add('rx-chosen');
     detail.innerHTML = '';
     const h = document.createElement('p');
-    const agree = cell.seeds.filter(s => typeof s.effect === 'number' ? s.effect > data.threshold : s.effect === 'inf').length;
+    const value = s => 'effect' in s ? s.effect : s['min over L'];
+    const agree = cell.seeds.filter(s => typeof value(s) === 'number' ? value(s) > data.threshold : value(s) === 'inf').length;
     h.textContent = `${cell.dataset}, N = ${cell.N}, Q/K scale ${fmt(cell.qk)}, step ${fmt(cell.step)}, protocol '${cell.protocol}', T = ${data.horizon}: `
       + `${cell.verdict} ${data.letter[cell.verdict]} — median ${fmt(cell.effect)}, interval [${fmt(cell.lo)}, ${fmt(cell.hi)}] `
       + `(exact level ${cell.level === null ? '–' : (100 * cell.level).toFixed(1) + ' %'}; holds when the interval lies above `
@@ -213,7 +216,7 @@ SCRIPT = r"""
     panels.innerHTML = ''; detail.textContent = 'Click a cell to see its seeds.';
     const steps = data.steps[pick.value], w = 56, h = 40, left = 50, top = 22;
     data.panels.forEach(([dataset, N]) => {
-      const svg = el('svg', {width: left + w * steps.length + 10, height: top + h * data.qk.length + 40});
+      const svg = el('svg', {width: Math.max(left + w * steps.length + 10, 300), height: top + h * data.qk.length + 40});
       svg.appendChild(el('text', {x: left, y: 14, 'font-size': 12}, `${dataset}, N = ${N}`));
       data.qk.forEach((q, i) => svg.appendChild(el('text', {x: left - 6, y: top + h * (data.qk.length - i - 0.5) + 4,
           'text-anchor': 'end', 'font-size': 11}, fmt(q))));
