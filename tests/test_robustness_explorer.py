@@ -1,4 +1,4 @@
-"""The explorable robustness map (:mod:`resgd.plots.robustness_explorer`): its data agree with the
+"""The explorable robustness map (:mod:`resgd.robustness.explorer`, :mod:`resgd.plots.robustness_explorer`): its data agree with the
 verdicts' medians, its HTML is self-contained, and in Chromium a click on a cell lists its seeds."""
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from resgd.plots.robustness_explorer import explorer_data, explorer_html
+from resgd.plots.robustness_explorer import explorer_html
 from resgd.publish import browser
 from resgd.robustness import study as rb
 from resgd.robustness import verdicts as stats
+from resgd.robustness.explorer import explorer_data
 
 GRID = rb.map_grid(True, datasets=("toy",), horizons=(25, 50))
 
@@ -62,13 +63,13 @@ def test_each_cell_carries_the_seeds_its_verdict_was_computed_from(data):
 def test_json_has_no_nan_and_the_html_is_self_contained(data):
     cell = data["cells"][0]
     cell["seeds"][0]["effect"] = None  # a seed left out (both arms diverged)
-    page = explorer_html(data=data)
+    page = explorer_html(data)
     payload = re.search(r'<script type="application/json" id="([^"]+)-data">(.*?)</script>', page, re.S)
     assert json.loads(payload.group(2))["horizon"] == 50
     assert "NaN" not in payload.group(2) and "Infinity" not in payload.group(2)
     assert not re.search(r"(src|href)=\"?https?:", page)  # nothing from a CDN
     assert "@media print" in page and "display: none" in page
-    assert explorer_html(data=data) != page  # ids are unique per widget
+    assert explorer_html(data) != page  # ids are unique per widget
 
 
 @pytest.mark.browser
@@ -80,7 +81,7 @@ def test_clicking_a_cell_lists_its_seeds(data, tmp_path):
     from selenium.webdriver.common.by import By
 
     (tmp_path / "map.html").write_text("<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>"
-                                       + explorer_html(data=data) + "</body></html>", encoding="utf8")
+                                       + explorer_html(data) + "</body></html>", encoding="utf8")
     with browser.serve(tmp_path) as url, browser.chromium() as driver:
         driver.get(f"{url}/map.html")
         cells = driver.find_elements(By.CSS_SELECTOR, ".rx-cell")
