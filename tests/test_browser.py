@@ -108,3 +108,25 @@ def test_notebook_page(driver, base_url, doc):
     facts = visit(driver, f"{base_url}/{doc}.html", Path(doc).name)
     assert_page_ok(facts, doc)
     assert facts["articleImages"] > 0, f"{doc}: no figure on the page"
+
+
+CAPTION_STYLE = """
+const cap = document.querySelector('article figure figcaption p, article figure figcaption');
+if (!cap) return null;
+const style = getComputedStyle(cap);
+const rgb = style.color.match(/[0-9.]+/g).slice(0, 3).map(Number);
+return {weight: Number(style.fontWeight), luminance: (0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]) / 255};
+"""
+
+
+def test_captions_are_readable(driver, base_url):
+    """_static/resgd.css: figure captions at normal weight, in a dark colour (light theme)."""
+    doc = next((d for d in notebook_docs() if (SITE / f"{d}.html").is_file()), None)
+    if doc is None:
+        skip_or_fail("no notebook page built")
+    driver.get(f"{base_url}/{doc}.html")
+    browser.wait_for_page(driver)
+    style = driver.execute_script(CAPTION_STYLE)
+    assert style is not None, f"{doc}: no figure caption"
+    assert style["weight"] >= 400, style
+    assert style["luminance"] < 0.3, style  # dark text on the light page

@@ -63,6 +63,8 @@ def test_cite_page_bibtex_agrees_with_the_cff_and_the_bibliography():
     assert fields["title"] == cff["title"]
     assert fields["version"] == cff["version"]
     assert fields["url"] == cff["repository-code"]
+    assert re.fullmatch(r"20\d\d", fields["year"]) and int(fields["year"]) >= 2026  # the companion's, not the paper's
+    assert f"version {fields['version']}, {fields['year']}." in " ".join(page.split())  # the plain-text citation agrees
     # The paper's entry is included from the bibliography, not copied: it must be there.
     bib = (ROOT / "book" / "references.bib").read_text()
     start = re.search(r':start-at: "(.*)"', page).group(1)

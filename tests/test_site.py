@@ -495,3 +495,114 @@ CODE = '<div class="cell_input docutils container"><pre>x = 1</pre></div>'
 def test_checker_hidden_inputs(cells, tags, ok):
     html = f'<article class="bd-article">{"".join(cells)}</article>'
     assert (hidden_input_problems("notebooks/x.html", html, tags) == []) == ok
+
+
+# ---------------------------------------------------------------- issue 37: what a reader trusts at a glance
+
+PROVENANCE = re.compile(r"Built (\d{4})-\d\d-\d\d \d\d:\d\d UTC from commit ([0-9a-f]{7,}(\+dirty)?|unknown \(no git\)), "
+                        r"(quick|full|quick\+full) mode; resgd [^,]+, torch [^,]+, numpy [^,]+, jupyter-book [^.]+")
+
+
+def provenance_problems(page: str, html: str) -> list[str]:
+    """The footer's build line (resgd.publish.sphinx_ext) and a © year that is the build's."""
+    found = soup(html).select_one(".resgd-provenance")
+    match = PROVENANCE.search(" ".join(found.get_text().split())) if found else None
+    if not match:
+        return [f"{page}: no provenance line (commit, date, mode, versions) in the footer"]
+    copyright_ = soup(html).select_one(".copyright")
+    if copyright_ is None or f"© Copyright {match.group(1)}" not in " ".join(copyright_.get_text().split()):
+        return [f"{page}: the © year is not the build's year {match.group(1)}"]
+    return []
+
+
+def alt_text_problems(page: str, html: str) -> list[str]:
+    """Article images whose alt text is missing, only a file path, or raw TeX."""
+    bad = []
+    for img in content(soup(html)).find_all("img"):
+        alt = (img.get("alt") or "").strip()
+        if not alt or alt == img.get("src") or re.fullmatch(r"\S*[/.]\S*\.(png|svg|jpe?g)", alt) or "\\" in alt:
+            bad.append(f"{page}: image {img.get('src')} has alt text {alt!r}")
+    return bad
+
+
+@pytest.mark.site
+def test_every_page_says_which_build_made_it():
+    require_site()
+    problems = [p for page in toc_pages() for p in provenance_problems(page, read(page))]
+    assert not problems, report(problems)
+
+
+@pytest.mark.site
+def test_execution_report_page_lists_every_notebook():
+    require_site()
+    page = reader_text(soup(read("book/execution.html")))
+    notebooks = [d for d in toc_docs(ROOT / "_toc.yml") if d.startswith("notebooks/")]
+    assert "Execution report" in page
+    assert all(n in page for n in notebooks), page[:2000]
+
+
+@pytest.mark.site
+def test_every_page_links_the_books_stylesheet():
+    require_site()
+    assert exists("_static/resgd.css")
+    missing = [page for page in toc_pages() if "_static/resgd.css" not in read(page)]
+    assert not missing, f"pages without _static/resgd.css: {missing}"
+
+
+@pytest.mark.site
+def test_figures_have_alt_text_not_paths():
+    require_site()
+    problems = [p for page in toc_pages() for p in alt_text_problems(page, read(page))]
+    assert not problems, report(problems)
+
+
+FOOTER = ('<footer><p class="copyright">© Copyright {year}, The authors.</p><div class="extra_footer">'
+          '<p class="resgd-provenance">Built 2026-03-01 10:00 UTC from commit <code>abc1234</code>, '
+          '<a href="execution.html">quick</a> mode; resgd 0.2.0, torch 2.5.0, numpy 2.1.0, jupyter-book 1.0.4.</p></div></footer>')
+
+
+def test_checker_provenance():
+    assert provenance_problems("p.html", FOOTER.format(year=2026)) == []
+    assert "© year" in provenance_problems("p.html", FOOTER.format(year=2025))[0]
+    assert "no provenance" in provenance_problems("p.html", "<footer></footer>")[0]
+
+
+def test_checker_alt_text():
+    good = '<main><img src="../_images/a.png" alt="Loss against iteration, with and without residual."></main>'
+    assert alt_text_problems("p.html", good) == []
+    for alt in ('alt="../_images/a.png"', 'alt=""', "", 'alt="_build/jupyter_execute/x.png"', 'alt="rate \\sigma"'):
+        assert alt_text_problems("p.html", f'<main><img src="../_images/a.png" {alt}></main>'), alt
+
+
+def tex_in_titles(index_js: str) -> list[str]:
+    """Page titles in Sphinx's search index (``"titles":[...]``) that hold TeX or dollar signs."""
+    import json
+
+    match = re.search(r'"titles"\s*:\s*(\[.*?\])\s*[,}]', index_js)
+    titles = json.loads(match.group(1)) if match else []
+    return [t for t in titles if "$" in t or re.search(r"\\[a-zA-Z()\[\]]", t)]
+
+
+def test_every_source_page_title_is_plain_text():
+    """Search results and the browser tab show a page's H1 as text: no TeX in it (σ_min, not $\\sigma_{\\min}$)."""
+    bad = []
+    for doc in toc_docs(ROOT / "_toc.yml"):
+        source = ROOT / f"{doc}.md"
+        if source.is_file():
+            title = re.search(r"(?m)^# (.+)$", source.read_text(encoding="utf8")).group(1)
+            if "$" in title or "\\" in title:
+                bad.append(f"{doc}: {title}")
+    assert not bad, bad
+
+
+@pytest.mark.site
+def test_search_index_titles_are_plain_text():
+    require_site()
+    bad = tex_in_titles(read("searchindex.js"))
+    assert not bad, bad
+
+
+def test_checker_tex_in_titles():
+    index = 'Search.setIndex({"docnames":["a"],"titles":["Theorem 1: the rate set by \\\\(\\\\sigma_{\\\\min}(Z)\\\\)","Setup"],"x":1})'
+    assert tex_in_titles(index) == ["Theorem 1: the rate set by \\(\\sigma_{\\min}(Z)\\)"]
+    assert tex_in_titles(index.replace("\\\\(\\\\sigma_{\\\\min}(Z)\\\\)", "σ_min(Z)")) == []

@@ -17,7 +17,8 @@ time (default 1; ``make book`` uses 2, see :func:`build`):
    agreement, and a failed or timed-out run leaves nothing there for ``make html`` to render;
 3. each notebook runs in its own process group with a wall-clock timeout.
 
-Per-notebook wall times are printed and ``_build/execution_report.json`` is written atomically.
+Per-notebook wall times are printed and ``_build/execution_report.json`` is written atomically,
+then rendered as the book's page ``book/execution.md`` (:mod:`resgd.publish.sphinx_ext`).
 An execution error exits non-zero and names the notebook and the cell.
 
 The quick/full setting comes from one place: ``--mode`` if given, else the environment
@@ -440,6 +441,9 @@ def build(
                 for proc in list(_LIVE):
                     kill_tree(proc)
             raise
+    from .sphinx_ext import write_execution_page
+
+    write_execution_page(root)  # the report's page in the book (Sphinx rewrites it from the same JSON)
     log(f"book_build: {time.perf_counter() - start:.1f} s in all; report {REPORT}")
     return [done[n] for n in names if n in done]
 

@@ -7,16 +7,21 @@
 then prints that page with Debian's headless Chromium (:mod:`resgd.publish.browser`, the browser tests'
 Chromium): served from a local port, every image loaded and MathJax finished typesetting, then
 DevTools ``Page.printToPDF``. Jupyter Book's own ``pdfhtml`` builder would need pyppeteer, which
-downloads a Chromium build of its own. The PDF is written atomically to ``_build/pdf/`` and
-copied into the site (``_build/html/``), whose intro page links to it.
+downloads a Chromium build of its own. Chromium numbers the pages (its print footer) but writes no
+bookmarks: :func:`add_outline` adds them, one per chapter (h1) and section (h2), each found on the
+first page at or after its predecessor's whose text holds the heading (pypdf). The PDF is written
+atomically to ``_build/pdf/`` and copied into the site (``_build/html/``), whose intro page links to it.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import io
+import re
 import sys
 import time
+import unicodedata
 from pathlib import Path
 from typing import Sequence
 
@@ -72,6 +77,72 @@ return {
 """
 
 
+# The page's h1/h2 in document order: the outline's titles (mathematics as its plain text) and the
+# text before any mathematics, which is how the heading is found in the PDF's extracted text.
+HEADINGS = """
+const main = document.querySelector('article.bd-article, main, [role=main]') || document.body;
+return Array.from(main.querySelectorAll('h1, h2')).map(h => {
+  const copy = h.cloneNode(true);
+  copy.querySelectorAll('.headerlink').forEach(n => n.remove());
+  const bare = copy.cloneNode(true);
+  copy.querySelectorAll('mjx-container').forEach(n => {
+    const mml = n.querySelector('mjx-assistive-mml');
+    n.replaceWith(document.createTextNode(mml ? mml.textContent : ''));
+  });
+  let key = '';
+  for (const node of Array.from(bare.childNodes)) {
+    if (node.nodeType === 1 && (node.matches('mjx-container, .math') || node.querySelector('mjx-container, .math'))) break;
+    key += node.textContent;
+  }
+  return {level: Number(h.tagName[1]), title: copy.textContent.replace(/\\s+/g, ' ').trim(), key: key.trim()};
+}).filter(h => h.title);
+"""
+
+
+def squash(text: str) -> str:
+    """Text as compared with the PDF's: no spacing, case, ligatures or typographic apostrophes."""
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text).replace("\u2019", "'")).lower()
+
+
+def locate(headings: Sequence[dict], pages: Sequence[str]) -> list[int | None]:
+    """The page index of each heading: the first page, at or after the previous heading's, whose
+    text holds the heading's key (its first 40 characters; the title when the key is too short to
+    tell); None when not found (it then gets no bookmark, the next search starts where it was)."""
+    flat = [squash(p) for p in pages]
+    out, at = [], 0
+    for h in headings:
+        key = squash(h.get("key") or "")
+        key = (key if len(key) >= 4 else squash(h["title"]))[:40]
+        found = next((i for i in range(at, len(flat)) if key and key in flat[i]), None)
+        out.append(found)
+        at = found if found is not None else at
+    return out
+
+
+def add_outline(pdf: bytes, headings: Sequence[dict]) -> tuple[bytes, int]:
+    """``pdf`` with bookmarks for ``headings`` (h2 under the h1 before it), opened with the
+    bookmarks pane showing; returns the new PDF and the number of bookmarks."""
+    from pypdf import PdfReader, PdfWriter
+
+    reader = PdfReader(io.BytesIO(pdf))
+    pages = locate(headings, [page.extract_text() or "" for page in reader.pages])
+    writer = PdfWriter(clone_from=reader)
+    parents: dict[int, object] = {}
+    count = 0
+    for h, page in zip(headings, pages):
+        if page is None:
+            continue
+        parent = next((parents[lv] for lv in range(h["level"] - 1, 0, -1) if lv in parents), None)
+        parents[h["level"]] = writer.add_outline_item(title=h["title"], page_number=page, parent=parent)
+        for deeper in [lv for lv in parents if lv > h["level"]]:
+            del parents[deeper]
+        count += 1
+    writer.page_mode = "/UseOutlines"
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue(), count
+
+
 class BookPdfError(RuntimeError):
     """The single-page book is missing or did not render completely."""
 
@@ -111,7 +182,11 @@ def print_pdf(page: Path, out: Path, log=print) -> dict:
             problems.append(f"raw TeX {state['rawTex']} left in the text")
         if problems:
             raise BookPdfError(f"{page}: " + "; ".join(problems))
+        headings = driver.execute_script(HEADINGS)
         pdf = base64.b64decode(driver.execute_cdp_cmd("Page.printToPDF", PRINT_OPTIONS)["data"])
+    pdf, marks = add_outline(pdf, headings)
+    log(f"book_pdf: {marks} of {len(headings)} headings bookmarked")
+    state["bookmarks"] = marks
     write_bytes(out, pdf)
     return state
 

@@ -1,0 +1,136 @@
+"""The robustness map as an explorable page widget: click a cell, see the seeds behind its verdict.
+
+The phase diagrams (:mod:`.robustness`) show each cell's median and ✓/✗/?; a reader cannot see the
+seeds that decided it. :func:`explorer_html` turns the data of
+:func:`resgd.robustness.explorer.explorer_data` (per cell: the per-seed values the verdict was
+computed from, the interval, the threshold, each seed's Φ(t)/Φ(0) at the map's horizons) into one
+self-contained HTML fragment: inline SVG and vanilla JavaScript, no CDN, works offline, hidden in
+print (where the static figure stands in). In a notebook::
+
+    from IPython.display import HTML
+    from resgd.plots.robustness_explorer import explorer_html
+    from resgd.robustness.explorer import explorer_data
+    HTML(explorer_html(explorer_data(results)))
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import uuid
+
+STYLE = """
+.resgd-explorer { font-size: 0.9em; margin: 1em 0; }
+.resgd-explorer .rx-controls label { margin-right: 1em; }
+.resgd-explorer .rx-panels { display: flex; flex-wrap: wrap; gap: 1em; }
+.resgd-explorer .rx-cell { cursor: pointer; }
+.resgd-explorer .rx-cell:focus rect, .resgd-explorer .rx-cell.rx-chosen rect { stroke: #000; stroke-width: 3; }
+.resgd-explorer table { border-collapse: collapse; margin: 0.5em 0; }
+.resgd-explorer td, .resgd-explorer th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
+@media print { .resgd-explorer { display: none !important; } }
+"""
+
+SCRIPT = r"""
+(function () {
+  const root = document.getElementById(ROOT_ID);
+  const data = JSON.parse(document.getElementById(ROOT_ID + '-data').textContent);
+  const NS = 'http://www.w3.org/2000/svg';
+  const colour = {holds: '#2a9d8f', fails: '#e76f51', undecided: '#cccccc'};
+  const fmt = v => v === null || v === undefined ? '–' : v === 'inf' ? '∞' : v === '-inf' ? '−∞'
+      : (typeof v === 'number' ? Number(v.toPrecision(3)).toString() : String(v));
+  const el = (tag, attrs, text) => { const n = document.createElementNS(NS, tag);
+      for (const k in attrs) n.setAttribute(k, attrs[k]); if (text !== undefined) n.textContent = text; return n; };
+  const pick = root.querySelector('.rx-protocol'), claim = root.querySelector('.rx-claim');
+  data.protocols.forEach(p => pick.add(new Option(p, p)));
+  data.claims.forEach(c => claim.add(new Option(data.claim_text[c], c)));
+  const panels = root.querySelector('.rx-panels'), detail = root.querySelector('.rx-detail');
+  function curves(cell) {
+    const size = [380, 150], pad = 30, all = [];
+    for (const s in cell.curves) for (const arm in cell.curves[s])
+      cell.curves[s][arm].forEach(p => { if (typeof p[1] === 'number' && p[1] > 0) all.push(p); });
+    if (!all.length) return null;
+    const tmax = Math.max(...all.map(p => p[0])), ys = all.map(p => Math.log10(p[1]));
+    const ylo = Math.min(...ys), yhi = Math.max(...ys, ylo + 1e-3);
+    const X = t => pad + (size[0] - pad - 5) * t / tmax, Y = y => 5 + (size[1] - pad) * (yhi - Math.log10(y)) / (yhi - ylo);
+    const svg = el('svg', {width: size[0], height: size[1], class: 'rx-curves', role: 'img',
+        'aria-label': 'Φ(t)/Φ(0) of each seed, with residual (solid) and without (dashed), log scale'});
+    svg.appendChild(el('line', {x1: pad, y1: size[1] - pad + 5, x2: size[0] - 5, y2: size[1] - pad + 5, stroke: '#555'}));
+    svg.appendChild(el('text', {x: pad, y: size[1] - 8, 'font-size': 10},
+        `t = 0 … ${tmax}; log Φ(t)/Φ(0), L = 1: with residual solid, without dashed`));
+    for (const s in cell.curves) for (const arm in cell.curves[s]) {
+      const pts = cell.curves[s][arm].filter(p => typeof p[1] === 'number' && p[1] > 0);
+      if (pts.length < 2) continue;
+      svg.appendChild(el('polyline', {points: pts.map(p => X(p[0]) + ',' + Y(p[1])).join(' '), fill: 'none',
+          stroke: arm === 'with' ? '#1d5fa8' : '#c0392b', 'stroke-width': 1, 'stroke-dasharray': arm === 'with' ? '' : '3,2'}));
+    }
+    return svg;
+  }
+  function show(cell, g) {
+    root.querySelectorAll('.rx-chosen').forEach(n => n.classList.remove('rx-chosen'));
+    if (g) g.classList.add('rx-chosen');
+    detail.innerHTML = '';
+    const h = document.createElement('p');
+    const value = s => 'effect' in s ? s.effect : s['min over L'];
+    const agree = cell.seeds.filter(s => typeof value(s) === 'number' ? value(s) > data.threshold : value(s) === 'inf').length;
+    h.textContent = `${cell.dataset}, N = ${cell.N}, Q/K scale ${fmt(cell.qk)}, step ${fmt(cell.step)}, protocol '${cell.protocol}', T = ${data.horizon}: `
+      + `${cell.verdict} ${data.letter[cell.verdict]} — median ${fmt(cell.effect)}, interval [${fmt(cell.lo)}, ${fmt(cell.hi)}] `
+      + `(exact level ${cell.level === null ? '–' : (100 * cell.level).toFixed(1) + ' %'}; holds when the interval lies above `
+      + `${data.threshold}, fails when below); ${agree} of ${cell.seeds.length} seeds above ${data.threshold}.`;
+    h.className = 'rx-summary';
+    detail.appendChild(h);
+    const table = document.createElement('table'), head = table.insertRow();
+    ['seed', ...cell.columns].forEach(c => { const th = document.createElement('th'); th.textContent = c; head.appendChild(th); });
+    cell.seeds.forEach(s => { const r = table.insertRow(); r.className = 'rx-seed';
+      ['seed', ...cell.columns].forEach(c => { r.insertCell().textContent = fmt(s[c]); }); });
+    detail.appendChild(table);
+    const svg = curves(cell);
+    if (svg) detail.appendChild(svg);
+  }
+  function draw() {
+    panels.innerHTML = ''; detail.textContent = 'Click a cell to see its seeds.';
+    const steps = data.steps[pick.value], w = 56, h = 40, left = 50, top = 22;
+    data.panels.forEach(([dataset, N]) => {
+      const svg = el('svg', {width: Math.max(left + w * steps.length + 10, 300), height: top + h * data.qk.length + 40});
+      svg.appendChild(el('text', {x: left, y: 14, 'font-size': 12}, `${dataset}, N = ${N}`));
+      data.qk.forEach((q, i) => svg.appendChild(el('text', {x: left - 6, y: top + h * (data.qk.length - i - 0.5) + 4,
+          'text-anchor': 'end', 'font-size': 11}, fmt(q))));
+      steps.forEach((f, j) => svg.appendChild(el('text', {x: left + w * (j + 0.5), y: top + h * data.qk.length + 14,
+          'text-anchor': 'middle', 'font-size': 11}, fmt(f))));
+      svg.appendChild(el('text', {x: left, y: top + h * data.qk.length + 32, 'font-size': 10}, data.xlabel[pick.value] + '; y: Q/K scale'));
+      data.cells.filter(c => c.protocol === pick.value && c.claim === claim.value && c.dataset === dataset && c.N === N)
+        .forEach(cell => {
+          const i = data.qk.indexOf(cell.qk), j = steps.indexOf(cell.step);
+          if (i < 0 || j < 0) return;
+          const x = left + w * j, y = top + h * (data.qk.length - i - 1);
+          const g = el('g', {class: 'rx-cell', tabindex: 0, role: 'button', 'data-verdict': cell.verdict,
+              'aria-label': `${dataset} N=${N} Q/K ${fmt(cell.qk)} step ${fmt(cell.step)}: ${cell.verdict}, median ${fmt(cell.effect)}`});
+          g.appendChild(el('rect', {x: x + 1, y: y + 1, width: w - 2, height: h - 2, fill: colour[cell.verdict], stroke: '#fff'}));
+          g.appendChild(el('text', {x: x + w / 2, y: y + h / 2 - 2, 'text-anchor': 'middle', 'font-size': 13}, data.letter[cell.verdict]));
+          g.appendChild(el('text', {x: x + w / 2, y: y + h / 2 + 12, 'text-anchor': 'middle', 'font-size': 10}, fmt(cell.effect)));
+          g.addEventListener('click', () => show(cell, g));
+          g.addEventListener('keydown', e => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); show(cell, g); } });
+          svg.appendChild(g);
+        });
+      panels.appendChild(svg);
+    });
+  }
+  pick.addEventListener('change', draw); claim.addEventListener('change', draw);
+  draw();
+})();
+"""
+
+
+def explorer_html(data: dict) -> str:
+    """A self-contained HTML fragment of the explorable map (``data``:
+    :func:`resgd.robustness.explorer.explorer_data`); each call gets its own element ids, so a page
+    may hold several."""
+    uid = f"resgd-explorer-{uuid.uuid4().hex[:8]}"
+    payload = json.dumps(data, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
+    title = html.escape(f"Explore the map: the seeds behind each cell (T = {data['horizon']}, measure {data['measure']})")
+    return (f'<div class="resgd-explorer" id="{uid}">\n<style>{STYLE}</style>\n'
+            f'<p class="rx-title"><strong>{title}</strong></p>\n'
+            '<div class="rx-controls"><label>protocol <select class="rx-protocol"></select></label>'
+            '<label>claim <select class="rx-claim"></select></label></div>\n'
+            '<div class="rx-panels"></div>\n<div class="rx-detail" aria-live="polite"></div>\n'
+            f'<script type="application/json" id="{uid}-data">{payload}</script>\n'
+            f'<script>{SCRIPT.replace("ROOT_ID", json.dumps(uid))}</script>\n</div>\n')

@@ -1,0 +1,235 @@
+"""The book's own Sphinx extension (``_config.yml``: ``sphinx: extra_extensions``), so that a reader
+can trust a page at a glance:
+
+* every HTML page's footer says which build made it: git commit, date (UTC), quick/full mode (from
+  ``_build/execution_report.json``, :mod:`resgd.publish.build`) and the key packages' versions;
+* the © year is the build's year, not a year typed into ``_config.yml``;
+* ``book/execution.md`` (git-ignored) is the execution report as a page, rewritten from the JSON at
+  each build, so it cannot disagree with it (a missing report gives a page that says so);
+* a figure's image whose alt text is only its file path (myst-nb's glued figures) gets its
+  caption's text instead, which says what the figure shows.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import subprocess
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Mapping
+
+PACKAGES = ("resgd", "torch", "numpy", "jupyter-book")
+REPORT = Path("_build") / "execution_report.json"
+EXECUTION_DOC = "book/execution"
+STANDARD_COLUMNS = ("notebook", "mode", "seconds", "ok")
+
+
+def build_time(environ: Mapping[str, str] | None = None) -> datetime:
+    """Now in UTC, or ``$SOURCE_DATE_EPOCH`` (reproducible builds) when set."""
+    epoch = (os.environ if environ is None else environ).get("SOURCE_DATE_EPOCH")
+    if epoch and epoch.strip().isdigit():
+        return datetime.fromtimestamp(int(epoch), timezone.utc)
+    return datetime.now(timezone.utc)
+
+
+def git_commit(root: Path) -> str:
+    """The short commit of ``root``'s checkout, ``+dirty`` when tracked files differ from it."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20,
+                              check=True).stdout.strip()
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (no git)"
+    return commit + ("+dirty" if dirty else "")
+
+
+def read_report(root: Path) -> dict | None:
+    """The execution report as written by :func:`resgd.publish.build.write_report`, None if unreadable."""
+    try:
+        report = json.loads((root / REPORT).read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) else None
+
+
+def report_mode(report: dict | None) -> str:
+    """The mode the published notebooks ran in ("quick", "full", "quick+full" after mixed runs)."""
+    if not report:
+        return "unknown (no execution report)"
+    modes = sorted({str(r.get("mode")) for r in report.get("notebooks", []) if isinstance(r, dict) and r.get("mode")})
+    return "+".join(modes) if modes else str(report.get("mode", "unknown"))
+
+
+def versions(packages=PACKAGES) -> dict[str, str]:
+    out = {}
+    for name in packages:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def provenance(root: Path, when: datetime | None = None) -> dict[str, Any]:
+    """What made this build: commit, date (UTC), mode and package versions."""
+    when = when or build_time()
+    return dict(commit=git_commit(root), date=when.strftime("%Y-%m-%d %H:%M UTC"), year=when.year,
+                mode=report_mode(read_report(root)), versions=versions())
+
+
+def provenance_html(info: Mapping[str, Any], report_url: str | None = None) -> str:
+    """The footer line; ``report_url`` links the mode to the execution report page."""
+    mode = html.escape(str(info["mode"]))
+    if report_url:
+        mode = f'<a href="{html.escape(report_url)}">{mode}</a>'
+    packages = ", ".join(f"{html.escape(k)} {html.escape(v)}" for k, v in info["versions"].items())
+    return (f'<p class="resgd-provenance">Built {html.escape(info["date"])} from commit '
+            f'<code>{html.escape(info["commit"])}</code>, {mode} mode; {packages}.</p>')
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "✓" if value else "✗ **failed**"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    text = "" if value is None else str(value)
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def execution_markdown(report: dict | None) -> str:
+    """The execution report page: one row per notebook and a column for every key its records have
+    (``error`` goes below the table, being long)."""
+    head = ("# Execution report\n\nHow the notebooks published in this book were executed: written from "
+            "`_build/execution_report.json` (by `python -m resgd.publish.build`) when the book was built.\n\n")
+    if not report or not isinstance(report.get("notebooks"), list):
+        return head + ("**No execution report was found when this book was built**: its notebook pages were not "
+                       "executed by `python -m resgd.publish.build` in this checkout (see *Reproduce this book*).\n")
+    records = [r for r in report["notebooks"] if isinstance(r, dict)]
+    columns = list(STANDARD_COLUMNS)
+    for r in records:
+        columns += [k for k in r if k not in columns and k != "error"]
+    lines = [f"Mode: **{_cell(report.get('mode'))}**; finished {_cell(report.get('finished'))}; "
+             f"{_cell(float(report.get('total_seconds') or 0))} s in all; "
+             f"{'every notebook ran to the end' if report.get('ok') else 'at least one notebook **failed**'}.", "",
+             "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in records]
+    errors = [(r.get("notebook"), r["error"]) for r in records if r.get("error")]
+    if errors:
+        lines += ["", "## Failures", ""]
+        for name, error in errors:
+            lines += [f"`{name}`:", "", "```text", str(error), "```", ""]
+    return head + "\n".join(lines) + "\n"
+
+
+def write_execution_page(root: Path) -> Path:
+    """Write ``book/execution.md`` from the report, only when its text changes (Sphinx re-reads it then)."""
+    path = root / f"{EXECUTION_DOC}.md"
+    text = execution_markdown(read_report(root))
+    if not path.is_file() or path.read_text(encoding="utf8") != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf8")
+    return path
+
+
+GREEK = {name: chr(code) for name, code in (
+    ("alpha", 0x3B1), ("beta", 0x3B2), ("gamma", 0x3B3), ("delta", 0x3B4), ("epsilon", 0x3B5), ("eta", 0x3B7),
+    ("theta", 0x3B8), ("kappa", 0x3BA), ("lambda", 0x3BB), ("mu", 0x3BC), ("rho", 0x3C1), ("sigma", 0x3C3),
+    ("tau", 0x3C4), ("phi", 0x3C6), ("psi", 0x3C8), ("omega", 0x3C9), ("Phi", 0x3A6), ("Sigma", 0x3A3),
+    ("Theta", 0x398), ("Delta", 0x394), ("Omega", 0x3A9), ("Lambda", 0x39B))}
+TEX_SYMBOLS = {"le": "≤", "leq": "≤", "ge": "≥", "geq": "≥", "times": "×", "cdot": "·", "to": "→", "infty": "∞",
+               "approx": "≈", "ne": "≠", "neq": "≠", "pm": "±", "in": "∈", "ell": "ℓ", "min": "min", "max": "max",
+               "log": "log", "exp": "exp", "top": "ᵀ", "quad": " ", ",": " ", ";": " ", "!": ""}
+
+
+def tex_to_text(tex: str) -> str:
+    """Inline TeX as plain text for alt attributes (σ_min(Z), β = 1): a screen reader or a search
+    index reads no MathJax."""
+    import re
+
+    def command(match):
+        name = match.group(1)
+        return GREEK.get(name, TEX_SYMBOLS.get(name, name))
+    accents = {"hat": "\u0302", "bar": "\u0304", "tilde": "\u0303"}
+    text = re.sub(r"\\(hat|bar|tilde)\s*\{?\s*([A-Za-z])\s*\}?", lambda m: m.group(2) + accents[m.group(1)], tex)
+    text = re.sub(r"\\(?:mathrm|mathbf|mathcal|text|operatorname|hat|bar|tilde)\{([^{}]*)\}", r"\1", text)
+    text = re.sub(r"\\([A-Za-z]+|[,;!])", command, text)
+    text = re.sub(r"([_^])\{([^{}]*)\}", r"\1\2", text)
+    text = text.replace("\\{", "{").replace("\\}", "}").replace("{", "").replace("}", "").replace("\\", "")
+    return " ".join(text.split())
+
+
+def plain_text(node) -> str:
+    """A node's text with its mathematics as :func:`tex_to_text`."""
+    from docutils import nodes
+
+    parts = []
+    for child in node.findall(lambda n: isinstance(n, (nodes.Text, nodes.math))):
+        if isinstance(child, nodes.math):
+            parts.append(tex_to_text(child.astext()))
+        elif not any(isinstance(p, nodes.math) for p in _ancestors(child)):
+            parts.append(str(child))
+    return " ".join("".join(parts).split())
+
+
+def _ancestors(node):
+    while node.parent is not None:
+        node = node.parent
+        yield node
+
+
+def _is_path(alt: str, uri: str) -> bool:
+    alt = (alt or "").strip()
+    return not alt or alt == uri or "/" in alt and " " not in alt or alt.lower().endswith((".png", ".svg", ".jpg", ".jpeg"))
+
+
+def caption_alt_texts(doctree) -> int:
+    """Give each figure's images whose alt is empty or a file path the caption's plain text;
+    returns how many were set."""
+    from docutils import nodes
+
+    changed = 0
+    for figure in doctree.findall(nodes.figure):
+        captions = list(figure.findall(nodes.caption))
+        if not captions:
+            continue
+        text = plain_text(captions[0])
+        for image in figure.findall(nodes.image):
+            if _is_path(image.get("alt", ""), image.get("uri", "")):
+                image["alt"] = text
+                changed += 1
+    return changed
+
+
+def _config_inited(app, config) -> None:
+    root = Path(app.srcdir)
+    info = provenance(root)
+    app.env_provenance = info  # for the pages' footers
+    author = str(config.author or "").strip()
+    config.copyright = f"{info['year']}, {author}" if author else str(info["year"])
+    write_execution_page(root)
+
+
+def _page_context(app, pagename, templatename, context, doctree) -> None:
+    info = getattr(app, "env_provenance", None)
+    if info is None:
+        return
+    pathto = context.get("pathto")
+    url = pathto(EXECUTION_DOC) if pathto and EXECUTION_DOC in app.env.found_docs else None
+    footer = context.get("theme_extra_footer") or ""
+    context["theme_extra_footer"] = footer + provenance_html(info, url)
+
+
+def _doctree_resolved(app, doctree, docname) -> None:
+    caption_alt_texts(doctree)
+
+
+def setup(app):
+    app.connect("config-inited", _config_inited, priority=400)  # before sphinx-external-toc reads the TOC
+    app.connect("html-page-context", _page_context)
+    app.connect("doctree-resolved", _doctree_resolved)
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
