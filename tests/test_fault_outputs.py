@@ -224,3 +224,79 @@ def test_a_lock_of_another_host_that_is_refreshed_is_waited_for_and_held_locks_a
     assert time.time() - cache.lock_path("k").stat().st_mtime < 5
     got[0].close()
     assert cache_module.HEARTBEAT_S < cache_module.STOPPED_GIVE_UP_S / 2
+
+
+# --------------------------------------------------------------------------- stale parsed data
+
+
+def test_a_jena_file_edited_with_its_mtime_restored_is_parsed_again(tmp_path):
+    """Before: the parsed-data cache trusted size and mtime, so the old parse (and digest) stayed.
+    After: it is keyed by the file's content."""
+    from resgd.data.jena import load_jena
+    from resgd.data.jena_schema import JENA_FILE_NAME
+    from resgd.data.standin import write_standin_csv
+
+    path = tmp_path / "data" / "jena" / JENA_FILE_NAME
+    write_standin_csv(path, days=20, seed=2)
+    options = dict(n_tokens=4, n_train=8, n_test=8, data_dir=tmp_path / "data", cache_dir=tmp_path / "cache",
+                   allow_download=False, check_canonical=False)
+    first = load_jena(**options)
+    stat = path.stat()
+    lines = path.read_text().splitlines(keepends=True)
+    fields = lines[6].split(",")  # 01:00, an hour's reading
+    fields[2] = fields[2].replace(fields[2].strip()[-1], "0" if fields[2].strip()[-1] != "0" else "1")  # T (degC), same length
+    lines[6] = ",".join(fields)
+    path.write_text("".join(lines))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    second = load_jena(**options)
+    assert len(list((tmp_path / "cache" / "processed").glob("jena_hourly_*.npz"))) == 2
+    assert second.info["train_mean"] != first.info["train_mean"]
+
+
+# --------------------------------------------------------------------------- quick and full outputs kept apart
+
+
+def test_a_run_of_the_other_mode_does_not_overwrite_a_folder_s_figures(tmp_path, monkeypatch, capsys):
+    """Before: --quick overwrote full-mode figures of the same names, with no mode on them. After:
+    the folder is stamped with its mode; a run of the other mode is refused in one line, before any work."""
+    from resgd import cli
+
+    monkeypatch.delenv("RESGD_MODE", raising=False)
+    figures, drawn = tmp_path / "figures", []
+
+    def part(quick, figures_dir, *, n_jobs, scheduler):
+        drawn.append(quick)
+        Path(figures_dir, "fig.png").write_text("quick" if quick else "full")
+
+    argv = ["reproduce", "--only", "setup", "--figures-dir", str(figures)]
+    assert cli.main(argv, parts={"setup": part}) == 0
+    assert cli.main([*argv, "--quick"], parts={"setup": part}) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"error: {figures} holds full-mode outputs") and "a quick run would overwrite them" in err
+    assert "--figures-dir or $RESGD_FIGURES_DIR" in err
+    assert drawn == [False] and (figures / "fig.png").read_text() == "full"
+    assert cli.main(argv, parts={"setup": part}) == 0  # the same mode again: fine
+    assert cli.main([*argv[:-1], str(tmp_path / "quick"), "--quick"], parts={"setup": part}) == 0  # elsewhere: fine
+
+
+def test_a_book_build_in_a_read_only_checkout_is_one_line(tmp_path, monkeypatch, capsys):
+    """Before: the build raised an OSError (EROFS) traceback making figures/. After: one line, exit 1."""
+    import errno
+
+    from resgd.publish import build
+
+    shutil.copy(ROOT / "_toc.yml", tmp_path / "_toc.yml")
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns("*.ipynb"))
+    real = os.mkdir
+
+    def read_only(path, *args, **kwargs):
+        if str(path).startswith(str(tmp_path)):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", read_only)
+    assert build.main(["--root", str(tmp_path), "--only", "01", "--mode", "quick"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"book_build: error: {tmp_path / 'figures'}: Read-only file system; ")

@@ -108,7 +108,9 @@ def reproduce_command(args: argparse.Namespace, parts: Mapping[str, Part] | None
     check_environment()
     mode = settings.mode(args.mode)  # --quick, else $RESGD_MODE, else full
     quick = mode == "quick"
-    check_outputs(args.figures_dir, writes_results=any(name in WRITES_RESULTS for name in names))
+    writes_results = any(name in WRITES_RESULTS for name in names)
+    check_outputs(args.figures_dir, writes_results=writes_results)
+    claim_outputs(args.figures_dir, mode, writes_results=writes_results)
     scheduler = check_scheduler(args.scheduler)
     if "jena" in names:
         _note_jena_source()
@@ -151,6 +153,18 @@ def check_outputs(figures_dir: str | None, *, writes_results: bool) -> None:
     if writes_results:
         folders += [resolve_results_dir(), resolve_cache_dir()]
     check_writable(folders)
+
+
+def claim_outputs(figures_dir: str | None, mode: str, *, writes_results: bool) -> None:
+    """Stamp the output folders with ``mode``; refuse a folder that holds the other mode's outputs
+    (:mod:`resgd.pipeline.mode_stamp`)."""
+    from .pipeline.cache import resolve_results_dir
+    from .pipeline.mode_stamp import claim
+    from .plots.style import figures_dir as resolve_figures_dir
+
+    claim(resolve_figures_dir(figures_dir), mode, how_to_move="--figures-dir or $RESGD_FIGURES_DIR")
+    if writes_results:
+        claim(resolve_results_dir(), mode, how_to_move="--results-dir or $RESGD_RESULTS_DIR")
 
 
 def _note_jena_source() -> None:

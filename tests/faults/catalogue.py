@@ -126,6 +126,9 @@ FAULTS: tuple[Fault, ...] = (
           f"{_R}::test_a_read_only_lock_folder_is_one_line_not_a_traceback", "scripted"),
     Fault("C24", "cache", "a file where the run cache folder should be", "one line, exit 1, before any part",
           f"{_CLI}::test_an_unwritable_output_folder_stops_the_run_before_any_part", "covered"),
+    Fault("C25", "cache", "a Jena file edited with its mtime restored", "parsed again: the parsed-data cache is keyed by "
+          "the file's content (was: the old parse and digest kept)",
+          f"{_O}::test_a_jena_file_edited_with_its_mtime_restored_is_parsed_again", "fixed"),
     # ------------------------------------------------------------------ full disk, unwritable outputs
     Fault("W1", "disk", "full disk (ENOSPC) while writing a table", "one line, exit 1", f"{_CLI}::test_full_disk_while_writing_a_table", "covered"),
     Fault("W2", "disk", "full disk while writing a PDF figure", "ENOSPC named, not a zlib error",
@@ -148,6 +151,11 @@ FAULTS: tuple[Fault, ...] = (
           f"{_R}::test_a_read_only_output_folder_stops_the_run_before_any_work[figures]", "scripted"),
     Fault("W11", "disk", "the results folder read-only for real (chmod 555)", "one line naming it, exit 1, before any part",
           f"{_R}::test_a_read_only_output_folder_stops_the_run_before_any_work[results]", "scripted"),
+    Fault("W12", "disk", "a --quick run into a folder of full-mode figures", "refused in one line before any work, the "
+          "figures kept (was: overwritten with no mode on them)",
+          f"{_O}::test_a_run_of_the_other_mode_does_not_overwrite_a_folder_s_figures", "fixed"),
+    Fault("W13", "disk", "the book build in a read-only checkout (EROFS)", "one line naming the folder, exit 1 (was: a traceback)",
+          f"{_O}::test_a_book_build_in_a_read_only_checkout_is_one_line", "fixed"),
     # ------------------------------------------------------------------ SST-2
     Fault("S1", "sst2", "wrong header (a column missing or renamed)", _ONE_LINE_1, f"{_TSV}[~expected 'sentence<TAB>label']", "covered"),
     Fault("S2", "sst2", "a bad label ('positive')", _ONE_LINE_1, f"{_TSV}[~got 'positive']", "covered"),

@@ -172,6 +172,15 @@ def notebook_env(root: Path, mode: str | None, base: Mapping[str, str] | None = 
     return child_env(env)  # opt-in $RESGD_MKL_INTEL_PATH: the kernels (and their workers) preload the stub
 
 
+def claim_outputs(env: Mapping[str, str], mode: str) -> None:
+    """Stamp the notebooks' figures and results folders with ``mode`` (a build of the other mode
+    would overwrite their outputs: refused, :mod:`resgd.pipeline.mode_stamp`)."""
+    from ..pipeline.mode_stamp import claim
+
+    for name in ("RESGD_FIGURES_DIR", "RESGD_RESULTS_DIR"):
+        claim(env[name], mode, how_to_move=f"${name}" if name == "RESGD_RESULTS_DIR" else "another checkout")
+
+
 def md_to_ipynb(md: Path, ipynb: Path) -> None:
     """Convert a MyST text notebook to .ipynb (kernelspec python3 when the source has none)."""
     import jupytext
@@ -401,6 +410,7 @@ def build(
     for folder in ("figures", "results", "_build"):
         (root / folder).mkdir(exist_ok=True)
     env = notebook_env(root, mode)
+    claim_outputs(env, mode)
     log(f"book_build: mode={mode}, {len(names)} notebook(s), {jobs} at a time, timeout {timeout:g} s each")
     done: dict[str, Record] = {}
     pending = list(names)
@@ -467,6 +477,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BookBuildError, ValueError) as exc:
         print(f"book_build: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a read-only checkout (EROFS), a full disk, a mode stamp refused: not a bug
+        if exc.errno is None or exc.filename is None:
+            print(f"book_build: error: {exc}", file=sys.stderr)
+            return 1
+        print(f"book_build: error: {exc.filename}: {exc.strerror}; the build writes figures/, results/, _build/ and "
+              f"the executed notebooks inside the book root: build from a writable copy of it", file=sys.stderr)
+        return 1
     failed = [r for r in records if not r.ok]
     for rec in failed:
         print(f"book_build: {rec.notebook}.md failed: {rec.error}", file=sys.stderr)
