@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..atomic import write_text
+from ..atomic import write_bytes
 from ..validation import OutputError
 
 STAMP = ".resgd-mode"
@@ -39,4 +39,4 @@ def claim(folder: str | os.PathLike, mode: str, *, how_to_move: str) -> None:
         )
     if found is None:
         folder.mkdir(parents=True, exist_ok=True)
-        write_text(folder / STAMP, mode + "\n")
+        write_bytes(folder / STAMP, f"{mode}\n".encode())
