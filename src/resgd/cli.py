@@ -102,8 +102,13 @@ def reproduce_command(args: argparse.Namespace, parts: Mapping[str, Part] | None
     from . import settings
 
     names = list(dict.fromkeys(args.only or list(PARTS if parts is None else parts)))
-    if args.results_dir:
+    settings.check_path_option("--results-dir", args.results_dir)
+    settings.check_path_option("--figures-dir", args.figures_dir)
+    if args.results_dir is not None:
         os.environ["RESGD_RESULTS_DIR"] = str(args.results_dir)
+    if args.figures_dir is not None:
+        args.figures_dir = os.path.abspath(os.path.expanduser(args.figures_dir))
+    settings.absolute_paths()  # once, here: every later reader (and child process) sees absolute folders
     functions = study_parts() if parts is None else parts
     check_environment()
     mode = settings.mode(args.mode)  # --quick, else $RESGD_MODE, else full

@@ -158,6 +158,7 @@ def notebook_env(root: Path, mode: str | None, base: Mapping[str, str] | None = 
     ``mode=None`` leaves ``RESGD_MODE`` as ``base`` has it (a reader's session: quick unless set).
     """
     env = dict(os.environ if base is None else base)
+    settings.absolute_paths(env)  # the kernels run in notebooks/: a relative folder would point there
     if mode is not None:
         env[MODE_ENV] = mode
     env["RESGD_FIGURES_DIR"] = str(root / "figures")
