@@ -33,3 +33,12 @@ def wait_for(condition, deadline_s: float, what: str):
             return value
         time.sleep(0.2)
     raise AssertionError(f"not within {deadline_s} s: {what}")
+
+
+def allocate(megabytes: int) -> int:
+    """Holds ``megabytes`` of touched memory for a while (a worker with a smaller memory limit is ended)."""
+    block = bytearray(megabytes << 20)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    time.sleep(10)
+    return len(block)

@@ -179,7 +179,7 @@ def test_the_writing_part_works(writing_part, tmp_path):
     targets, argv = writing_part
     assert cli.main(argv, parts=targets) == 0
     assert (tmp_path / "results" / "part" / "verdicts.json").is_file()
-    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["part_figure.pdf", "part_figure.png"]
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == [".resgd-mode", "part_figure.pdf", "part_figure.png"]
 
 
 def test_results_path_that_is_a_file(writing_part, tmp_path, capsys):

@@ -224,3 +224,225 @@ def test_a_lock_of_another_host_that_is_refreshed_is_waited_for_and_held_locks_a
     assert time.time() - cache.lock_path("k").stat().st_mtime < 5
     got[0].close()
     assert cache_module.HEARTBEAT_S < cache_module.STOPPED_GIVE_UP_S / 2
+
+
+# --------------------------------------------------------------------------- stale parsed data
+
+
+def test_a_jena_file_edited_with_its_mtime_restored_is_parsed_again(tmp_path):
+    """Before: the parsed-data cache trusted size and mtime, so the old parse (and digest) stayed.
+    After: it is keyed by the file's content."""
+    from resgd.data.jena import load_jena
+    from resgd.data.jena_schema import JENA_FILE_NAME
+    from resgd.data.standin import write_standin_csv
+
+    path = tmp_path / "data" / "jena" / JENA_FILE_NAME
+    write_standin_csv(path, days=20, seed=2)
+    options = dict(n_tokens=4, n_train=8, n_test=8, data_dir=tmp_path / "data", cache_dir=tmp_path / "cache",
+                   allow_download=False, check_canonical=False)
+    first = load_jena(**options)
+    stat = path.stat()
+    lines = path.read_text().splitlines(keepends=True)
+    fields = lines[6].split(",")  # 01:00, an hour's reading
+    fields[2] = fields[2].replace(fields[2].strip()[-1], "0" if fields[2].strip()[-1] != "0" else "1")  # T (degC), same length
+    lines[6] = ",".join(fields)
+    path.write_text("".join(lines))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    second = load_jena(**options)
+    assert len(list((tmp_path / "cache" / "processed").glob("jena_hourly_*.npz"))) == 2
+    assert second.info["train_mean"] != first.info["train_mean"]
+
+
+# --------------------------------------------------------------------------- quick and full outputs kept apart
+
+
+def test_a_run_of_the_other_mode_does_not_overwrite_a_folder_s_figures(tmp_path, monkeypatch, capsys):
+    """Before: --quick overwrote full-mode figures of the same names, with no mode on them. After:
+    the folder is stamped with its mode; a run of the other mode is refused in one line, before any work."""
+    from resgd import cli
+
+    monkeypatch.delenv("RESGD_MODE", raising=False)
+    figures, drawn = tmp_path / "figures", []
+
+    def part(quick, figures_dir, *, n_jobs, scheduler):
+        drawn.append(quick)
+        Path(figures_dir, "fig.png").write_text("quick" if quick else "full")
+
+    argv = ["reproduce", "--only", "setup", "--figures-dir", str(figures)]
+    assert cli.main(argv, parts={"setup": part}) == 0
+    assert cli.main([*argv, "--quick"], parts={"setup": part}) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"error: {figures} holds full-mode outputs") and "a quick run would overwrite them" in err
+    assert "--figures-dir or $RESGD_FIGURES_DIR" in err
+    assert drawn == [False] and (figures / "fig.png").read_text() == "full"
+    assert cli.main(argv, parts={"setup": part}) == 0  # the same mode again: fine
+    assert cli.main([*argv[:-1], str(tmp_path / "quick"), "--quick"], parts={"setup": part}) == 0  # elsewhere: fine
+
+
+def test_a_book_build_in_a_read_only_checkout_is_one_line(tmp_path, monkeypatch, capsys):
+    """Before: the build raised an OSError (EROFS) traceback making figures/. After: one line, exit 1."""
+    import errno
+
+    from resgd.publish import build
+
+    shutil.copy(ROOT / "_toc.yml", tmp_path / "_toc.yml")
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns("*.ipynb"))
+    real = os.mkdir
+
+    def read_only(path, *args, **kwargs):
+        if str(path).startswith(str(tmp_path)):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", read_only)
+    assert build.main(["--root", str(tmp_path), "--only", "01", "--mode", "quick"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"book_build: error: {tmp_path / 'figures'}: Read-only file system; ")
+
+
+# --------------------------------------------------------------------------- huge and odd input files
+
+
+def _sparse(path: Path, size: int) -> Path:
+    """A file of ``size`` zero bytes that takes no disk space (no line end anywhere)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as handle:
+        handle.truncate(size)
+    return path
+
+
+def _jena_options(tmp_path: Path) -> dict:
+    return dict(n_tokens=4, n_train=8, n_test=8, data_dir=tmp_path / "data", cache_dir=tmp_path / "cache",
+                allow_download=False, check_canonical=False)
+
+
+def test_a_5_gb_jena_file_without_line_ends_is_refused_in_one_line_before_it_is_read(tmp_path):
+    """Before: read whole before any check (MemoryError after 35 s). After: one line, the header's length."""
+    from resgd.data import DataError, load_jena
+    from resgd.data.jena_schema import JENA_FILE_NAME
+
+    _sparse(tmp_path / "data" / "jena" / JENA_FILE_NAME, 5 << 30)
+    with pytest.raises(DataError) as caught:
+        load_jena(**_jena_options(tmp_path))
+    assert "\n" not in str(caught.value) and "line 1 (header) is longer than 64 KiB" in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "/dev/zero", "folder"])
+def test_a_jena_path_that_is_not_a_regular_file_is_refused_not_replaced_by_the_standin(tmp_path, kind):
+    """Before: a FIFO, /dev/zero or a folder as the Jena file sent the run to the synthetic stand-in
+    without a word. After: one line naming it."""
+    from resgd.data import DataError, load_jena
+    from resgd.data.jena_schema import JENA_FILE_NAME
+
+    path = tmp_path / "data" / "jena" / JENA_FILE_NAME
+    path.parent.mkdir(parents=True)
+    {"FIFO": os.mkfifo, "/dev/zero": lambda p: os.symlink("/dev/zero", p), "folder": os.mkdir}[kind](path)
+    with pytest.raises(DataError) as caught:
+        load_jena(**_jena_options(tmp_path))
+    what = {"FIFO": "a FIFO (named pipe)", "/dev/zero": "a character device", "folder": "a folder"}[kind]
+    assert str(caught.value) == (f"{path}: is {what}, not a regular file; expected a Jena climate CSV: "
+                                 f"put the file there or remove {path}")
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "/dev/zero"])
+def test_an_sst2_path_that_is_not_a_regular_file_is_refused_in_one_line(tmp_path, kind):
+    from resgd.data import DataError
+    from resgd.data.sst2 import locate_sst2, parse_sst2_tsv
+
+    path = tmp_path / "data" / "sst2" / "dev.tsv"
+    path.parent.mkdir(parents=True)
+    {"FIFO": os.mkfifo, "/dev/zero": lambda p: os.symlink("/dev/zero", p)}[kind](path)
+    for call in (lambda: locate_sst2(tmp_path / "data", tmp_path / "cache", allow_download=False, timeout=1),
+                 lambda: parse_sst2_tsv(path)):
+        with pytest.raises(DataError, match=r"dev\.tsv: is a (FIFO|character device).*, not a regular file") as caught:
+            call()
+        assert "\n" not in str(caught.value)
+
+
+def test_a_3_gb_sst2_file_is_refused_in_one_line_while_it_is_read(tmp_path):
+    """Before: read whole, then checksummed (MemoryError). After: refused once past the size limit."""
+    from resgd.data import DataError
+    from resgd.data.sst2 import SHA256, parse_sst2_tsv
+
+    path = _sparse(tmp_path / "train.tsv", 3 << 30)
+    with pytest.raises(DataError) as caught:
+        parse_sst2_tsv(path, expected_sha256=SHA256["train"])
+    assert "\n" not in str(caught.value) and "train.tsv: over 64 MiB (uncompressed)" in str(caught.value)
+
+
+def test_an_sst2_file_with_windows_line_ends_says_so(tmp_path):
+    """Before: 'corrupt' without a word on line ends. After: the message names the CRLF line ends."""
+    import hashlib
+
+    from resgd.data import DataError
+    from resgd.data.sst2 import parse_sst2_tsv
+
+    text = "sentence\tlabel\na fine film \t1\na dull one \t0\n"
+    path = tmp_path / "dev.tsv"
+    path.write_bytes(text.replace("\n", "\r\n").encode())
+    with pytest.raises(DataError) as caught:
+        parse_sst2_tsv(path, expected_sha256=hashlib.sha256(text.encode()).hexdigest())
+    assert "\n" not in str(caught.value) and "Windows line ends (CRLF) where the official file has LF" in str(caught.value)
+
+
+def test_a_dask_worker_over_its_memory_limit_ends_the_sweep_in_one_line(tmp_path):
+    """Before: a DaskSweepError traceback. After: a cluster error in one line, exit 1, saying what to check."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    from fault_helpers import allocate
+    from resgd.pipeline.dask_backend import DaskSweepError, execute_dask
+    from resgd.pipeline.sweep import Task
+    from resgd.user_errors import describe
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                      memory_limit="200MB") as cluster:
+            with pytest.raises(DaskSweepError) as caught:
+                list(execute_dask([Task("big", allocate, 1200)], cluster.scheduler_address, max_resubmits=0))
+    status, message = describe(caught.value)
+    assert status == 1 and "\n" not in message and "over its memory limit" in message and "--memory-limit" in message
+
+
+# --------------------------------------------------------------------------- path settings
+
+
+def test_a_relative_results_dir_reaches_the_notebooks_as_an_absolute_path(tmp_path, monkeypatch):
+    """Before: RESGD_RESULTS_DIR=results made the notebooks (run in notebooks/) look in
+    notebooks/results. After: relative folders are resolved against the working folder at startup."""
+    from resgd import cli
+    from resgd.publish.build import notebook_env
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RESGD_RESULTS_DIR", "results")
+    monkeypatch.setenv("RESGD_CACHE_DIR", "cache")
+    env = notebook_env(ROOT, "quick")
+    assert env["RESGD_RESULTS_DIR"] == str(tmp_path / "results") and env["RESGD_CACHE_DIR"] == str(tmp_path / "cache")
+    seen = []
+    part = lambda quick, figures_dir, **kw: seen.append((os.environ["RESGD_RESULTS_DIR"], figures_dir))  # noqa: E731
+    assert cli.main(["reproduce", "--only", "setup", "--figures-dir", "figs"], parts={"setup": part}) == 0
+    assert seen == [(str(tmp_path / "results"), str(tmp_path / "figs"))]
+
+
+@pytest.mark.parametrize("argv, env, expected", [
+    (["--results-dir", ""], {}, "--results-dir '': an empty path"),
+    (["--figures-dir", " "], {}, "--figures-dir '': an empty path"),
+    ([], {"RESGD_RESULTS_DIR": ""}, "$RESGD_RESULTS_DIR is set but empty"),
+    ([], {"RESGD_FIGURES_DIR": " "}, "$RESGD_FIGURES_DIR is set but empty"),
+    ([], {"RESGD_CACHE_DIR": ""}, "$RESGD_CACHE_DIR is set but empty"),
+    ([], {"RESGD_DATA_DIR": ""}, "$RESGD_DATA_DIR is set but empty"),
+])
+def test_an_empty_path_setting_is_refused_in_one_line(tmp_path, monkeypatch, capsys, argv, env, expected):
+    """Before: --results-dir "" wrote to ./results. After: one line, exit 2, nothing run or written."""
+    from resgd import cli
+
+    monkeypatch.chdir(tmp_path)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    ran = []
+    assert cli.main(["reproduce", "--only", "setup", *argv], parts={"setup": lambda *a, **k: ran.append(1)}) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {expected}") and "\n" not in err
+    assert ran == [] and list(tmp_path.iterdir()) == []

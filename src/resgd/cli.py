@@ -102,13 +102,20 @@ def reproduce_command(args: argparse.Namespace, parts: Mapping[str, Part] | None
     from . import settings
 
     names = list(dict.fromkeys(args.only or list(PARTS if parts is None else parts)))
-    if args.results_dir:
+    settings.check_path_option("--results-dir", args.results_dir)
+    settings.check_path_option("--figures-dir", args.figures_dir)
+    if args.results_dir is not None:
         os.environ["RESGD_RESULTS_DIR"] = str(args.results_dir)
+    if args.figures_dir is not None:
+        args.figures_dir = os.path.abspath(os.path.expanduser(args.figures_dir))
+    settings.absolute_paths()  # once, here: every later reader (and child process) sees absolute folders
     functions = study_parts() if parts is None else parts
     check_environment()
     mode = settings.mode(args.mode)  # --quick, else $RESGD_MODE, else full
     quick = mode == "quick"
-    check_outputs(args.figures_dir, writes_results=any(name in WRITES_RESULTS for name in names))
+    writes_results = any(name in WRITES_RESULTS for name in names)
+    check_outputs(args.figures_dir, writes_results=writes_results)
+    claim_outputs(args.figures_dir, mode)
     scheduler = check_scheduler(args.scheduler)
     if "jena" in names:
         _note_jena_source()
@@ -151,6 +158,16 @@ def check_outputs(figures_dir: str | None, *, writes_results: bool) -> None:
     if writes_results:
         folders += [resolve_results_dir(), resolve_cache_dir()]
     check_writable(folders)
+
+
+def claim_outputs(figures_dir: str | None, mode: str) -> None:
+    """Stamp the figures folder with ``mode``; refuse one that holds the other mode's figures
+    (:mod:`resgd.pipeline.mode_stamp`). The results folder needs no stamp: its tables and verdicts
+    carry the mode in their names and its cache entries are keyed by configuration."""
+    from .pipeline.mode_stamp import claim
+    from .plots.style import figures_dir as resolve_figures_dir
+
+    claim(resolve_figures_dir(figures_dir), mode, how_to_move="--figures-dir or $RESGD_FIGURES_DIR")
 
 
 def _note_jena_source() -> None:

@@ -48,6 +48,39 @@ class SettingError(ConfigError):
     """A ``RESGD_*`` variable whose value cannot be used (exit status 2, as every bad setting)."""
 
 
+PATH_VARIABLES = ("RESGD_DATA_DIR", "RESGD_CACHE_DIR", "RESGD_RESULTS_DIR", "RESGD_FIGURES_DIR")
+"""The settings that name folders: never empty, and made absolute once at startup (:func:`absolute_paths`)."""
+
+
+def _path(name: str, environ: Mapping[str, str] | None) -> Path | None:
+    """``$name`` as a path; None when unset. Set but empty is refused: it would silently mean the default."""
+    env = _env(environ)
+    if name not in env:
+        return None
+    value = env[name].strip()
+    if not value:
+        raise SettingError(f"${name} is set but empty: give it a folder, or unset it for the default ({VARIABLES[name]})")
+    return Path(value).expanduser()
+
+
+def check_path_option(option: str, value: str | os.PathLike | None) -> None:
+    """A path given on the command line (``--results-dir``...): an empty one is refused, not taken
+    as the default or the current folder."""
+    if value is not None and not str(value).strip():
+        raise SettingError(f"{option} '': an empty path; give a folder, or leave the option out for the default")
+
+
+def absolute_paths(environ: dict[str, str] | None = None) -> None:
+    """Make every relative path setting in ``environ`` (default: ``os.environ``) absolute, against the
+    current folder, once at startup: the notebooks run in ``notebooks/`` and would read it relative to
+    that (``RESGD_RESULTS_DIR=results`` became ``notebooks/results``)."""
+    env = os.environ if environ is None else environ
+    for name in PATH_VARIABLES:
+        path = _path(name, env)
+        if path is not None and not path.is_absolute():
+            env[name] = os.path.abspath(path)
+
+
 def _env(environ: Mapping[str, str] | None) -> Mapping[str, str]:
     return os.environ if environ is None else environ
 
@@ -86,10 +119,10 @@ def mode(flag: str | None = None, *, interactive: bool = False, environ: Mapping
 def data_dir(environ: Mapping[str, str] | None = None) -> Path | None:
     """``$RESGD_DATA_DIR`` as a folder that exists, or None when unset (a typo must not silently
     send Jena to its synthetic stand-in)."""
-    value = _raw("RESGD_DATA_DIR", environ)
-    if not value:
+    path = _path("RESGD_DATA_DIR", environ)
+    if path is None:
         return None
-    path = Path(value).expanduser()
+    value = _raw("RESGD_DATA_DIR", environ)
     if not path.is_dir():
         what = "is not a folder" if path.exists() else "does not exist"
         raise SettingError(
@@ -102,9 +135,9 @@ def data_dir(environ: Mapping[str, str] | None = None) -> Path | None:
 
 def download_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     """``$RESGD_CACHE_DIR``, else the per-user cache: downloaded and parsed data (not the run cache)."""
-    value = _raw("RESGD_CACHE_DIR", environ)
-    if value:
-        return Path(value).expanduser()
+    path = _path("RESGD_CACHE_DIR", environ)
+    if path is not None:
+        return path
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("resgd"))
@@ -117,12 +150,12 @@ def offline(environ: Mapping[str, str] | None = None) -> bool:
 
 def results_dir(environ: Mapping[str, str] | None = None) -> Path:
     """``$RESGD_RESULTS_DIR``, else ``./results``."""
-    return Path(_raw("RESGD_RESULTS_DIR", environ) or "results").expanduser()
+    return _path("RESGD_RESULTS_DIR", environ) or Path("results")
 
 
 def figures_dir(environ: Mapping[str, str] | None = None) -> Path:
     """``$RESGD_FIGURES_DIR``, else ``./figures``."""
-    return Path(_raw("RESGD_FIGURES_DIR", environ) or "figures").expanduser()
+    return _path("RESGD_FIGURES_DIR", environ) or Path("figures")
 
 
 def scheduler(environ: Mapping[str, str] | None = None) -> str | None:

@@ -126,6 +126,9 @@ FAULTS: tuple[Fault, ...] = (
           f"{_R}::test_a_read_only_lock_folder_is_one_line_not_a_traceback", "scripted"),
     Fault("C24", "cache", "a file where the run cache folder should be", "one line, exit 1, before any part",
           f"{_CLI}::test_an_unwritable_output_folder_stops_the_run_before_any_part", "covered"),
+    Fault("C25", "cache", "a Jena file edited with its mtime restored", "parsed again: the parsed-data cache is keyed by "
+          "the file's content (was: the old parse and digest kept)",
+          f"{_O}::test_a_jena_file_edited_with_its_mtime_restored_is_parsed_again", "fixed"),
     # ------------------------------------------------------------------ full disk, unwritable outputs
     Fault("W1", "disk", "full disk (ENOSPC) while writing a table", "one line, exit 1", f"{_CLI}::test_full_disk_while_writing_a_table", "covered"),
     Fault("W2", "disk", "full disk while writing a PDF figure", "ENOSPC named, not a zlib error",
@@ -148,6 +151,11 @@ FAULTS: tuple[Fault, ...] = (
           f"{_R}::test_a_read_only_output_folder_stops_the_run_before_any_work[figures]", "scripted"),
     Fault("W11", "disk", "the results folder read-only for real (chmod 555)", "one line naming it, exit 1, before any part",
           f"{_R}::test_a_read_only_output_folder_stops_the_run_before_any_work[results]", "scripted"),
+    Fault("W12", "disk", "a --quick run into a folder of full-mode figures", "refused in one line before any work, the "
+          "figures kept (was: overwritten with no mode on them)",
+          f"{_O}::test_a_run_of_the_other_mode_does_not_overwrite_a_folder_s_figures", "fixed"),
+    Fault("W13", "disk", "the book build in a read-only checkout (EROFS)", "one line naming the folder, exit 1 (was: a traceback)",
+          f"{_O}::test_a_book_build_in_a_read_only_checkout_is_one_line", "fixed"),
     # ------------------------------------------------------------------ SST-2
     Fault("S1", "sst2", "wrong header (a column missing or renamed)", _ONE_LINE_1, f"{_TSV}[~expected 'sentence<TAB>label']", "covered"),
     Fault("S2", "sst2", "a bad label ('positive')", _ONE_LINE_1, f"{_TSV}[~got 'positive']", "covered"),
@@ -174,6 +182,14 @@ FAULTS: tuple[Fault, ...] = (
           f"{_D}::test_a_duplicated_row_in_the_real_dev_file_fails_its_checksum", "scripted"),
     Fault("S20", "sst2", "a bad label, through python -m resgd reproduce --only sst2", "exit 1, one line with file, line and field; nothing trained",
           f"{_D}::test_a_corrupt_sst2_file_from_the_command_line_is_one_line_and_exit_1", "scripted"),
+    Fault("S21", "sst2", "a 3 GB file as train.tsv", "one line once past 64 MiB, never read whole (was: MemoryError)",
+          f"{_O}::test_a_3_gb_sst2_file_is_refused_in_one_line_while_it_is_read", "fixed"),
+    Fault("S22", "sst2", "a FIFO as dev.tsv", "one line: not a regular file (was: skipped as missing; a read blocks)",
+          f"{_O}::test_an_sst2_path_that_is_not_a_regular_file_is_refused_in_one_line[FIFO]", "fixed"),
+    Fault("S23", "sst2", "/dev/zero as dev.tsv", "one line: not a regular file",
+          f"{_O}::test_an_sst2_path_that_is_not_a_regular_file_is_refused_in_one_line[/dev/zero]", "fixed"),
+    Fault("S24", "sst2", "the official file with Windows line ends (CRLF)", "the checksum message names the CRLF line ends "
+          "(was: 'corrupt' without a word on them)", f"{_O}::test_an_sst2_file_with_windows_line_ends_says_so", "fixed"),
     # ------------------------------------------------------------------ GloVe
     Fault("G1", "glove", "a truncated GloVe table", "one line: truncated or corrupt, replace it", f"{_S}::test_corrupt_glove_file_is_reported", "covered"),
     Fault("G2", "glove", "vectors shuffled against their words", "fails the content checksum",
@@ -229,6 +245,14 @@ FAULTS: tuple[Fault, ...] = (
           f"{_CLI}::test_jena_advice_works_from_the_command_line", "covered"),
     Fault("J30", "jena", "decimal commas, through python -m resgd reproduce --only jena", "exit 1, one line; nothing trained",
           f"{_D}::test_a_corrupt_jena_file_from_the_command_line_is_one_line_and_exit_1", "bug"),
+    Fault("J31", "jena", "a 5 GB file without line ends", "one line: the header is over 64 KiB, before any read or hash "
+          "(was: MemoryError after 35 s)", f"{_O}::test_a_5_gb_jena_file_without_line_ends_is_refused_in_one_line_before_it_is_read", "fixed"),
+    Fault("J32", "jena", "a FIFO as the Jena file", "one line: not a regular file (was: the synthetic stand-in, silently)",
+          f"{_O}::test_a_jena_path_that_is_not_a_regular_file_is_refused_not_replaced_by_the_standin[FIFO]", "fixed"),
+    Fault("J33", "jena", "/dev/zero as the Jena file", "one line: not a regular file (was: the synthetic stand-in, silently)",
+          f"{_O}::test_a_jena_path_that_is_not_a_regular_file_is_refused_not_replaced_by_the_standin[/dev/zero]", "fixed"),
+    Fault("J34", "jena", "a folder as the Jena file", "one line: not a regular file (was: the synthetic stand-in, silently)",
+          f"{_O}::test_a_jena_path_that_is_not_a_regular_file_is_refused_not_replaced_by_the_standin[folder]", "fixed"),
     # ------------------------------------------------------------------ concurrent runs and locks
     Fault("R1", "concurrency", "two sweeps on one results folder at once", "each run computed once, the same results",
           f"{_P}::test_two_runs_on_one_results_folder_compute_each_run_once", "covered"),
@@ -272,6 +296,21 @@ FAULTS: tuple[Fault, ...] = (
     Fault("E12", "settings", "--jobs two", "usage error, exit 2", f"{_CLI}::test_argument_errors[argv2-expected a whole number >= 1, got 'two']", "covered"),
     Fault("E13", "settings", "an unknown part name", "usage error naming the choices, exit 2", f"{_CLI}::test_unknown_name_is_a_clear_usage_error", "covered"),
     Fault("E14", "settings", "a mistyped command", "usage error, exit 2", f"{_CLI}::test_argument_errors[argv4-invalid choice: 'reproduc']", "covered"),
+    Fault("E15", "settings", "RESGD_RESULTS_DIR=results (relative)", "resolved against the working folder at startup; the "
+          "notebooks get the absolute path (was: page 06 looked in notebooks/results)",
+          f"{_O}::test_a_relative_results_dir_reaches_the_notebooks_as_an_absolute_path", "fixed"),
+    Fault("E16", "settings", "--results-dir ''", "one line, exit 2, nothing written (was: wrote to ./results)",
+          f"{_O}::test_an_empty_path_setting_is_refused_in_one_line[~--results-dir '']", "fixed"),
+    Fault("E17", "settings", "--figures-dir ' '", "one line, exit 2, nothing written",
+          f"{_O}::test_an_empty_path_setting_is_refused_in_one_line[~--figures-dir '']", "fixed"),
+    Fault("E18", "settings", "RESGD_RESULTS_DIR set but empty", "one line, exit 2 (was: taken as unset)",
+          f"{_O}::test_an_empty_path_setting_is_refused_in_one_line[~RESGD_RESULTS_DIR is set but empty]", "fixed"),
+    Fault("E19", "settings", "RESGD_FIGURES_DIR set but empty", "one line, exit 2",
+          f"{_O}::test_an_empty_path_setting_is_refused_in_one_line[~RESGD_FIGURES_DIR is set but empty]", "fixed"),
+    Fault("E20", "settings", "RESGD_CACHE_DIR set but empty", "one line, exit 2",
+          f"{_O}::test_an_empty_path_setting_is_refused_in_one_line[~RESGD_CACHE_DIR is set but empty]", "fixed"),
+    Fault("E21", "settings", "RESGD_DATA_DIR set but empty", "one line, exit 2",
+          f"{_O}::test_an_empty_path_setting_is_refused_in_one_line[~RESGD_DATA_DIR is set but empty]", "fixed"),
     # ------------------------------------------------------------------ Dask
     Fault("K1", "dask", "a worker with other data than the client", "one line naming the worker and both digests; nothing cached",
           f"{_F}::test_a_worker_with_other_data_fails_before_training_and_nothing_is_cached", "fixed"),
@@ -300,6 +339,8 @@ FAULTS: tuple[Fault, ...] = (
           "source hashes, exit 2; nothing cached (was: trained, cached under the client's key)", f"{_OTHER_CODE}[version]", "fixed"),
     Fault("K14", "dask", "a worker running an edited step (same version)", "one line naming the worker and both source "
           "hashes, exit 2; nothing cached (was: trained, cached under the client's key)", f"{_OTHER_CODE}[source]", "fixed"),
+    Fault("K15", "dask", "a worker over its memory limit, ended by its nanny", "one line, exit 1, saying what to check "
+          "(was: a DaskSweepError traceback)", f"{_O}::test_a_dask_worker_over_its_memory_limit_ends_the_sweep_in_one_line", "fixed"),
     # ------------------------------------------------------------------ labels of the data on figures
     Fault("L1", "label", "Jena loaded with check_canonical=False, then plotted", "the figure carries the NOT-canonical banner",
           "tests/test_fault_stamp.py::test_a_jena_file_loaded_with_check_canonical_false_is_stamped_on_the_figure", "bug"),

@@ -60,31 +60,42 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_maybe_gzip(path: Path, *, what_to_do: str) -> bytes:
-    """The bytes of ``path``, decompressed if its name ends in ``.gz``.
+def read_maybe_gzip(path: Path, *, what_to_do: str, limit: int | None = None) -> bytes:
+    """The bytes of ``path``, decompressed if its name ends in ``.gz``, read in chunks.
 
-    A truncated or corrupt gzip raises :class:`DataError` naming the file and ``what_to_do``.
+    A truncated or corrupt gzip raises :class:`DataError` naming the file and ``what_to_do``; so
+    does content over ``limit`` bytes (checked while reading: a huge file is never held whole).
     """
+    chunks, total = [], 0
     try:
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rb") as handle:
-                return handle.read()
-        return path.read_bytes()
+        with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as handle:
+            for chunk in iter(lambda: handle.read(CHUNK_BYTES), b""):
+                total += len(chunk)
+                if limit is not None and total > limit:
+                    raise DataError(
+                        f"{path}: over {limit // (1 << 20)} MiB (uncompressed), far more than the file it should be; "
+                        f"refused before reading it whole. {what_to_do}"
+                    )
+                chunks.append(chunk)
     except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
         raise DataError(
             f"{path}: cannot read the file ({type(exc).__name__}: {exc}); it is truncated or "
             f"corrupt. {what_to_do}"
         ) from exc
+    return b"".join(chunks)
 
 
 def check_sha256(data: bytes, expected: str, *, path: Path | str, what_to_do: str) -> None:
-    """Raise :class:`DataError` unless ``sha256(data) == expected``."""
+    """Raise :class:`DataError` unless ``sha256(data) == expected``; Windows line ends are named
+    (an editor or a checkout that turned LF into CRLF changes the checksum, nothing else)."""
     actual = sha256_bytes(data)
     if actual != expected:
+        crlf = (" It has Windows line ends (CRLF) where the official file has LF: convert them back "
+                "(e.g. dos2unix) or use a fresh copy." if b"\r\n" in data else "")
         raise DataError(
             f"{path}: sha256 of the (uncompressed) content is {actual}, expected {expected} "
             f"({len(data):,} bytes read); the file is corrupt, truncated or not the canonical "
-            f"one. {what_to_do}"
+            f"one.{crlf} {what_to_do}"
         )
 
 

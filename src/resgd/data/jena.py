@@ -79,6 +79,7 @@ from .jena_schema import (
 from .locations import (
     DATA_DIR_ENV,
     bad_file_advice,
+    check_regular,
     downloads_allowed,
     first_existing,
     how_to_provide,
@@ -125,11 +126,27 @@ Hourly = Literal["last", "mean"]
 # --------------------------------------------------------------------------- parsing
 
 
+LINE_MAX_CHARS = 64 * 1024
+"""The longest header or first row read (the canonical lines are under 300 characters): a huge file
+without line ends is refused at once, not read whole."""
+
+
+def _check_line_lengths(path: Path) -> None:
+    """One line, not a MemoryError: a first line over :data:`LINE_MAX_CHARS` bytes is refused."""
+    with open(path, "rb") as handle:
+        first = handle.readline(LINE_MAX_CHARS + 1)
+    if len(first) > LINE_MAX_CHARS:
+        raise DataError(f"{path}: line 1 (header) is longer than {LINE_MAX_CHARS // 1024} KiB (no line end); "
+                        f"not a Jena climate CSV, expected the header {CANONICAL_HEADER}")
+
+
 def _check_header(path: Path) -> tuple[str, ...]:
     """The file's columns: the canonical 15, or the January 2009 excerpt's first 12 (no wind columns)."""
+    check_regular(path, "a Jena climate CSV")
+    _check_line_lengths(path)
     try:
         with open(path, encoding="utf-8", newline="") as handle:
-            first_line = handle.readline()
+            first_line = handle.readline(LINE_MAX_CHARS + 1)
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: line 1 (header) is not UTF-8 text ({exc}); expected {CANONICAL_HEADER}") from exc
     if not first_line.strip():
@@ -157,10 +174,13 @@ def _check_first_row(path: Path, n_columns: int = len(COLUMNS)) -> None:
     it is counted here. Later long rows are pandas' own parser error, which names their line."""
     try:
         with open(path, encoding="utf-8", newline="") as handle:
-            handle.readline()
-            second = handle.readline()
+            handle.readline(LINE_MAX_CHARS + 1)
+            second = handle.readline(LINE_MAX_CHARS + 1)
     except UnicodeDecodeError:
         return  # reported with its line by the parser
+    if len(second) > LINE_MAX_CHARS:
+        raise DataError(f"{path}: line 2 is longer than {LINE_MAX_CHARS // 1024} KiB (no line end); "
+                        f"expected rows of {len(COLUMNS)} comma-separated fields")
     fields = next(csv.reader([second]), [])
     if len(fields) > n_columns:
         raise DataError(
@@ -331,8 +351,9 @@ def locate_jena(
     any of them (:data:`PERIODS`), so they give the same numbers; the data dir's files need no download."""
     candidates = ([data_dir / JENA_RELATIVE_PATH, data_dir / EXCERPT_RELATIVE_PATH] if data_dir is not None else []) \
         + [cache_dir / JENA_RELATIVE_PATH]
-    found = first_existing(candidates)
+    found = first_existing(candidates, "a Jena climate CSV")
     if found is not None:
+        _check_line_lengths(found)  # before anything reads (or hashes) a huge file whole
         return found, candidates, ""
     if not downloads_allowed(allow_download):
         return None, candidates, "downloads are disabled (allow_download=False or RESGD_OFFLINE set)"

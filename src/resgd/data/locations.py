@@ -15,9 +15,11 @@ Three places, looked up in this order by every loader:
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from .. import settings
+from .errors import DataError
 
 DATA_DIR_ENV = "RESGD_DATA_DIR"
 CACHE_DIR_ENV = "RESGD_CACHE_DIR"
@@ -45,9 +47,34 @@ def downloads_allowed(allow_download: bool) -> bool:
     return bool(allow_download) and not settings.offline()
 
 
-def first_existing(candidates: list[Path]) -> Path | None:
-    """The first of ``candidates`` that is a file, or None."""
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def not_regular(path: Path) -> str | None:
+    """What ``path`` is when it exists but is not a regular file (links followed), else None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # missing (or a dangling link): looked for elsewhere
+    if stat.S_ISREG(mode):
+        return None
+    return next((kind for test, kind in _KINDS if test(mode)), "not a regular file")
+
+
+def check_regular(path: Path, what: str) -> None:
+    """:class:`DataError` (one line) when ``path`` exists but is not a regular file: reading a FIFO
+    blocks, ``/dev/zero`` never ends, and a folder must not send a loader to a stand-in unnoticed."""
+    kind = not_regular(path)
+    if kind is not None:
+        raise DataError(f"{path}: is {kind}, not a regular file; expected {what}: put the file there or remove {path}")
+
+
+def first_existing(candidates: list[Path], what: str = "a data file") -> Path | None:
+    """The first of ``candidates`` that is a regular file, or None; one that exists but is not a
+    regular file is a :class:`DataError` (see :func:`check_regular`)."""
     for path in candidates:
+        check_regular(path, what)
         if path.is_file():
             return path
     return None

@@ -1,8 +1,9 @@
 """A small on-disk cache of parsed arrays, so the second load of a data set is quick.
 
 Entries are ``.npz`` files under ``<cache_dir>/processed/``, named by a hash of everything
-that determines their content: the source file's path, size and modification time and the
-preprocessing parameters. They are derived data: an unreadable entry is ignored and rebuilt.
+that determines their content: the source file's content (its SHA-256, read in chunks: a file
+edited with its mtime restored is parsed again) and the preprocessing parameters. They are
+derived data: an unreadable entry is ignored and rebuilt.
 """
 
 from __future__ import annotations
@@ -19,10 +20,28 @@ import numpy as np
 from ..atomic import atomic_path
 
 
+CHUNK_BYTES = 1 << 20
+_HASHED: dict[tuple, str] = {}
+"""This process's hashes by (path, device, inode, size, mtime, ctime): only a memo of computed hashes
+(the ctime cannot be set back by hand), never a key by itself."""
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of the file's bytes, read in chunks (memory stays small whatever the size)."""
+    stat = os.stat(path)
+    memo = (str(Path(path).resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+    if memo not in _HASHED:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(CHUNK_BYTES), b""):
+                digest.update(chunk)
+        _HASHED[memo] = digest.hexdigest()
+    return _HASHED[memo]
+
+
 def file_fingerprint(path: Path) -> dict[str, Any]:
-    """Path, size and mtime: changes whenever the file is replaced or edited."""
-    stat = path.stat()
-    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    """The file's content (SHA-256 and size): changes whenever its bytes do, whatever its mtime says."""
+    return {"sha256": file_sha256(path), "size": os.stat(path).st_size}
 
 
 def entry_path(cache_dir: Path, prefix: str, key: dict[str, Any]) -> Path:

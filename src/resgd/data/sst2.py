@@ -32,7 +32,7 @@ from .dataset import SupervisedData
 from .errors import DataError, DownloadError
 from .glove import GLOVE_DIM, GloveTable, load_glove
 from .glove import verified as verified_glove
-from .locations import bad_file_advice, downloads_allowed, how_to_provide, download_cache_dir, resolve_data_dir
+from .locations import bad_file_advice, check_regular, downloads_allowed, how_to_provide, download_cache_dir, resolve_data_dir
 from .npzcache import cache_writable, entry_path, file_fingerprint, load_entry, save_entry
 
 SST2_URL = "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip"
@@ -96,6 +96,10 @@ def _decode(data: bytes, source: str) -> str:
         raise DataError(f"{source}: line {line} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
 
 
+MAX_BYTES = 64 << 20
+"""The largest SST-2 file read (the official train.tsv is under 5 MB): a huge file is refused while read."""
+
+
 def parse_sst2_tsv(
     path: str | os.PathLike, *, expected_sha256: str | None = None, fix: str | None = None
 ) -> tuple[list[str], np.ndarray]:
@@ -106,7 +110,9 @@ def parse_sst2_tsv(
     """
     path = Path(path)
     fix = fix or f"Replace {path} with a good copy."
-    data = download.read_maybe_gzip(path, what_to_do=fix)
+    if not path.is_dir():  # a folder is reported by the read itself
+        check_regular(path, "a GLUE SST-2 .tsv file")
+    data = download.read_maybe_gzip(path, what_to_do=fix, limit=MAX_BYTES)
     try:  # parsed first, so a damaged file is reported with its line and field, not only by its checksum
         parsed = parse_sst2_text(_decode(data, str(path)), str(path))
     except DataError as exc:
@@ -150,6 +156,7 @@ def locate_sst2(
     found: dict[str, Path] = {}
     for split in SPLITS:
         for path in _candidates(split, data_root, cache_root):
+            check_regular(path, f"the GLUE SST-2 {split} file")
             if path.is_file():
                 found[split] = path
                 break

@@ -33,8 +33,12 @@ MAX_RESUBMITS = 5
 log = logging.getLogger(__name__)
 
 
-class DaskSweepError(RuntimeError):
-    """A task could not be completed on the cluster (it kept losing its worker or being cancelled)."""
+from ..user_errors import ClusterError  # noqa: E402 - this module is imported only when a scheduler is used
+
+
+class DaskSweepError(ClusterError):
+    """A task could not be completed on the cluster (it kept losing its worker or being cancelled):
+    one line, as every cluster problem, not a traceback; the message says what to check."""
 
 
 CONNECTION_LOST = ("ClosedClientError", "CommClosedError", "CancelledError", "FutureCancelledError", "TimeoutError")
@@ -123,8 +127,10 @@ def execute_dask(tasks: Sequence[Any], address: Any, *, max_resubmits: int = MAX
                 attempts[task_key] += 1
                 if attempts[task_key] > max_resubmits:
                     raise DaskSweepError(
-                        f"task {task_key!r} was lost {attempts[task_key]} times (cancelled or its worker died); "
-                        f"check the cluster at {address!r}"
+                        f"task {task_key!r} was lost {attempts[task_key]} times (cancelled, or its worker died: a worker "
+                        f"over its memory limit is ended by its nanny); the {len(delivered)} of {len(tasks)} results that "
+                        f"arrived are cached and a new run resumes from them: give the workers more memory "
+                        f"(dask worker --memory-limit) or check the cluster at {address!r}"
                     )
                 log.warning("task %s lost (%s); resubmitting (attempt %d)", task_key, future.status, attempts[task_key] + 1)
                 future.release()

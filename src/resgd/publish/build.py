@@ -159,6 +159,7 @@ def notebook_env(root: Path, mode: str | None, base: Mapping[str, str] | None = 
     ``mode=None`` leaves ``RESGD_MODE`` as ``base`` has it (a reader's session: quick unless set).
     """
     env = dict(os.environ if base is None else base)
+    settings.absolute_paths(env)  # the kernels run in notebooks/: a relative folder would point there
     if mode is not None:
         env[MODE_ENV] = mode
     env["RESGD_FIGURES_DIR"] = str(root / "figures")
@@ -171,6 +172,14 @@ def notebook_env(root: Path, mode: str | None, base: Mapping[str, str] | None = 
         env["PATH"] = os.pathsep.join(p for p in (bindir, env.get("PATH", "")) if p)
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # quiets debugpy in the kernel
     return child_env(env)  # opt-in $RESGD_MKL_INTEL_PATH: the kernels (and their workers) preload the stub
+
+
+def claim_outputs(env: Mapping[str, str], mode: str) -> None:
+    """Stamp the notebooks' figures folder with ``mode`` (a build of the other mode would overwrite its
+    figures, whose names carry no mode: refused, :mod:`resgd.pipeline.mode_stamp`)."""
+    from ..pipeline.mode_stamp import claim
+
+    claim(env["RESGD_FIGURES_DIR"], mode, how_to_move="another checkout")  # results carry the mode in their names
 
 
 def md_to_ipynb(md: Path, ipynb: Path) -> None:
@@ -402,6 +411,7 @@ def build(
     for folder in ("figures", "results", "_build"):
         (root / folder).mkdir(exist_ok=True)
     env = notebook_env(root, mode)
+    claim_outputs(env, mode)
     log(f"book_build: mode={mode}, {len(names)} notebook(s), {jobs} at a time, timeout {timeout:g} s each")
     done: dict[str, Record] = {}
     pending = list(names)
@@ -471,6 +481,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BookBuildError, ValueError) as exc:
         print(f"book_build: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a read-only checkout (EROFS), a full disk, a mode stamp refused: not a bug
+        if exc.errno is None or exc.filename is None:
+            print(f"book_build: error: {exc}", file=sys.stderr)
+            return 1
+        print(f"book_build: error: {exc.filename}: {exc.strerror}; the build writes figures/, results/, _build/ and "
+              f"the executed notebooks inside the book root: build from a writable copy of it", file=sys.stderr)
+        return 1
     failed = [r for r in records if not r.ok]
     for rec in failed:
         print(f"book_build: {rec.notebook}.md failed: {rec.error}", file=sys.stderr)
