@@ -453,7 +453,7 @@ def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick
             v = Verdict.from_dict(item)
             rows.append({
                 "claim": v.claim, "name": v.name, "dataset": payload.get("dataset", dataset),
-                "data": _data_kind(payload),
+                "data": _data_kind(payload), "source": str(payload.get("source_label", "")),
                 "protocol": v.protocol, "figure": v.figure, "notebook": NOTEBOOK.get(dataset, dataset),
                 "verdict": v.outcome, "chance": _chance(v.numbers),
                 "rule": "interval" if _interval_parts(v.numbers) else "sign",

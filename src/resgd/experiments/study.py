@@ -435,6 +435,23 @@ def twins_table(results: ExperimentResults) -> pd.DataFrame:
             .reset_index())
 
 
+def step_table(results: ExperimentResults) -> pd.DataFrame:
+    """Every configuration's step: the smallest and largest μ over its seeds (equal under ``common``),
+    one row per configuration that was run (no empty cells)."""
+    keys = ["experiment", "protocol", "twin_init", "n_layers", "beta", "beta_ffn"]
+    return (results.lr.groupby(keys, sort=True)["lr"].agg(seeds="size", mu_min="min", mu_max="max").reset_index())
+
+
+def replay_table(results: ExperimentResults) -> pd.DataFrame:
+    """Each verdict on the primary speed (``rate``) beside the same rule on the earlier one
+    (``rate_half``, the half-run slope), on the same runs: where the measure matters."""
+    primary = {(v.name, v.protocol): v.outcome for v in results.verdicts("rate")}
+    replay = {(v.name, v.protocol): v.outcome for v in results.verdicts("rate_half")}
+    rows = [{"claim": name, "protocol": protocol, "rate (deciding)": outcome, "rate_half (replayed)": replay.get((name, protocol), "—"),
+             "changed": replay.get((name, protocol)) != outcome} for (name, protocol), outcome in primary.items()]
+    return pd.DataFrame(rows)
+
+
 def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[str, Any]:
     """Every number the data set's page glues, under keys without the data-set prefix (the page
     glues ``<dataset>-<key>``): settings, step sizes, and per protocol (:data:`SLUGS`) each
@@ -464,6 +481,11 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
             out[f"{slug}-b-rho"] = float(v.numbers["spearman"])
         if key == "f":
             out[f"{slug}-f-carried"] = v.numbers["carried_by"]
+        if key == "c":
+            out[f"{slug}-c-positive"] = f"{v.numbers['positive']} of {v.numbers['seeds']}"
+            out[f"{slug}-c-threshold"] = "—" if v.numbers["threshold"] is None else int(v.numbers["threshold"])
+    replay = replay_table(results)
+    out["replay-changed"], out["replay-K"] = int(replay["changed"].sum()), int(len(replay))
     twins = twins_table(results)
     for _, row in twins.iterrows():
         model = {"residual": "res", **{name: slug for slug, name in zip(("twin", "living", "dead"), TWIN_NAMES.values())}}[row["model"]]

@@ -393,6 +393,9 @@ def build(
     """
     if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
         raise BookBuildError(f"--jobs: expected an integer >= 1, got {jobs!r}")
+    from .pages import write_pages
+
+    write_pages(root)  # 04_jena.md and 05_sst2.md from their one template
     toc = toc_notebooks(root / "_toc.yml")
     names = select(toc, only)
     needs = {}

@@ -7,17 +7,17 @@ starting loss, so "faster" is a speed; ``loss`` = Φ(T), secondary):
 * (a) ``residual_helps`` — log(m without / m with residual) at L = 1, paired by seed;
 * (b) ``beta_monotone`` — minus Spearman(β, m) over the five β at L = 1, per seed;
 * (c) ``depth_residual_helps`` — the (a) statistic at each L = 2, 6, 10 (the claim is "at every
-  depth"), against the grid's first twin (the living one); ``depth_residual_helps_second`` the same
+  depth"), against the grid's first twin (the matched one); ``depth_residual_helps_second`` the same
   against the second twin (the dead-by-init one) where the grid has both.
 
 Interval: the order-statistic interval for the median of the per-seed values
 (:func:`resgd.core.stats.median_interval`; exact level ``level``: 93.0 % with 8 seeds, 96.1 % with
 12, measured on simulated data in ``tests/test_median_interval.py``). Verdict: **holds** when the
 interval lies above 0, **fails** when below, **undecided** otherwise. Under no effect a cell
-"holds" by chance with probability at most (1 − level)/2 (:func:`chance_verdicts`). For (c) the
-reported interval is [min over L of lo_L, min over L of hi_L]: it holds only when every depth
-holds (an intersection-union test, no larger error), and fails when any depth fails (a union of
-three tests: up to three times the chance rate). A diverged run's measure is +∞ (log ratios capped
+"holds" by chance with probability at most (1 − level)/2 (:func:`chance_verdicts`). For (c), which
+treats L = 2, 6, 10 alike, the reported interval is [min over L of lo_L, max over L of hi_L]: it
+holds only when every depth holds and fails only when every depth fails (intersection-union tests,
+no larger error than one depth's in either direction). A diverged run's measure is +∞ (log ratios capped
 at ±``LOG_CAP``); a seed whose arms both diverged is left out.
 """
 
@@ -60,9 +60,9 @@ def verdict(lo: float, hi: float) -> str:
 
 def chance_verdicts(K: int, level: float, claim: str = "residual_helps") -> dict[str, float]:
     """Expected number of cells, of ``K``, that hold (and that fail) by chance alone if the claim
-    had no effect in any cell: K·(1 − level)/2 each; (c)'s "fails" up to three times that."""
+    had no effect in any cell: at most K·(1 − level)/2 each ((c) needs every depth to agree)."""
     one_side = K * (1.0 - level) / 2.0
-    return {"holds": one_side, "fails": one_side * (3 if claim == "depth_residual_helps" else 1)}
+    return {"holds": one_side, "fails": one_side}
 
 
 def _pairs(rows: pd.DataFrame, column: str, L: int, twin: str) -> np.ndarray:
@@ -110,9 +110,11 @@ def cell_effects(rows: pd.DataFrame, grid: MapGrid, horizon: int, measure: str) 
     for claim, init in zip(DEPTH_CLAIMS, grid.twins):
         depths = pd.DataFrame([_summary(_pairs(rows, column, L, init), grid) for L in grid.depths])
         deep = rows[(rows["n_layers"] > 1) & ((rows["beta"] == 1.0) | (rows["init"] == init))]
-        # a depth without an interval leaves (c) without one (NaN propagates through min())
-        out.append(dict(claim=claim, **{k: float(depths[k].min(skipna=False)) for k in ("effect", "lo", "hi", "level")},
-                        seeds=int(depths["seeds"].min()), **_outcomes(deep)))
+        # L = 2, 6, 10 alike: holds when every depth's interval lies above 0, fails when every one lies
+        # below ([min lo, max hi]); a depth without an interval leaves (c) without one (NaN propagates)
+        out.append(dict(claim=claim, effect=float(depths["effect"].median(skipna=False)),
+                        lo=float(depths["lo"].min(skipna=False)), hi=float(depths["hi"].max(skipna=False)),
+                        level=float(depths["level"].min(skipna=False)), seeds=int(depths["seeds"].min()), **_outcomes(deep)))
     for item in out:
         item["verdict"] = verdict(item["lo"], item["hi"])
         item["measure"] = measure

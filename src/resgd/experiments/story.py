@@ -1,0 +1,53 @@
+"""The book's findings in plain sentences, each built from the verdicts it states (never typed by hand).
+
+Why: a reader of the landing page wants the conclusion before the table; a sentence typed by hand
+goes stale when a rerun changes a verdict. Each sentence here is a function of the verdicts table of
+:func:`resgd.experiments.claims.load_verdicts` and names the protocol it speaks of.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+NAMES = {"jena": "Jena", "sst2": "SST-2"}
+THEORY = "theory c=0.5"
+
+
+def _outcomes(verdicts: pd.DataFrame, name: str, protocol: str) -> dict[str, str]:
+    rows = verdicts[(verdicts["name"] == name) & (verdicts["protocol"] == protocol)]
+    return dict(zip(rows["dataset"], rows["verdict"]))
+
+
+def _per_dataset(outcomes: dict[str, str], holds: str, fails: str, undecided: str) -> str:
+    """One clause for all data sets when they agree, else one per data set."""
+    words = {"holds": holds, "fails": fails, "undecided": undecided}
+    present = [d for d in NAMES if d in outcomes]
+    if present and len({outcomes[d] for d in present}) == 1:
+        both = "either data set" if outcomes[present[0]] == "undecided" else "both data sets"
+        return f"{words[outcomes[present[0]]]} on {both if len(present) > 1 else NAMES[present[0]]}"
+    return "; ".join(f"{words[outcomes[d]]} on {NAMES[d]}" for d in present)
+
+
+def sentences(verdicts: pd.DataFrame) -> list[str]:
+    """Five sentences: claims (a), (b), (c) and the factorial under the theorem's step, then ``common``."""
+    out = [
+        "Under the theorem's own step (μ = c/L̂ at each run's initial weights), a single-layer model with "
+        "the residual connection is " + _per_dataset(_outcomes(verdicts, "residual_helps", THEORY),
+                                                    "faster than without it", "slower than without it",
+                                                    "not decidedly faster or slower than without it") + ".",
+        "Under the same step, a larger residual weight β " + _per_dataset(
+            _outcomes(verdicts, "beta_monotone", THEORY), "trains faster", "trains slower",
+            "is not decidedly faster or slower") + ".",
+        "With 2, 6 and 10 layers, models with residual connections against their matched twins without: "
+        + _per_dataset(_outcomes(verdicts, "depth_residual_helps", THEORY), "faster", "slower", "undecided") + ".",
+    ]
+    rows = verdicts[(verdicts["name"] == "factorial") & (verdicts["protocol"] == THEORY)]
+    if len(rows):
+        out.append("Which skip carries the effect at one layer: " + "; ".join(
+            f"on {NAMES.get(r.dataset, r.dataset)}, {r.skips}" for r in rows.itertuples()) + " (Holm-corrected).")
+    common_b = _outcomes(verdicts, "beta_monotone", "common")
+    common_c = _outcomes(verdicts, "depth_residual_helps", "common")
+    out.append("With one step for every model of a comparison (common), a larger β "
+               + _per_dataset(common_b, "trains faster", "trains slower", "is not decidedly faster") + ", and residual "
+               "models at depth are " + _per_dataset(common_c, "faster", "slower", "not decidedly faster") + ".")
+    return out
