@@ -19,7 +19,7 @@ import resgd.data.download as download_module
 import resgd.data.jena as jena_module
 from resgd.data import DataError, DownloadError, load_jena, parse_jena_csv, standin_frame
 from resgd.data.jena import clean_wind, to_hourly
-from resgd.data.jena_schema import CANONICAL_HEADER, FEATURE_NAMES, JENA_FILE_NAME, JENA_URL
+from resgd.data.jena_schema import CANONICAL_HEADER, FEATURE_NAMES, JENA_FILE_NAME, JENA_URL, NONWIND_NAMES
 
 from shared_data import serve
 from shared_data import shared_data_dir as find_shared_data
@@ -309,10 +309,10 @@ def covered_hours(starts: np.ndarray, n_tokens: int) -> set:
 
 def test_window_shapes_and_dtype(small_real):
     ds = load_small(small_real, n_tokens=6, n_train=40, n_test=20, dtype=torch.float32)
-    assert ds.X_train.shape == (40, 6, 14) and ds.Y_train.shape == (40, 6, 1)
-    assert ds.X_test.shape == (20, 6, 14) and ds.Y_test.shape == (20, 6, 1)
+    assert ds.X_train.shape == (40, 6, 11) and ds.Y_train.shape == (40, 6, 1)  # the 11 non-wind variables
+    assert ds.X_test.shape == (20, 6, 11) and ds.Y_test.shape == (20, 6, 1)
     assert ds.X_train.dtype == torch.float32 and ds.mask_train is None and not ds.is_standin
-    assert ds.describe()["X_train"] == [40, 6, 14] and ds.feature_names == FEATURE_NAMES
+    assert ds.describe()["X_train"] == [40, 6, 11] and ds.feature_names == NONWIND_NAMES
 
 
 def test_splits_share_no_hour_and_keep_the_gap(small_real):
@@ -326,7 +326,7 @@ def test_splits_share_no_hour_and_keep_the_gap(small_real):
 def test_targets_are_the_following_hours_temperature(small_real):
     n = 5
     ds = load_small(small_real, n_tokens=n, n_train=None, n_test=None)
-    t = FEATURE_NAMES.index("T (degC)")
+    t = NONWIND_NAMES.index("T (degC)")
     assert (np.diff(ds.index_train) == np.timedelta64(1, "h")).all()
     torch.testing.assert_close(ds.X_train[n:, :, t], ds.Y_train[:-n, :, 0])
     torch.testing.assert_close(ds.X_test[n:, :, t], ds.Y_test[:-n, :, 0])
@@ -335,7 +335,7 @@ def test_targets_are_the_following_hours_temperature(small_real):
 def test_standardization_uses_training_statistics_only(small_real, tmp_path):
     n = 6
     base = load_small(small_real, n_tokens=n, n_train=None, n_test=None)
-    hours, _ = to_hourly(clean_wind(parse_jena_csv(small_real["data_dir"] / "jena" / JENA_FILE_NAME), 0.0)[0])
+    hours, _ = to_hourly(clean_wind(parse_jena_csv(small_real["data_dir"] / "jena" / JENA_FILE_NAME), 0.0)[0][list(NONWIND_NAMES)])
     train_hours = hours.loc[: pd.Timestamp(base.info["train_hours"][1])]
     np.testing.assert_allclose(list(base.info["train_mean"].values()), train_hours.mean().to_numpy())
     np.testing.assert_allclose(list(base.info["train_std"].values()), train_hours.std(ddof=0).to_numpy())

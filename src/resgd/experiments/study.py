@@ -398,6 +398,7 @@ def make_figure(results: ExperimentResults, kind: str):
 
         fig = plots.plot_decision(results.verdicts(), DECISIONS[kind], dataset=name)
         label_standin(fig, banner_text(runs))
+        plots.label_source(fig, runs)
         return fig
     if kind == "residual":
         part = runs[(runs["experiment"] == "beta") & runs["beta"].isin([0.0, 1.0])]

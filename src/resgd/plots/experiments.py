@@ -25,7 +25,16 @@ TOP_MARGIN = (0, 0, 1, 0.96)  # room above the title for the stand-in banner
 
 
 def _banner(fig: plt.Figure, table: pd.DataFrame) -> None:
+    """The stand-in's banner where it applies, and the data source under every figure."""
     label_standin(fig, banner_text(table))
+    label_source(fig, table)
+
+
+def label_source(fig: plt.Figure, table: pd.DataFrame) -> None:
+    """Which data the figure was made from, in small grey type at its foot (every experiment figure)."""
+    if len(table) and "source_label" in table:
+        labels = list(dict.fromkeys(table["source_label"].astype(str)))
+        fig.text(0.01, 0.002, "data: " + "; ".join(labels), ha="left", va="bottom", fontsize=7, color="dimgray")
 
 
 def _beta_colors(betas) -> dict[float, tuple]:
@@ -144,7 +153,7 @@ def plot_depth(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
     twins with the residual model's 1/âˆšL init (dotted; dead at initialisation at L = 6, 10),
     one panel per step-size protocol."""
     use_style()
-    fig, panels = _panels(curves, height=4.0)
+    fig, panels = _panels(curves, height=5.6)
     colors = _depth_colors(curves["n_layers"])
     styles = {("matched", 1.0): "-", ("living", 1.0): "-", ("scaled", 1.0): "-", ("matched", 0.0): "--",
               ("living", 0.0): "-.", ("scaled", 0.0): (0, (1, 1))}
@@ -153,7 +162,7 @@ def plot_depth(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
         _draw_loss(ax, sub, ["n_layers", "beta", "twin_init"], lambda k: colors[int(k["n_layers"])],
                    lambda k: styles[(k["twin_init"], float(k["beta"]))], _twin_label)
         ax.set_title(f"step: {protocol}", fontsize="small")
-        ax.legend(loc="best", fontsize="x-small", ncol=1)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize="x-small", ncol=1, frameon=False)
     return _finish(fig, curves, dataset, "depth, with and without residual")
 
 
@@ -195,7 +204,7 @@ def plot_conditioning(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
         for col, quantity in enumerate(("sigma_min_Z", "rate_ratio_Z")):
             ax = axes[row, col]
             q = sub[sub["quantity"] == quantity]
-            for (beta, L), g in q[q["twin_init"] == "living"].groupby(["beta", "n_layers"], sort=True):
+            for (beta, L), g in q[q["twin_init"] == "matched"].groupby(["beta", "n_layers"], sort=True):
                 key = {"beta": float(beta), "n_layers": int(L)}
                 g = g.sort_values("iteration")
                 ax.plot(g["iteration"], g["center"], color=color(key), ls=style(key), label=label(key))
@@ -359,8 +368,9 @@ def plot_decision(verdicts, claim: str, dataset: str = "", measure: str = "r = â
                 colors += [palette[i % len(palette)]] * len(part["differences"])
             _strip(ax, values, n, v.outcome, v.protocol, colors)
             names = ["blue", "orange", "green", "red", "purple"]
-            ax.set_title("colour: " + ", ".join(f"L = {L} ({names[i % len(names)]})" for i, L in enumerate(n["by_depth"])),
-                         fontsize="x-small")
+            if ax is axes[0, 0]:
+                ax.set_title("colour: " + ", ".join(f"L = {L} ({names[i % len(names)]})" for i, L in enumerate(n["by_depth"])),
+                             fontsize="x-small")
         elif claim == "factorial":
             a, f = n["attention"], n["ffn"]
             _strip(ax, a["values"] + f["values"], {"rule": "sign"}, v.outcome, v.protocol,
@@ -378,5 +388,5 @@ def plot_decision(verdicts, claim: str, dataset: str = "", measure: str = "r = â
     axes[-1, 0].set_xlabel(f"{DECIDED_BY.get(claim, claim)}   (speed: {measure})", fontsize="small")
     height = fig.get_figheight()
     fig.suptitle(_title(dataset, "what decides the verdict"), fontsize="medium", y=1 - 0.4 / height)
-    fig.subplots_adjust(left=0.15, right=0.6, top=1 - 0.95 / height, bottom=0.6 / height, hspace=0.7)
+    fig.subplots_adjust(left=0.15, right=0.6, top=1 - 0.95 / height, bottom=0.6 / height, hspace=0.9)
     return fig

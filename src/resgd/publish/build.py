@@ -74,6 +74,20 @@ class Record:
     seconds: float
     ok: bool
     error: str | None = None
+    engine: str = ""
+    """How the notebook's steps were computed (:func:`engine_of`): trainer kernel, MKL path, ISA, torch."""
+
+
+def engine_of(env: Mapping[str, str]) -> str:
+    """The engine path (:func:`resgd.core.engine.engine_path`) of a process started with the notebooks'
+    environment, as one line; the reason when it cannot be asked."""
+    code = ("import json; from resgd.core.engine import engine_path; p = engine_path(); "
+            "print(', '.join(f'{k}={p[k]}' for k in ('kernel', 'mkl_path', 'isa', 'torch', 'grad_backend')))")
+    try:
+        done = subprocess.run([sys.executable, "-c", code], env=dict(env), capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({exc})"
+    return done.stdout.strip().splitlines()[-1] if done.returncode == 0 and done.stdout.strip() else "unknown"
 
 
 def resolve_mode(flag: str | None = None, environ: Mapping[str, str] | None = None) -> str:
@@ -423,7 +437,11 @@ def build(
     def failed_needs(name: str) -> list[str]:
         return [n for n in needs[name] if n in done and not done[n].ok]
 
+    engine = engine_of(env)
+    log(f"book_build: engine: {engine}")
+
     def finish(rec: Record) -> None:
+        rec.engine = engine
         done[Path(rec.notebook).name] = rec
         log(f"  {rec.notebook:<32} {rec.seconds:8.1f} s  {'ok' if rec.ok else 'FAILED'}")
         merged = {**earlier, **{r.notebook: r for r in done.values()}}

@@ -1,0 +1,61 @@
+"""Every cached quantity is keyed by the data it was computed from: swapping the data under a warm
+results folder reuses no entry (the runs and their L̂ alike), and the key names code and engine too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from resgd.data import spec as data_spec
+from resgd.experiments import study as ex
+from resgd.experiments.run_config import entry_key
+from resgd.experiments.twin import matched_gains
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _forget_loaded_data():
+    for cached in (data_spec._load, data_spec.data_fingerprint, matched_gains):
+        cached.cache_clear()
+
+
+def _warm(tmp_path, cache):
+    s = ex.settings("jena", True, N=8, n=4, n_test=4, iterations=3, seeds=1, depth_N=8, depth_iterations=3)
+    lrs = {(beta, L): ex.theory_lr(s, beta, L, 0.5, seed=0, cache_dir=cache) for beta, L in ((1.0, 1), (0.0, 2))}
+    ex.run(s.config(0.0, 2, 0, lrs[(0.0, 2)], iterations=3), cache_dir=cache)
+    return lrs, {p.name for p in Path(cache).glob("*.pkl")}
+
+
+@pytest.mark.skipif(not (SHARED / "jena").is_dir(), reason="the shared data (../shared/data) is not here")
+def test_swapping_the_data_under_a_warm_results_folder_reuses_no_entry(tmp_path, monkeypatch):
+    cache = tmp_path / "results" / "cache"
+    monkeypatch.setenv("RESGD_CACHE_DIR", str(tmp_path / "downloads"))
+    monkeypatch.setenv("RESGD_OFFLINE", "1")
+    monkeypatch.delenv("RESGD_DATA_DIR", raising=False)
+    _forget_loaded_data()
+    try:
+        standin_steps, standin_entries = _warm(tmp_path, cache)  # no data folder: the stand-in
+        monkeypatch.setenv("RESGD_DATA_DIR", str(SHARED))
+        _forget_loaded_data()
+        real_steps, all_entries = _warm(tmp_path, cache)  # the real excerpt, same results folder
+    finally:
+        _forget_loaded_data()
+    assert len(standin_entries) == 3 and len(all_entries) == 6  # three new entries, none reused
+    assert all(standin_steps[k] != real_steps[k] for k in standin_steps)
+
+
+def test_the_key_names_kind_data_code_and_engine(monkeypatch):
+    s = ex.settings("toy", True)
+    config = s.config(1.0, 1, 0, 0.1)
+    run, lhat = entry_key(config), entry_key(config, "smoothness/fast/20", dtype="float64")
+    assert run != lhat and run == ex.config_key(config)
+    assert entry_key(config, fingerprint="other data") != run
+    import resgd.core.engine as engine
+    import resgd.source_hash as source_hash
+
+    monkeypatch.setattr(engine, "engine_path_digest", lambda: "another engine")
+    assert entry_key(config) != run
+    monkeypatch.undo()
+    monkeypatch.setattr(source_hash, "compute_hash", lambda: "other code")
+    assert entry_key(config) != run
