@@ -87,7 +87,7 @@ def test_without_the_compiled_path_the_python_path_runs_and_says_why(tmp_path):
             "print(n.status()); print(s._native_step(s.ModelConfig(d=4, d_qk=4, m=8), s.GDConfig(lr=0.1, iterations=1), s._Buffers(None, {})))")
     env = {**os.environ, "RESGD_NATIVE": "0"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
-    assert out.split("\n")[:2] == ["$RESGD_NATIVE=0", "None"]
+    assert out.split("\n")[:2] == ["Python path: $RESGD_NATIVE=0", "None"]
     env = {**os.environ, "CXX": str(tmp_path / "no-such-compiler"), "RESGD_CACHE_DIR": str(tmp_path)}
     env.pop("RESGD_NATIVE", None)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
@@ -99,7 +99,8 @@ def test_without_the_compiled_path_the_python_path_runs_and_says_why(tmp_path):
 def test_the_library_is_built_atomically_and_named_by_its_inputs(tmp_path):
     path = native.build(tmp_path)
     assert path == native.library_path(tmp_path) and path.is_file()
-    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no partial file left beside it
+    assert sorted(p.name for p in path.parent.iterdir()) == [native.record_path(path).name, path.name]  # no partial file
+    assert native.verify(path) is None
     assert native.build(tmp_path) == path  # built once
     assert path.name.startswith("libresgd_stacked_step-") and len(path.stem.split("-")[1]) == 16
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from .. import __version__, mkl_path, settings
-from . import native
+from . import native, stacked  # noqa: F401 - stacked registers the compiled step's self-test
 
 FIELDS = ("engine", "kernel", "mkl_path", "isa", "torch", "grad_backend")
 

@@ -65,8 +65,8 @@ import pandas as pd
 import torch
 
 from .conditioning import gram_singular_values
-from .model import ModelConfig, Params, _activation, fold_logits, weight_shapes
-from .native import step_class as native_step_class
+from . import native as _native
+from .model import ModelConfig, Params, _activation, fold_logits, init_params, weight_shapes
 from .train import ROW_FIELDS, DivergenceError, GDConfig, history_frame, output_shape, train_gd
 from ..validation import ConfigError, check_inputs
 
@@ -396,14 +396,65 @@ def _native_step(cfg: ModelConfig, gd: GDConfig, buf: _Buffers):
     """The compiled evaluation for this stack shape (kept with its buffers), or None where the
     Python path runs: no compiler, ``$RESGD_NATIVE=0``, :func:`resgd.core.native.python_path`, or
     an activation other than ReLU."""
-    step = native_step_class()
+    step = _native.step_class()
     if step is None or cfg.activation != "relu":
         return None
     key = ("native", gd.reduction)  # the store's key holds the model's shape, not the GD settings
     if key not in buf.store:
-        buf.store[key] = step(cfg.n_layers, cfg.d_qk, cfg.m, fold_logits(cfg.d, cfg.d_qk), cfg.pooling == "mean",
-                              gd.reduction == "mean", float(cfg.logit_divisor))
+        buf.store[key] = _make_native(step, cfg, gd)
     return buf.store[key]
+
+
+def _make_native(step_class, cfg: ModelConfig, gd: GDConfig):
+    return step_class(cfg.n_layers, cfg.d_qk, cfg.m, fold_logits(cfg.d, cfg.d_qk), cfg.pooling == "mean",
+                      gd.reduction == "mean", float(cfg.logit_divisor))
+
+
+def _evaluate(native, weights, cfg: ModelConfig, gd: GDConfig, beta, beta_ffn, X_runs, mask, Y, n_weights: int,
+              record: bool, buf: _Buffers):
+    """One step's (loss, flat gradients, their norms, the first layer's Z) of every run: compiled
+    (``native``) or by the Python path (``native`` None), the same numbers."""
+    if native is not None:  # the same arithmetic from C++ (resgd.core.native)
+        return native.evaluate(weights, beta, beta_ffn, X_runs, mask, Y, n_weights)
+    saved: list[_Saved] = []
+    Y_hat, Z0, H = _forward(weights, cfg, beta, beta_ffn, X_runs, mask, record, saved, buf)
+    loss, dY = _loss_and_output_grad(Y_hat, Y, mask, gd.reduction)
+    grads = _backward(saved, weights, cfg, beta, beta_ffn, H, dY, mask, buf)
+    flat = torch.cat([g.reshape(X_runs.shape[0], -1) for g in grads], dim=1, out=buf("flat", X_runs.shape[0], n_weights))
+    return loss, flat, torch.linalg.vector_norm(flat.to(torch.float64), dim=1), Z0
+
+
+SELF_TEST_CASES = ((ModelConfig(d=4, d_qk=6, m=5, k=1, n_layers=2, pooling="mean"), True, "mean"),
+                   (ModelConfig(d=6, d_qk=3, m=5, k=2, n_layers=1), False, "sum"))
+"""Tiny stacks on both branches of the logits, pooled and padded or per token: the compiled step's check."""
+
+
+def _self_test(step_class) -> str | None:
+    """Why one compiled step differs from the Python path on :data:`SELF_TEST_CASES` (None: equal).
+    Bit for bit, no tolerance: both make the same ATen calls in the same order, so any difference
+    is a foreign or broken build, not rounding."""
+    g = torch.Generator().manual_seed(0)
+    for cfg, masked, reduction in SELF_TEST_CASES:
+        N, n, R = 3, 4, 2
+        X = torch.randn(N, n, cfg.d, generator=g, dtype=torch.float64)
+        mask = torch.arange(n).view(1, n) < torch.tensor([4, 2, 3]).view(N, 1) if masked else None
+        X = X * mask.unsqueeze(-1) if masked else X
+        Y = torch.randn(output_shape(cfg, X), generator=g, dtype=torch.float64)
+        gd = GDConfig(lr=0.1, iterations=1, reduction=reduction)
+        layout = _Layout(cfg)
+        theta = layout.flatten([init_params(cfg, seed, dtype=torch.float64) for seed in range(R)], torch.float64)
+        beta = torch.tensor([0.5, 1.0], dtype=torch.float64)
+        args = (layout.views(theta), cfg, gd, beta, beta.flip(0), X.expand(R, *X.shape).contiguous(), mask, Y,
+                theta.shape[1], True)
+        compiled = _evaluate(_make_native(step_class, cfg, gd), *args, _Buffers(torch.float64))
+        python = _evaluate(None, *args, _Buffers(torch.float64))
+        for name, a, b in zip(("loss", "gradient", "gradient norm", "first layer's Z"), compiled, python):
+            if not (a.shape == b.shape and torch.equal(a, b)):
+                return f"{name} differs ({cfg.n_layers} layers, d = {cfg.d}, d_qk = {cfg.d_qk})"
+    return None
+
+
+_native.set_self_test(_self_test)
 
 
 def train_stacked(
@@ -450,15 +501,8 @@ def train_stacked(
 
     for t in range(gd.iterations + 1):
         record = t % gd.record_every == 0 or t == gd.iterations
-        if native is not None:  # the same arithmetic from C++ (resgd.core.native): the same numbers
-            loss, flat, norm, Z0 = native.evaluate(weights, beta, beta_ffn, X_runs, mask, Y, theta.shape[1])
-        else:
-            saved: list[_Saved] = []
-            Y_hat, Z0, H = _forward(weights, cfg, beta, beta_ffn, X_runs, mask, record, saved, buf)
-            loss, dY = _loss_and_output_grad(Y_hat, Y, mask, gd.reduction)
-            grads = _backward(saved, weights, cfg, beta, beta_ffn, H, dY, mask, buf)
-            flat = torch.cat([g.reshape(len(alive), -1) for g in grads], dim=1, out=buf("flat", *theta.shape))
-            norm = torch.linalg.vector_norm(flat.to(torch.float64), dim=1)
+        loss, flat, norm, Z0 = _evaluate(native, weights, cfg, gd, beta, beta_ffn, X_runs, mask, Y, theta.shape[1],
+                                         record, buf)
         values = loss.to(torch.float64).numpy()
         norms = norm.numpy()
         smax = smin = None

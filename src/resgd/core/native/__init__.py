@@ -9,10 +9,20 @@ arguments, output buffers and order, so its numbers are the Python path's bit fo
 
 It is compiled on first use with the system C++ compiler (``$CXX``, else ``g++``; about 15 s)
 against the installed torch's headers, into the download cache (:func:`library_path`, named by a
-digest of the source, torch's version and the flags; written atomically, so concurrent first
-users cannot load half a file). Without a compiler, on a failed build, with a non-ReLU activation,
-or with ``$RESGD_NATIVE=0``, :mod:`resgd.core.stacked` runs its Python path; :func:`status` says
-which path runs and why.
+digest of the source, torch's version and the flags), to a temporary name renamed into place, and
+removed on a failure, an exception, SIGTERM or SIGINT. Beside it a build record
+(:func:`record_path`: the source's sha256, the command, torch's version, the library's sha256).
+
+A file is trusted by its record, never by its name: a truncated library was dlopened and killed
+the process with SIGBUS, garbage gave SIGILL, another build gave other numbers. So before dlopen
+the library's sha256 must match its record (:func:`verify`); if not, it is rebuilt once, and if
+it still does not match, or does not load, the Python path runs and one line on stderr names
+the file and why. After load, :mod:`resgd.core.stacked`'s self-test (:func:`set_self_test`)
+compares one compiled step with the Python path on tiny stacks, bit for bit (tolerance zero: the
+claim is the same ATen calls in the same order, so any difference means a foreign or broken
+build); on a difference the Python path runs. Without a compiler, with a non-ReLU activation, or
+with ``$RESGD_NATIVE`` off (:func:`resgd.settings.native`), the Python path runs; :func:`status`
+says which path runs and why.
 
 Where ATen itself is slow on the map's short rows, the compiled path has two row kernels of its
 own: the softmax (ATen's took ~140 ns a row of 8 keys, a sixth of a Jena N = 16, L = 1 step, for
@@ -26,24 +36,30 @@ against ATen on rows of 1 to 32 with -inf and NaN entries and used only if equal
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 import torch
 
-from ... import settings
+from ... import atomic, settings
 
 SOURCE = Path(__file__).with_name("stacked_step.cpp")
 ENV = "RESGD_NATIVE"
-"""``0`` keeps the Python path (the compiled one is never built or loaded)."""
+"""Off (``0``, ``false``, ``no``, ``off``) keeps the Python path (nothing is built or loaded)."""
+COMPILE_TIMEOUT_S = 600
 
 _LOCK = threading.Lock()
 _LOCAL = threading.local()
 _STATE: dict = {}
+_SELF_TEST: list[Callable] = []
 
 
 def _command(source: Path, output: Path) -> list[str]:
@@ -65,25 +81,116 @@ def library_path(cache_dir: str | os.PathLike | None = None) -> Path:
     return root / "native" / f"libresgd_stacked_step-{digest}.so"
 
 
-def build(cache_dir: str | os.PathLike | None = None) -> Path:
-    """The compiled library, built now if missing (compiled beside it, then renamed into place).
-    RuntimeError with the compiler's message when it cannot be built."""
+def record_path(library: Path) -> Path:
+    """The build record beside ``library`` (JSON)."""
+    return library.with_suffix(".json")
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _expected() -> dict[str, str]:
+    """What a build records, bar the library's sha256 (the command with SOURCE and OUT for
+    the paths: a checkout elsewhere, same source, may use the same build)."""
+    return {"source_sha256": _sha256(SOURCE), "command": " ".join(_command(Path("SOURCE"), Path("OUT"))),
+            "torch": torch.__version__}
+
+
+def verify(library: Path) -> str | None:
+    """Why ``library`` must not be loaded (None: its sha256 and inputs match its build record)."""
+    if not library.is_file():
+        return "missing"
+    try:
+        record = json.loads(record_path(library).read_text(encoding="utf8"))
+    except FileNotFoundError:
+        return "no build record beside it"
+    except (OSError, ValueError) as error:
+        return f"unreadable build record ({error})"
+    if not isinstance(record, dict):
+        return "unreadable build record"
+    for key, value in _expected().items():
+        if record.get(key) != value:
+            return f"its build record names another {key.replace('_', ' ')}"
+    if record.get("library_sha256") != _sha256(library):
+        return "its sha256 differs from its build record"
+    return None
+
+
+class NoCompiler(RuntimeError):
+    """No C++ compiler: the Python path runs, as designed (no warning)."""
+
+
+class _Signalled(BaseException):
+    """SIGTERM or SIGINT during a build (raised so that the cleanup runs, then re-delivered)."""
+
+
+@contextmanager
+def _signals_unwind():
+    """SIGTERM and SIGINT raise :class:`_Signalled` inside the block (main thread only); after the
+    cleanup the signal is re-delivered to its previous handler (so the process still ends)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    numbers = (signal.SIGTERM, signal.SIGINT)
+    previous = {n: signal.getsignal(n) for n in numbers}
+
+    def handler(number, frame):
+        raise _Signalled(number)
+
+    for n in numbers:
+        signal.signal(n, handler)
+    try:
+        yield
+    except _Signalled as caught:
+        for n in numbers:
+            signal.signal(n, previous[n])
+        signal.raise_signal(caught.args[0])  # ends the process (or raises KeyboardInterrupt)
+        raise RuntimeError(f"the build was interrupted by signal {caught.args[0]}") from None
+    finally:
+        for n in numbers:
+            signal.signal(n, previous[n])
+
+
+def _remove_stale_partials(folder: Path) -> None:
+    """Earlier builds' ``.partial`` files whose process is gone (killed where no cleanup could run)."""
+    for path in folder.glob(".libresgd_stacked_step-*.partial"):
+        try:
+            pid = int(path.name.split(".")[-3])  # .<library>.<pid>.<thread>.partial
+            if not atomic.writer_alive(pid, path.stat().st_mtime):
+                path.unlink()
+        except (ValueError, IndexError, OSError):
+            continue
+
+
+def build(cache_dir: str | os.PathLike | None = None, *, force: bool = False) -> Path:
+    """The compiled library with its build record, built now if missing, unverified or ``force``.
+    RuntimeError, with the compiler's last line, when it cannot be built."""
     path = library_path(cache_dir)
-    if path.is_file():
+    if not force and verify(path) is None:
         return path
     compiler = _command(SOURCE, path)[0]
     if shutil.which(compiler) is None:
-        raise RuntimeError(f"no C++ compiler {compiler!r} (set $CXX, or install Debian's g++)")
+        raise NoCompiler(f"no C++ compiler {compiler!r} (set $CXX, or install Debian's g++)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
-    try:
-        done = subprocess.run(_command(SOURCE, partial), capture_output=True, text=True, timeout=600)
+    _remove_stale_partials(path.parent)
+    with _signals_unwind(), atomic.atomic_path(path) as partial:
+        done = subprocess.run(_command(SOURCE, partial), capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
         if done.returncode != 0:
-            raise RuntimeError(f"compiling {SOURCE.name} with {compiler} failed: {done.stderr.strip()[-800:]}")
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
+            last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            raise RuntimeError(f"compiling {SOURCE.name} with {compiler} failed: {last[-300:]}")
+        with partial.open("rb") as file:
+            if file.read(4) != b"\x7fELF":
+                raise RuntimeError(f"{compiler} exited 0 but wrote no shared library")
+        record = {**_expected(), "library_sha256": _sha256(partial)}
+    atomic.write_json(record_path(path), record)
     return path
+
+
+def set_self_test(check: Callable) -> None:
+    """``check(step_class)``: why one compiled step differs from the Python path (None: equal);
+    run once after load. :mod:`resgd.core.stacked` registers it (it owns the Python path)."""
+    _SELF_TEST[:] = [check]
 
 
 def step_class():
@@ -92,7 +199,10 @@ def step_class():
         return None
     with _LOCK:
         if "class" not in _STATE:
-            _STATE["class"], _STATE["reason"] = _load()
+            loaded, reason = _load()
+            if not _SELF_TEST and loaded is not None:
+                return None  # not yet checkable: decided once resgd.core.stacked is imported
+            _STATE["class"], _STATE["reason"] = loaded, reason
         return _STATE["class"]
 
 
@@ -106,20 +216,43 @@ def python_path():
         _LOCAL.off = before
 
 
+def _refuse(path: Path, why: str):
+    line = f"{path}: {why}"
+    print(f"resgd.core.native: {line}; the Python path runs (the same numbers)", file=sys.stderr)
+    return None, f"Python path: {line}"
+
+
 def _load():
-    if os.environ.get(ENV, "1") == "0":
-        return None, f"${ENV}=0"
+    if not settings.native():
+        return None, f"Python path: ${ENV}={os.environ.get(ENV, '').strip()}"
+    path = library_path()
     try:
-        torch.ops.load_library(str(build()))
-        return torch.classes.resgd_native.StackedStep, "compiled"
-    except (RuntimeError, OSError, subprocess.SubprocessError) as error:
+        if verify(path) is not None:
+            build(force=True)  # missing, or not what its record says: rebuilt once
+    except NoCompiler as error:
         return None, f"Python path: {error}"
+    except (RuntimeError, OSError, subprocess.SubprocessError) as error:
+        return _refuse(path, str(error).splitlines()[0] if str(error) else type(error).__name__)
+    why = verify(path)
+    if why is not None:
+        return _refuse(path, f"rebuilt, but {why}")
+    try:
+        torch.ops.load_library(str(path))
+        loaded = torch.classes.resgd_native.StackedStep
+    except (RuntimeError, OSError, AttributeError) as error:
+        return _refuse(path, f"does not load: {(str(error).splitlines() or [''])[0][:300]}")
+    if not _SELF_TEST:
+        return loaded, "compiled"
+    why = _SELF_TEST[0](loaded)
+    if why is not None:
+        return _refuse(path, f"self-test against the Python path failed: {why}")
+    return loaded, "compiled"
 
 
 def status() -> str:
     """``"compiled"``, or why the Python path runs."""
     step_class()
-    return _STATE["reason"]
+    return _STATE.get("reason", "Python path: not decided until resgd.core.stacked is imported (its self-test)")
 
 
 def row_kernels() -> str | None:
