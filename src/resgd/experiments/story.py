@@ -25,7 +25,7 @@ def _per_dataset(outcomes: dict[str, str], holds: str, fails: str, undecided: st
     if present and len({outcomes[d] for d in present}) == 1:
         both = "either data set" if outcomes[present[0]] == "undecided" else "both data sets"
         return f"{words[outcomes[present[0]]]} on {both if len(present) > 1 else NAMES[present[0]]}"
-    return "; ".join(f"{words[outcomes[d]]} on {NAMES[d]}" for d in present)
+    return " and ".join(f"{words[outcomes[d]]} on {NAMES[d]}" for d in present)
 
 
 def sentences(verdicts: pd.DataFrame) -> list[str]:
