@@ -253,9 +253,11 @@ def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     assert set(results.runs["experiment"]) == {"beta", "depth", "factorial"}
     per_run = results.per_run()
     # β sweep: 3 β × (2 seeds common + 8 interval seeds theory 0.5) + 2 β × 2 seeds × (c = 0.25, 1);
-    # factorial 4 × 8 interval seeds; depth: 2 L × 2 seeds × 2 models × 2 protocols + 2 L × 1 seed dead twin
+    # factorial 4 × 8 interval seeds; depth: 2 L × 2 seeds × 2 models × 2 protocols + 2 L × 1 seed for each of the
+    # He-scaled and the dead twin (sensitivity rows)
     assert len(s.interval_seeds) == 8 and s.interval_seeds[:2] == s.seeds
-    assert len(per_run) == 6 + 24 + 8 + 32 + 16 + 2
+    assert len(per_run) == 6 + 24 + 8 + 32 + 16 + 2 + 2
+    assert {"trainer", "engine_kernel", "engine_isa", "engine_torch"} <= set(per_run.columns)  # the path of every run
     assert set(per_run["protocol"]) == {"common", "theory c=0.25", "theory c=0.5", "theory c=1"}
     assert set(per_run["outcome"]) <= {"learning", "stalled", "diverged"}
     theory = results.lr[results.lr["protocol"] == "theory c=0.5"]
@@ -272,7 +274,8 @@ def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     names = [(v.protocol, v.name) for v in results.verdicts()]
     assert ("theory c=0.5", "factorial") in names and ("common", "depth_residual_helps") in names
     numbers = ex.page_numbers(results)
-    assert {"theory-a", "common-b", "theory-f-carried", "common-L3-dead-lossT", "theory-a-level"} <= set(numbers)
+    assert {"theory-a", "common-b", "theory-f-carried", "common-L3-dead-lossT", "common-L3-living-lossT", "theory-a-level",
+            "theory-c-positive", "replay-changed"} <= set(numbers)
     predictions = results.readout()  # one row per distinct run (the factorial's corners are β-sweep runs)
     assert len(predictions) == len(per_run.drop_duplicates(["twin_init", "beta", "beta_ffn", "n_layers", "seed", "lr"]))
     assert (predictions["predicted"] > 0).all() and set(predictions["experiment"]) == {"beta", "factorial", "depth"}

@@ -20,7 +20,7 @@ def _table(beta_rates: dict[float, list[float]], factorial: dict | None = None) 
     rows = [("beta", 1, b, b, seed, r) for b, rates in beta_rates.items() for seed, r in enumerate(rates)]
     rows += [("factorial", 1, b, f, seed, r) for (b, f), rates in (factorial or {}).items() for seed, r in enumerate(rates)]
     frame = pd.DataFrame(rows, columns=["experiment", "n_layers", "beta", "beta_ffn", "seed", "rate"])
-    return frame.assign(protocol="theory c=0.5", twin_init="living")
+    return frame.assign(protocol="theory c=0.5", twin_init="matched")
 
 
 def test_interval_arms_are_the_theorems_single_layer_arms():
@@ -30,9 +30,9 @@ def test_interval_arms_are_the_theorems_single_layer_arms():
         s = ex.settings("jena", quick, seed=3)
         assert s.interval_seeds == tuple(range(3, 11)) and s.interval_seeds[: len(s.seeds)] == s.seeds
         seeds = {(a.experiment, a.label, a.twin_init): a.seeds(s) for a in design.arms(s.betas, s.depths)}
-        assert seeds[("beta", "theory c=0.5", "living")] == seeds[("factorial", "theory c=0.5", "living")] == s.interval_seeds
-        assert seeds[("beta", "theory c=1", "living")] == seeds[("depth", "theory c=0.5", "living")] == s.seeds
-        assert seeds[("depth", "common", "scaled")] == s.seeds[:1]
+        assert seeds[("beta", "theory c=0.5", "matched")] == seeds[("factorial", "theory c=0.5", "matched")] == s.interval_seeds
+        assert seeds[("beta", "theory c=1", "matched")] == seeds[("depth", "theory c=0.5", "matched")] == s.seeds
+        assert seeds[("depth", "common", "scaled")] == seeds[("depth", "common", "living")] == s.seeds[:1]
 
 
 def test_training_cost_counts_each_distinct_run_once():
@@ -42,8 +42,8 @@ def test_training_cost_counts_each_distinct_run_once():
     n, k = len(s.seeds), len(s.interval_seeds)
     # β sweep: common 5 β × n, theory 5 β × k, c = 0.25, 1: 2 β × n each; factorial: its 2 off-diagonal cells × k
     single = one * (5 * n + 5 * k + 4 * n + 2 * k)
-    # depth: 2 models × n seeds × 2 protocols, the dead twin 1 seed
-    assert design.training_cost(s) == single + depth * (4 * n + 1)
+    # depth: 2 models × n seeds × 2 protocols, the He-scaled and the dead twins 1 seed each
+    assert design.training_cost(s) == single + depth * (4 * n + 2)
     before = design.training_cost(replace(s, interval_seeds=s.seeds))
     assert design.training_cost(s) - before == one * 7 * (k - n)
 

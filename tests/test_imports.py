@@ -96,6 +96,7 @@ HOMES = {
     "pipeline": "pipeline", "plots": "output", "publish": "output",
     "core": "ground", "data": "ground", "user_errors": "ground",  # it names the data package's errors
     "atomic": "helpers", "validation": "helpers", "threads": "helpers", "mkl_path": "helpers", "settings": "helpers",
+    "source_hash": "helpers", "mode_stamp": "helpers",
 }
 STUDY_USES = {("robustness", "experiments")}
 """The one study that builds on another: the claims' map trains the experiments' runs."""

@@ -20,7 +20,7 @@ from resgd.robustness.readout_link import critical_spearman, readout_link, reado
 @pytest.mark.parametrize("beta", [0.0, 1.0])
 def test_closed_form_matches_gd_on_the_readout(beta):
     grid = rb.map_grid(True, datasets=("toy",), sizes=(6,), n_tokens=4)
-    config = point_config(grid.settings("toy", 1.0, 6), beta, 1, "living", 3, 0.05)
+    config = point_config(grid.settings("toy", 1.0, 6), beta, 1, "matched", 3, 0.05)
     data = load_dataset(config.dataset, config.dtype)
     params = init_params(config.model, config.seed, dtype=DTYPES[config.dtype])
     W = params["W_U"].clone().requires_grad_(True)
@@ -41,7 +41,7 @@ def test_link_summary_counts_runs_and_states_power():
     rng = np.random.default_rng(0)
     predicted = np.exp(rng.normal(size=40))
     table = pd.DataFrame(dict(dataset="toy", protocol=["common"] * 20 + ["own"] * 20, qk_scale=1.0, N=16, beta=1.0,
-                              init="living", seed=range(40), lr=0.1, predicted=predicted, measured=predicted**2))
+                              init="matched", seed=range(40), lr=0.1, predicted=predicted, measured=predicted**2))
     link = readout_link(table)
     assert link.set_index("protocol").loc["all", "runs"] == 40
     assert link["spearman"].tolist() == pytest.approx([1.0] * len(link))

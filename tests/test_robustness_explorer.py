@@ -24,7 +24,7 @@ GRID = rb.map_grid(True, datasets=("toy",), horizons=(25, 50))
 def toy_runs() -> pd.DataFrame:
     """Every cell of GRID: with residual faster than without at Q/K scale 1, slower at 4."""
     rows = []
-    points = [(b, 1, "living") for b in GRID.betas] + [p for L in GRID.depths for p in ((1.0, L, "living"), (0.0, L, "living"))]
+    points = [(b, 1, "matched") for b in GRID.betas] + [p for L in GRID.depths for p in ((1.0, L, "matched"), (0.0, L, "matched"))]
     for cell in GRID.cells():
         for beta, L, init in points:
             for s in GRID.seeds:

@@ -162,9 +162,9 @@ def check_outputs(figures_dir: str | None, *, writes_results: bool) -> None:
 
 def claim_outputs(figures_dir: str | None, mode: str) -> None:
     """Stamp the figures folder with ``mode``; refuse one that holds the other mode's figures
-    (:mod:`resgd.pipeline.mode_stamp`). The results folder needs no stamp: its tables and verdicts
+    (:mod:`resgd.mode_stamp`). The results folder needs no stamp: its tables and verdicts
     carry the mode in their names and its cache entries are keyed by configuration."""
-    from .pipeline.mode_stamp import claim
+    from .mode_stamp import claim
     from .plots.style import figures_dir as resolve_figures_dir
 
     claim(resolve_figures_dir(figures_dir), mode, how_to_move="--figures-dir or $RESGD_FIGURES_DIR")

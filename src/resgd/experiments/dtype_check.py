@@ -6,7 +6,7 @@ folders (``$RESGD_RESULTS_DIR`` of two runs that differ only in the dtype) this 
 
 * every claim's verdict (``claims/*.json``, ``outcome`` per claim and protocol) is identical,
 * the step sizes chosen by the probes are identical,
-* every run of one folder has its twin in the other (same data set, β, β_ffn, init scales, depth,
+* every run of one folder has its twin in the other (same data set, β, β_ffn, init scales and gains, depth,
   seed, step size, iterations) with the same divergence outcome, and its loss curve stays within
   ``|Φ₃₂(t) − Φ₆₄(t)| ≤ rtol·|Φ₆₄(t)| + atol·Φ₆₄(0)`` at every recorded iteration;
 * where both folders hold a robustness map (``robustness/map_<mode>.csv``), every cell's verdict
@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..pipeline.cache import ResultsCache
 
-RUN_KEYS = ["dataset", "n_train", "n_tokens", "beta", "beta_ffn", "v_scale", "ffn_scale", "n_layers", "d_qk", "m", "seed",
+RUN_KEYS = ["dataset", "n_train", "n_tokens", "beta", "beta_ffn", "v_scale", "ffn_scale", "gains", "n_layers", "d_qk", "m", "seed",
             "lr", "iterations", "reduction"]
 RTOL, ATOL = 1e-3, 1e-6
 

@@ -190,8 +190,8 @@ def notebook_env(root: Path, mode: str | None, base: Mapping[str, str] | None = 
 
 def claim_outputs(env: Mapping[str, str], mode: str) -> None:
     """Stamp the notebooks' figures folder with ``mode`` (a build of the other mode would overwrite its
-    figures, whose names carry no mode: refused, :mod:`resgd.pipeline.mode_stamp`)."""
-    from ..pipeline.mode_stamp import claim
+    figures, whose names carry no mode: refused, :mod:`resgd.mode_stamp`)."""
+    from ..mode_stamp import claim
 
     claim(env["RESGD_FIGURES_DIR"], mode, how_to_move="another checkout")  # results carry the mode in their names
 

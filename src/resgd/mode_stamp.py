@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..atomic import write_bytes
-from ..validation import OutputError
+from .atomic import write_bytes
+from .validation import OutputError
 
 STAMP = ".resgd-mode"
 
