@@ -50,7 +50,7 @@ def _sweep():
         rows.append({"beta": beta, "init_scale": init, "d_qk": d_qk, "seed": seed, "rate_ratio": ratio,
                      "empirical_rate": ratio * RNG.uniform(0.5, 2), "bound_rate": ratio / 10,
                      "fraction_obeyed": 1.0 - RNG.choice([0.0, 0.0, 0.01]), "tightness_median": RNG.uniform(1, 50),
-                     "rho": RNG.uniform(0.1, 10), "max_distance": RNG.uniform(0.01, 1), "in_regime": bool(RNG.integers(2))})
+                     "vacuous": beta == 0.0 and seed == 0, "rho": RNG.uniform(0.1, 10), "max_distance": RNG.uniform(0.01, 1), "in_regime": bool(RNG.integers(2))})
     return pd.DataFrame(rows)
 
 
