@@ -49,7 +49,7 @@ def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str
     fractions, scales = list(grid.steps(protocol)), list(grid.qk_scales)
     claims = [c for c in CLAIM_ROWS if c in set(cells["claim"])]
     # 1.9 in per panel keeps the whole design (4 columns) under 10 in: legible at page width
-    fig, axes = plt.subplots(len(claims), len(columns), figsize=(1.9 * len(columns) + 2.4, 2.2 * len(claims)),
+    fig, axes = plt.subplots(len(claims), len(columns), figsize=(1.9 * len(columns) + 2.4, 2.4 * len(claims)),
                              squeeze=False, constrained_layout=True)
     cmap = plt.get_cmap("RdBu")
     horizon = int(cells["horizon"].iloc[0])
