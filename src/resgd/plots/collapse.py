@@ -33,6 +33,29 @@ def _log2_x(ax) -> None:
     ax.set_xscale("log", base=2)
 
 
+def _panel_grid(panels: list, groups: list, height: float):
+    """Axes for ``groups`` (metrics or β) × ``panels`` (logit scaling × init scale), two panels per
+    row: one row per (group, logit scaling), one column per init scale. Four panels side by side
+    made these figures 13 in wide, a third of their size at page width. Returns the figure, the
+    axes and ``(group index, panel index) -> axes`` (y shared within a group)."""
+    logits = list(dict.fromkeys(p[0] for p in panels))
+    qks = sorted({p[1] for p in panels})
+    fig, axes = plt.subplots(len(groups) * len(logits), len(qks), figsize=(3.3 * len(qks) + 1.9, height * len(groups) * len(logits)),
+                             sharex=True, squeeze=False)
+    where = {}
+    for g in range(len(groups)):
+        for k, (logit, qk) in enumerate(panels):
+            where[g, k] = axes[g * len(logits) + logits.index(logit), qks.index(qk)]
+        first = where[g, 0]
+        for k in range(1, len(panels)):
+            where[g, k].sharey(first)
+    used = set(map(id, where.values()))
+    for ax in axes.flat:
+        if id(ax) not in used:
+            ax.set_visible(False)
+    return fig, axes, where
+
+
 def plot_dqk_sweep(sweep: pd.DataFrame, scope: str = "per_sample", metrics=("sigma_min", "rank1_distance")) -> plt.Figure:
     """σ_min and distance to rank 1 of Attn(X) and Z = βX + Attn(X) against d_QK.
 
@@ -45,22 +68,21 @@ def plot_dqk_sweep(sweep: pd.DataFrame, scope: str = "per_sample", metrics=("sig
     order = ["Attn(X)"] + [f"Z, β={b:g}" for b in sorted(data.loc[data["matrix"] == "Z", "beta"].unique())]
     panels = data[["logit_scale", "qk_scale"]].drop_duplicates().sort_values(["logit_scale", "qk_scale"], ascending=[False, True])
     panels = list(panels.itertuples(index=False))
-    fig, axes = plt.subplots(len(metrics), len(panels), figsize=(3.3 * len(panels), 2.8 * len(metrics)), sharex=True, sharey="row", squeeze=False)
+    fig, axes, where = _panel_grid(panels, list(metrics), 2.4)
     palette = dict(zip(order, sns.color_palette("colorblind", len(order))))
     dashes = {label: (4, 2) if label == "Z, β=0" else "" for label in order}
     for col, (logit_scale, qk_scale) in enumerate(panels):
         sub = data[(data["logit_scale"] == logit_scale) & (data["qk_scale"] == qk_scale)]
         for row, metric in enumerate(metrics):
-            ax = axes[row, col]
+            ax = where[row, col]
             sns.lineplot(data=sub, x="d_qk", y=metric, hue="series", hue_order=order, style="series", style_order=order,
                          dashes=dashes, palette=palette, estimator="median", errorbar=SEED_BAND, marker="o", markersize=3,
-                         ax=ax, legend=(row == 0 and col == len(panels) - 1))
+                         ax=ax, legend=(ax is axes[0, -1]))
             _log2_x(ax)
             ax.set_yscale("log")
-            ax.set_xlabel("d_QK" if row == len(metrics) - 1 else "")
-            ax.set_ylabel(METRIC_LABELS.get(metric, metric) if col == 0 else "")
-            if row == 0:
-                ax.set_title(_panel_title(logit_scale, qk_scale))
+            ax.set_xlabel("d_QK" if ax in axes[-1] else "")
+            ax.set_ylabel(METRIC_LABELS.get(metric, metric) if ax in axes[:, 0] else "")
+            ax.set_title(_panel_title(logit_scale, qk_scale), fontsize="small")
     legend_ax = axes[0, -1]
     if legend_ax.get_legend() is not None:
         sns.move_legend(legend_ax, "upper left", bbox_to_anchor=(1.02, 1.0), title=None, frameon=False)
@@ -141,19 +163,18 @@ def plot_bound(bounds: pd.DataFrame, scope: str = "per_sample") -> plt.Figure:
     order = ["measured σ_min(Z)", "centred bound", "Weyl bound"]
     order = [q for q in order if q in set(data["quantity"])]
     dashes = {"measured σ_min(Z)": "", "centred bound": (4, 2), "Weyl bound": (1, 2)}
-    fig, axes = plt.subplots(len(betas), len(panels), figsize=(3.3 * len(panels), 2.6 * len(betas)), sharex=True, sharey="row", squeeze=False)
+    fig, axes, where = _panel_grid(panels, betas, 2.3)
     for c, (logit_scale, qk_scale) in enumerate(panels):
         for r, beta in enumerate(betas):
             sub = data[(data["logit_scale"] == logit_scale) & (data["qk_scale"] == qk_scale) & (data["beta"] == beta)]
-            ax = axes[r, c]
+            ax = where[r, c]
             sns.lineplot(data=sub, x="d_qk", y="value", hue="quantity", hue_order=order, style="quantity", style_order=order,
-                         dashes=dashes, estimator="median", errorbar=SEED_BAND, ax=ax, legend=(r == 0 and c == len(panels) - 1))
+                         dashes=dashes, estimator="median", errorbar=SEED_BAND, ax=ax, legend=(ax is axes[0, -1]))
             _log2_x(ax)
             ax.set_ylim(bottom=0.0)
-            ax.set_ylabel(f"β={beta:g}" if c == 0 else "")
-            ax.set_xlabel("d_QK" if r == len(betas) - 1 else "")
-            if r == 0:
-                ax.set_title(_panel_title(logit_scale, qk_scale))
+            ax.set_ylabel(f"β={beta:g}" if ax in axes[:, 0] else "")
+            ax.set_xlabel("d_QK" if ax in axes[-1] else "")
+            ax.set_title(_panel_title(logit_scale, qk_scale), fontsize="small")
     if axes[0, -1].get_legend() is not None:
         sns.move_legend(axes[0, -1], "upper left", bbox_to_anchor=(1.02, 1.0), title=None, frameon=False)
     scope_text = "per sample (medians over samples)" if scope == "per_sample" else "stacked"
@@ -172,12 +193,12 @@ def plot_training(training: pd.DataFrame, floor: float | None = None,
     data = training.assign(residual=training["beta"].map(lambda b: f"β={b:g}"), dqk=training["d_qk"].map(lambda d: f"d_QK={d}"))
     hue_order = sorted(data["residual"].unique())
     style_order = [f"d_QK={d}" for d in sorted(data["d_qk"].unique())]
-    fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(8.8, 3.4))  # with the legend beside it: under 10 in
     sns.lineplot(data=data, x="iteration", y="loss", hue="residual", hue_order=hue_order, style="dqk", style_order=style_order,
                  estimator="median", errorbar=SEED_BAND, ax=axes[0], legend=False)
     if floor is not None and np.isfinite(floor):
         axes[0].axhline(floor, color="0.4", lw=1, ls=":", label=floor_label)
-        axes[0].annotate(floor_label, (0.98, floor), xycoords=("axes fraction", "data"), ha="right", va="bottom", fontsize=8, color="0.3")
+        axes[0].annotate(floor_label, (0.98, floor), xycoords=("axes fraction", "data"), ha="right", va="bottom", fontsize=9, color="0.3")
     axes[0].set_yscale("log")
     axes[0].set_ylabel("training loss Φ")
     recorded = data.dropna(subset=["sigma_min_Z"])

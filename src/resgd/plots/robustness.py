@@ -48,7 +48,8 @@ def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str
     columns = [(d, n) for d in grid.datasets for n in grid.sizes]
     fractions, scales = list(grid.steps(protocol)), list(grid.qk_scales)
     claims = [c for c in CLAIM_ROWS if c in set(cells["claim"])]
-    fig, axes = plt.subplots(len(claims), len(columns), figsize=(2.3 * len(columns) + 1.6, 2.2 * len(claims)),
+    # 1.9 in per panel keeps the whole design (4 columns) under 10 in: legible at page width
+    fig, axes = plt.subplots(len(claims), len(columns), figsize=(1.9 * len(columns) + 2.4, 2.4 * len(claims)),
                              squeeze=False, constrained_layout=True)
     cmap = plt.get_cmap("RdBu")
     horizon = int(cells["horizon"].iloc[0])
@@ -69,7 +70,7 @@ def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str
                                            hatch="///" if item["verdict"] == "undecided" else None))
                     dark = math.isfinite(effect) and abs(norm(np.clip(effect, norm.vmin, norm.vmax)) - 0.5) > 0.3
                     ax.text(j + 0.5, i + 0.5, f"{LETTER[item['verdict']]}\n{effect:+.2g}", ha="center",
-                            va="center", fontsize=7.5, color="white" if dark else "black")
+                            va="center", fontsize=9, color="white" if dark else "black")
             hq, hf = grid.headline
             if protocol != "theory" and hq in scales and hf in fractions and N == max(grid.sizes):
                 ax.plot(fractions.index(hf) + 0.92, scales.index(hq) + 0.88, marker="*", color="gold",
@@ -81,13 +82,14 @@ def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str
             ax.grid(False)
             if r == 0:
                 ax.set_title(f"{dataset}, N = {N}")
-            if r == len(claims) - 1:
-                ax.set_xlabel(XLABEL.get(protocol, "step / own stability limit"))
             if c == 0:
                 ax.set_ylabel(f"{ROW_LABELS[claim]}\n\nQ/K init scale")
+        # a short label: one per row, a long one ran into the next row's
         fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes[r, :].tolist(), shrink=0.85,
-                     label="effect (> 0: as claimed)")
-    title = f"Protocol '{protocol}', horizon T = {horizon}: ✓ holds, ✗ fails, ? undecided (hatched)"
+                     label=f"{SHORT[claim]} effect")
+    fig.supxlabel(XLABEL.get(protocol, "step / own stability limit"))  # once: per panel they overlapped
+    title = (f"Protocol '{protocol}', horizon T = {horizon}: ✓ holds, ✗ fails, ? undecided (hatched);\n"
+             "colour: effect, > 0 as claimed")
     fig.suptitle(("\n" if standin else "") + title, fontsize=10)  # a first blank line leaves room for the banner
     label_standin(fig, standin)
     return fig
@@ -97,10 +99,16 @@ def plot_horizons(tally: pd.DataFrame, standin: str | None = None) -> plt.Figure
     """Fraction of cells that hold / fail / are undecided, per claim × data set × protocol, at
     each horizon (``tally`` with a ``horizon`` column)."""
     palette = {"holds": "#2a9d8f", "fails": "#e76f51", "undecided": "#bbbbbb"}
-    groups = list(tally.groupby(["dataset", "protocol"], sort=True))
-    fig, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3.4), sharey=True, squeeze=False,
-                             constrained_layout=True)
-    for ax, ((dataset, protocol), g) in zip(axes[0], groups):
+    datasets, protocols = sorted(tally["dataset"].unique()), sorted(tally["protocol"].unique())
+    bars = int(tally.groupby(["dataset", "protocol"]).size().max())
+    # one row per data set: six panels in one row made the figure 20 in wide
+    fig, axes = plt.subplots(len(datasets), len(protocols), figsize=(2.6 * len(protocols) + 1.2, (0.2 * bars + 1.0) * len(datasets)),
+                             sharex=True, sharey=True, squeeze=False, constrained_layout=True)
+    for ax in axes.flat:
+        ax.set_visible(False)
+    for (dataset, protocol), g in tally.groupby(["dataset", "protocol"], sort=True):
+        ax = axes[datasets.index(dataset), protocols.index(protocol)]
+        ax.set_visible(True)
         g = g.assign(order=g["claim"].map(CLAIM_ROWS.index)).sort_values(["order", "horizon"])
         labels = [f"{SHORT[c]} T={T}" for c, T in zip(g["claim"], g["horizon"])]
         bottoms = np.zeros(len(g))
@@ -109,9 +117,13 @@ def plot_horizons(tally: pd.DataFrame, standin: str | None = None) -> plt.Figure
             ax.barh(labels, share, left=bottoms, color=colour, label=verdict)
             bottoms += share
         ax.set_title(f"{dataset}, {protocol}")
+        ax.tick_params(axis="y", labelsize=9)
+        if not ax.yaxis_inverted():
+            ax.invert_yaxis()
+    for ax in axes[-1]:
         ax.set_xlabel("share of cells")
-        ax.invert_yaxis()
-    axes[0, -1].legend(loc="lower right", fontsize=8)
+    handles, labels = next(ax for ax in axes.flat if ax.get_visible()).get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=9, frameon=False)
     return _stamped(fig, standin)
 
 
@@ -121,10 +133,14 @@ def plot_theory_link(cells: pd.DataFrame, standin: str | None = None) -> plt.Fig
     cells = cells[cells["claim"] == "residual_helps"]
     order = ("common", "own", "best", "theory")
     protocols = sorted(cells["protocol"].unique(), key=lambda p: order.index(p) if p in order else len(order))
-    fig, axes = plt.subplots(1, len(protocols), figsize=(3.4 * len(protocols), 3.3), sharey=True, squeeze=False,
+    ncols = len(protocols) if len(protocols) <= 3 else math.ceil(len(protocols) / 2)  # 4 in a row: 14 in wide
+    nrows = math.ceil(len(protocols) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.9 * ncols + 1.0, 3.0 * nrows + 0.6), sharey=True, squeeze=False,
                              constrained_layout=True)
+    for ax in axes.flat[len(protocols):]:
+        ax.set_visible(False)
     markers = {"holds": "o", "fails": "X", "undecided": "s"}
-    for ax, protocol in zip(axes[0], protocols):
+    for ax, protocol in zip(axes.flat, protocols):
         at = cells[cells["protocol"] == protocol]
         for i, (dataset, g) in enumerate(at.groupby("dataset")):
             for verdict, h in g.groupby("verdict"):
@@ -133,8 +149,12 @@ def plot_theory_link(cells: pd.DataFrame, standin: str | None = None) -> plt.Fig
         ax.axhline(0.0, color="grey", linewidth=0.8)
         ax.set_title(f"protocol '{protocol}'")
         ax.set_xlabel("predicted gain\nlog σ²-ratio(Z⁰) with / without")
-    axes[0, 0].set_ylabel("(a) measured effect:\nmedian log ratio of Φ(T)/Φ(0)")
-    axes[0, -1].legend(fontsize=7, loc="best")
+    for row in axes:
+        row[0].set_ylabel("(a) measured effect:\nmedian log ratio of Φ(T)/Φ(0)")
+    legend = {}  # one legend for all panels, below them
+    for ax in axes.flat:
+        legend.update(zip(*reversed(ax.get_legend_handles_labels())))
+    fig.legend(legend.values(), legend.keys(), loc="outside lower center", ncol=3, fontsize=9, frameon=False)
     return _stamped(fig, standin)
 
 
@@ -154,7 +174,7 @@ def plot_readout_link(predictions: pd.DataFrame, standin: str | None = None) -> 
         ax.set_title(dataset)
         ax.set_xlabel("predicted Φ(T)/Φ(0)\n(read-out only, features frozen at θ⁰)")
     axes[0, 0].set_ylabel("measured Φ(T)/Φ(0)")
-    axes[0, -1].legend(fontsize=7, loc="best")
+    axes[0, -1].legend(fontsize=9, loc="best")
     return _stamped(fig, standin)
 
 

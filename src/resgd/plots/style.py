@@ -93,3 +93,45 @@ def label_standin(fig: plt.Figure, label: str | None) -> None:
     if label:
         fig.text(0.5, 0.995, label, ha="center", va="top", fontsize=8, color="darkred",
                  bbox={"facecolor": "mistyrose", "edgecolor": "darkred", "boxstyle": "round,pad=0.2"})
+
+
+def saved_width_px(fig: plt.Figure) -> int:
+    """Width in pixels of the PNG :func:`save_figure` writes for ``fig`` (tight box, ``savefig.dpi``)."""
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", bbox_inches="tight")
+    return int.from_bytes(buffer.getvalue()[16:20], "big")  # the PNG header's IHDR width
+
+
+def smallest_text_px(fig: plt.Figure, page_px: float = 760) -> float:
+    """Height in CSS px of the figure's smallest visible text as a reader sees it in the book.
+
+    Why: a figure wider than the content column (``page_px``) is scaled down to fit, so its
+    labels shrink with it. :func:`glue_figure` shows the PNG at ``figure.dpi`` pixels per inch;
+    the browser then caps the width at ``page_px``. Every non-empty visible text (titles, labels,
+    tick labels, legends, annotations, colour bars) counts; legibility wants about 8 px or more.
+    """
+    from matplotlib.text import Text
+
+    width_px = saved_width_px(fig)  # also draws the figure, so tick labels hold their text
+    dpi, shown = plt.rcParams["savefig.dpi"], plt.rcParams["figure.dpi"]
+    dpi = fig.dpi if not isinstance(dpi, (int, float)) else dpi
+    shown_px = min(width_px * shown / dpi, page_px)
+    px_per_inch = shown_px / (width_px / dpi)
+    sizes = [t.get_fontsize() for t in fig.findobj(Text)
+             if t.get_visible() and t.get_text().strip() and _drawn(t)]
+    return min(sizes) / 72 * px_per_inch if sizes else float("inf")
+
+
+def _drawn(text) -> bool:
+    """False for a tick label whose tick lies outside its axis' view (matplotlib keeps, but does not draw, it)."""
+    if text.axes is None:
+        return True
+    for axis in (text.axes.xaxis, text.axes.yaxis):
+        for tick in axis.majorTicks + axis.minorTicks:
+            if text is tick.label1 or text is tick.label2:
+                lo, hi = sorted(axis.get_view_interval())
+                slack = 1e-9 * (hi - lo)
+                return lo - slack <= tick.get_loc() <= hi + slack
+    return True

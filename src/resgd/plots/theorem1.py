@@ -63,14 +63,21 @@ def rate_vs_prediction(sweep: pd.DataFrame) -> plt.Figure:
 
 
 def bound_check(sweep: pd.DataFrame) -> plt.Figure:
-    """Left: fraction of GD steps obeying Φ(t+1) ≤ (1 − μα)Φ(t) per (β, init scale); right: tightness.
+    """Left: per (β, init scale), how many configurations obeyed Φ(t+1) ≤ (1 − μα)Φ(t) at every
+    step, and how many of those guarantees are vacuous; right: tightness.
 
-    Columns ``beta``, ``init_scale``, ``fraction_obeyed``, ``tightness_median``, ``rate_ratio``.
+    Columns ``beta``, ``init_scale``, ``fraction_obeyed``, ``tightness_median``, ``rate_ratio``
+    (``vacuous`` optional). Counts, not the mean fraction of steps: that read 1.000 in every cell.
     """
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9.6, 3.8), gridspec_kw={"width_ratios": [1, 1.3]})
-    grid = sweep.pivot_table(index="beta", columns="init_scale", values="fraction_obeyed", aggfunc="mean")
-    sns.heatmap(grid, annot=True, fmt=".3f", vmin=0.9, vmax=1.0, cmap="rocket", cbar_kws={"label": "mean fraction of steps obeying"}, ax=ax0)
-    ax0.set(xlabel="init scale", ylabel="β", title="Bound obeyed (fraction of steps)")
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9.4, 3.9), gridspec_kw={"width_ratios": [1, 1.3]})
+    counted = sweep.assign(all_obeyed=sweep["fraction_obeyed"] == 1.0,
+                           vac=sweep["vacuous"].astype(bool) if "vacuous" in sweep else False)
+    cells = counted.groupby(["beta", "init_scale"]).agg(n=("fraction_obeyed", "count"), k=("all_obeyed", "sum"), v=("vac", "sum"))
+    share = (cells["k"] / cells["n"]).unstack("init_scale")
+    text = cells.apply(lambda r: f"{r['k']:.0f}/{r['n']:.0f}" + (f"\n{r['v']:.0f} vacuous" if r["v"] else ""), axis=1)
+    sns.heatmap(share, annot=text.unstack("init_scale").reindex_like(share).to_numpy(), fmt="", vmin=0.0, vmax=1.0,
+                cmap="rocket", annot_kws={"fontsize": 9}, cbar_kws={"label": "share obeying at every step"}, ax=ax0)
+    ax0.set(xlabel="init scale", ylabel="β", title="Configurations obeying\nthe bound at every step")
     data = sweep[sweep["tightness_median"] > 0].assign(β=lambda f: f["beta"].map("{:g}".format))
     sns.scatterplot(data=data, x="rate_ratio", y="tightness_median", hue="β", s=30, ax=ax1)
     ax1.axhline(1.0, color="0.3", ls="--", lw=1)
@@ -84,7 +91,7 @@ def bound_check(sweep: pd.DataFrame) -> plt.Figure:
 def sigma_trajectories(traj: pd.DataFrame) -> plt.Figure:
     """σ_min and σ_max of Z⁽ᵗ⁾ relative to t = 0, and the loss, per scenario (long table from
     :func:`resgd.theorem1.study.sigma_trajectories`: ``scenario``, ``iteration``, ``sigma_min_rel``, ``sigma_max_rel``, ``loss_rel``)."""
-    fig, axes = plt.subplots(1, 3, figsize=(11.5, 3.6), sharex=True)
+    fig, axes = plt.subplots(1, 3, figsize=(9.6, 3.4), sharex=True)
     for name, g in traj.groupby("scenario", sort=False):
         line, = axes[0].plot(g["iteration"], g["sigma_min_rel"], label=name)
         axes[1].plot(g["iteration"], g["sigma_max_rel"], color=line.get_color())
@@ -96,8 +103,8 @@ def sigma_trajectories(traj: pd.DataFrame) -> plt.Figure:
         ax.set_xlabel("GD iteration t")
     for ax in axes[:2]:
         ax.axhline(1.0, color="0.3", lw=0.8, ls=":")
-    axes[0].legend(fontsize="x-small")
-    fig.tight_layout()
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize="small", frameon=False)
+    fig.tight_layout(rect=(0, 0.14, 1, 1))  # room for the legend below: inside a panel it hid the curves
     return fig
 
 
@@ -137,7 +144,7 @@ def regime_map(table: pd.DataFrame) -> plt.Figure:
     Points whose ratio is not a positive finite number (a diverged run, a rate ≤ 0) are crosses on the bottom edge.
     """
     cs, outs = sorted(table["lr_factor"].unique()), sorted(table["out_scale"].unique())
-    fig, axes = plt.subplots(len(outs), len(cs), figsize=(3.4 * len(cs) + 1.8, 2.9 * len(outs)), sharex=True,
+    fig, axes = plt.subplots(len(outs), len(cs), figsize=(2.8 * len(cs) + 0.8, 2.6 * len(outs) + 1.2), sharex=True,
                              sharey=True, squeeze=False)
     ratio = table["rate_over_bound"].where(np.isfinite(table["rate_over_bound"]) & (table["rate_over_bound"] > 0))
     floor = min(float(ratio.min()), 1.0) / 5 if ratio.notna().any() else 0.1
@@ -155,17 +162,18 @@ def regime_map(table: pd.DataFrame) -> plt.Figure:
                            s=34, lw=1.4)
             ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
             ax.axhline(10.0, color="0.3", lw=0.8, ls=":")
-            ax.set(xscale="log", yscale="log", title=f"c = {c:g}, read-out scale {out:g}")
+            ax.set(xscale="log", yscale="log")
+            ax.set_title(f"c = {c:g}, read-out scale {out:g}", fontsize="small")
             if i == len(outs) - 1:
                 ax.set_xlabel("target scale")
-            if j == 0:
-                ax.set_ylabel("measured / guaranteed rate")
     handles = [plt.Line2D([], [], color=col, marker="o", ls="", label=v) for v, col in VERDICT_COLOURS.items()
                if v in set(table["verdict"])]
     handles += [plt.Line2D([], [], color="0.4", marker=m, ls="", label=f"Q/K scale ×{q:g}") for q, m in markers.items()]
     handles += [plt.Line2D([], [], color="0.4", marker="x", ls="", label="diverged or rate ≤ 0 (bottom)"),
                 plt.Line2D([], [], color="0.3", ls="--", label="bound attained (1)"),
                 plt.Line2D([], [], color="0.3", ls=":", label="informative limit (10)")]
-    fig.legend(handles=handles, loc="center right", fontsize="x-small", frameon=False)
-    fig.tight_layout(rect=(0, 0, 0.8, 1))
+    fig.supylabel("measured / guaranteed rate", fontsize="medium")  # once: per row the labels overlapped
+    # below the panels, not beside them: beside it made the figure 12 in wide
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize="small", frameon=False)
+    fig.tight_layout(rect=(0, 1.1 / fig.get_figheight(), 1, 1))
     return fig

@@ -1,0 +1,226 @@
+"""Every figure of the theorem-1, rank-collapse and robustness chapters reads at the book's page width.
+
+The book's content column is about 760 CSS px; a wider figure is scaled down to it. Each figure is
+drawn from small hand-built tables with as many panels as the largest design that reaches the book
+(the full presets, the robustness map's whole design with its banner), and must save at most
+:data:`MAX_WIDTH_PX` wide with no text below :data:`MIN_TEXT_PX` once scaled to the page.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from resgd.plots import collapse as cplots  # noqa: E402
+from resgd.plots import robustness as rplots  # noqa: E402
+from resgd.plots import theorem1 as tplots  # noqa: E402
+from resgd.plots.style import saved_width_px, smallest_text_px, use_style  # noqa: E402
+from resgd.robustness.grid import map_grid  # noqa: E402
+
+PAGE_PX = 760
+MIN_TEXT_PX = 8.0
+MAX_WIDTH_PX = 1800  # 12 in at the saved 150 dpi
+BANNER = "SYNTHETIC stand-in data for jena; SYNTHETIC stand-in data for sst2"
+RNG = np.random.default_rng(0)
+
+
+# --- theorem 1 (notebooks 01, 02) -------------------------------------------------------------
+
+def _history():
+    return pd.DataFrame([{"iteration": t, "loss": 0.9 ** t * (1 + b), "beta": b} for b in (1.0, 0.0) for t in range(60)])
+
+
+def _special():
+    t = np.arange(200)
+    return pd.DataFrame({"iteration": t, "excess": 0.98 ** t, "predicted": 0.98 ** t, "asymptote": 0.99 ** t})
+
+
+def _sweep():
+    rows = []
+    for beta, init, d_qk, seed in itertools.product((0.0, 0.1, 0.3, 0.6, 1.0), (0.5, 1.0, 2.0), (1, 4, 16, 64, 256), (0, 1)):
+        ratio = float(RNG.uniform(1e-3, 0.5))
+        rows.append({"beta": beta, "init_scale": init, "d_qk": d_qk, "seed": seed, "rate_ratio": ratio,
+                     "empirical_rate": ratio * RNG.uniform(0.5, 2), "bound_rate": ratio / 10,
+                     "fraction_obeyed": 1.0 - RNG.choice([0.0, 0.0, 0.01]), "tightness_median": RNG.uniform(1, 50),
+                     "vacuous": beta == 0.0 and seed == 0, "rho": RNG.uniform(0.1, 10), "max_distance": RNG.uniform(0.01, 1), "in_regime": bool(RNG.integers(2))})
+    return pd.DataFrame(rows)
+
+
+def _trajectories():
+    names = ["theorem regime (c = 0.5)", "large init (scale 4)", "large step (c = 3)", "far targets (×30)",
+             "far targets (×100, c = 0.1)"]
+    return pd.DataFrame([{"scenario": s, "iteration": t, "sigma_min_rel": 1 - 0.001 * t * k, "sigma_max_rel": 1 + 0.001 * t,
+                          "loss_rel": 0.95 ** t} for k, s in enumerate(names) for t in range(100)])
+
+
+def _regime():
+    from resgd.theorem1.regime_map import VERDICTS
+
+    rows = [{"lr_factor": c, "out_scale": o, "qk_rel": q, "target_scale": t, "seed": s,
+             "rate_over_bound": float(RNG.uniform(0.5, 40)) if k % 7 else np.nan, "verdict": VERDICTS[k % len(VERDICTS)]}
+            for k, (c, o, q, t, s) in enumerate(itertools.product((0.5, 1.0, 2.0), (0.1, 1.0), (1.0, 4.0),
+                                                                   (0.1, 0.3, 1.0, 3.0, 10.0), (0, 1, 2)))]
+    return pd.DataFrame(rows)
+
+
+# --- rank collapse (notebook 03) ----------------------------------------------------------------
+
+DQKS = tuple(2 ** k for k in range(15))
+PANELS = list(itertools.product(("sqrt", "linear"), (1.0, 4.0)))
+
+
+def _collapse_sweep():
+    rows = []
+    for (logit, qk), d_qk, scope, seed in itertools.product(PANELS, DQKS, ("per_sample", "stacked"), (0, 1)):
+        for matrix, beta in [("Attn", b) for b in (0.0, 0.5, 1.0)] + [("Z", b) for b in (0.0, 0.5, 1.0)]:
+            rows.append({"logit_scale": logit, "qk_scale": qk, "d_qk": d_qk, "scope": scope, "seed": seed, "matrix": matrix,
+                         "beta": beta, "sigma_min": RNG.uniform(0.01, 1), "rank1_distance": RNG.uniform(0.01, 1)})
+    return pd.DataFrame(rows)
+
+
+def _collapse_bounds():
+    quantities = ("measured σ_min(Z)", "centred bound", "Weyl bound")
+    return pd.DataFrame([{"logit_scale": logit, "qk_scale": qk, "d_qk": d_qk, "scope": scope, "seed": seed, "beta": beta,
+                          "quantity": q, "value": RNG.uniform(0, 2)}
+                         for (logit, qk), d_qk, scope, seed, beta, q in itertools.product(
+                             PANELS, DQKS, ("per_sample", "stacked"), (0, 1), (0.5, 1.0), quantities)])
+
+
+def _collapse_regimes():
+    return pd.DataFrame([{"logit_scale": logit, "qk_scale": qk, "d_qk": d_qk, "seed": seed, "logit_std": RNG.uniform(0.01, 10),
+                          "entropy": RNG.uniform(0, 1), "max_prob": RNG.uniform(0, 1), "argmax_agreement": RNG.uniform(0, 1)}
+                         for (logit, qk), d_qk, seed in itertools.product(PANELS, DQKS, (0, 1))])
+
+
+def _collapse_maps():
+    n = 16
+    return pd.DataFrame([{"logit_scale": logit, "qk_scale": qk, "d_qk": d_qk, "query": i, "key": j, "prob": RNG.uniform(0, 2 / n)}
+                         for (logit, qk), d_qk, i, j in itertools.product(PANELS, (4, 16384), range(n), range(n))])
+
+
+def _collapse_training():
+    return pd.DataFrame([{"beta": beta, "d_qk": d_qk, "seed": seed, "iteration": t, "loss": 0.99 ** t * (1 + beta),
+                          "sigma_min_Z": 0.5 + beta if t % 50 == 0 else np.nan}
+                         for beta, d_qk, seed, t in itertools.product((0.0, 1.0), (4, 16384), (0, 1), range(0, 400, 5))])
+
+
+# --- robustness map (notebook 07) ---------------------------------------------------------------
+
+GRID = map_grid(False, complete=True)  # the whole design: the most panels any of its figures gets
+CLAIMS = ("residual_helps", "beta_monotone", "depth_residual_helps", "depth_residual_helps_second")
+
+
+def _final(protocols=("common", "own", "theory")):
+    rows = []
+    for protocol, claim, dataset, N, qk in itertools.product(protocols, CLAIMS, GRID.datasets, GRID.sizes, GRID.qk_scales):
+        for k, f in enumerate(GRID.steps(protocol)):
+            effect = float(RNG.uniform(-3.5, 3.5)) if claim != "beta_monotone" else float(RNG.uniform(-1, 1))
+            rows.append({"protocol": protocol, "claim": claim, "dataset": dataset, "N": N, "qk_scale": qk, "fraction": f,
+                         "effect": effect, "verdict": ("holds", "fails", "undecided")[k % 3], "horizon": GRID.iterations,
+                         "predicted_gain": float(RNG.uniform(-1, 2))})
+    return pd.DataFrame(rows)
+
+
+def _tally():
+    rows = []
+    for dataset, protocol, claim, T in itertools.product(GRID.datasets, ("common", "own", "theory"), CLAIMS, GRID.horizons):
+        holds, fails = (int(x) for x in RNG.integers(0, 6, 2))
+        rows.append({"dataset": dataset, "protocol": protocol, "claim": claim, "horizon": T, "holds": holds,
+                     "fails": fails, "undecided": 12 - holds - fails, "K": 12})
+    return pd.DataFrame(rows)
+
+
+def _readout():
+    return pd.DataFrame([{"dataset": d, "protocol": p, "predicted": RNG.uniform(1e-3, 1), "measured": RNG.uniform(1e-3, 1)}
+                         for d, p, _ in itertools.product(GRID.datasets, ("common", "own", "theory"), range(40))])
+
+
+FIGURES = {
+    "theorem1.loss_curves": lambda: tplots.loss_curves(_history()),
+    "theorem1.special_case": lambda: tplots.special_case(_special()),
+    "theorem1.rate_vs_prediction": lambda: tplots.rate_vs_prediction(_sweep()),
+    "theorem1.bound_check": lambda: tplots.bound_check(_sweep()),
+    "theorem1.sigma_trajectories": lambda: tplots.sigma_trajectories(_trajectories()),
+    "theorem1.distance_vs_radius": lambda: tplots.distance_vs_radius(_sweep()),
+    "theorem1.regime_map": lambda: tplots.regime_map(_regime()),
+    "collapse.plot_dqk_sweep:per_sample": lambda: cplots.plot_dqk_sweep(_collapse_sweep(), scope="per_sample"),
+    "collapse.plot_dqk_sweep:stacked": lambda: cplots.plot_dqk_sweep(_collapse_sweep(), scope="stacked"),
+    "collapse.plot_attention_maps": lambda: cplots.plot_attention_maps(_collapse_maps()),
+    "collapse.plot_attention_regimes": lambda: cplots.plot_attention_regimes(_collapse_regimes()),
+    "collapse.plot_bound:per_sample": lambda: cplots.plot_bound(_collapse_bounds(), scope="per_sample"),
+    "collapse.plot_bound:stacked": lambda: cplots.plot_bound(_collapse_bounds(), scope="stacked"),
+    "collapse.plot_training": lambda: cplots.plot_training(_collapse_training(), floor=0.3),
+    "collapse.plot_training:interaction": lambda: cplots.plot_training(
+        _collapse_training(), floor=0.3, floor_label="best linear fit from [x_i, mean x, 1]"),
+    **{f"robustness.plot_phase_diagram:{p}": (lambda p=p: rplots.plot_phase_diagram(_final(), GRID, protocol=p, standin=BANNER))
+       for p in ("common", "own", "theory")},
+    "robustness.plot_horizons": lambda: rplots.plot_horizons(_tally(), standin=BANNER),
+    "robustness.plot_theory_link": lambda: rplots.plot_theory_link(_final(("common", "own", "best", "theory")), standin=BANNER),
+    "robustness.plot_readout_link": lambda: rplots.plot_readout_link(_readout(), standin=BANNER),
+}
+
+
+def test_every_figure_function_is_measured():
+    """A new figure function of these chapters must be added to :data:`FIGURES`."""
+    import inspect
+
+    measured = {name.split(".")[1].split(":")[0] for name in FIGURES}  # module.function[:variant]
+    for module in (tplots, cplots, rplots):
+        public = {n for n, f in inspect.getmembers(module, inspect.isfunction)
+                  if f.__module__ == module.__name__ and not n.startswith("_")}
+        assert public <= measured, sorted(public - measured)
+
+
+@pytest.fixture(autouse=True)
+def _style():
+    use_style()
+    yield
+    plt.close("all")
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_figure_reads_at_page_width(name):
+    fig = FIGURES[name]()
+    width, smallest = saved_width_px(fig), smallest_text_px(fig, page_px=PAGE_PX)
+    assert width <= MAX_WIDTH_PX, f"{name}: {width} px wide"
+    assert smallest >= MIN_TEXT_PX, f"{name}: smallest text {smallest:.1f} px at page width ({width} px saved)"
+
+
+def _labels(fig):
+    """Axis labels and titles of every visible axes (colour bars included), and the figure's own."""
+    texts = [fig._suptitle, fig._supxlabel, fig._supylabel]
+    for ax in fig.axes:
+        if ax.get_visible():
+            texts += [ax.xaxis.label, ax.yaxis.label, ax.title, ax._left_title, ax._right_title]
+    return [t for t in texts if t is not None and t.get_visible() and t.get_text().strip()]
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_labels_and_titles_do_not_collide(name):
+    """The review found colour-bar labels running into each other and two x labels overlapping."""
+    fig = FIGURES[name]()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in _labels(fig)]
+    for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2):
+        assert not box_a.overlaps(box_b), f"{name}: {a!r} overlaps {b!r}"
+
+
+def test_smallest_text_px_scales_wide_figures_down():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.set_title("t", fontsize=10)
+    ax.tick_params(labelsize=10)
+    narrow = smallest_text_px(fig)
+    assert narrow == pytest.approx(10 / 72 * plt.rcParams["figure.dpi"])  # shown at its own size
+    fig.set_size_inches(20, 3)
+    assert smallest_text_px(fig) < narrow / 2  # squeezed into 760 px
+    ax.set_xlabel("tiny", fontsize=2)
+    assert smallest_text_px(fig) < 2 / 72 * plt.rcParams["figure.dpi"]
