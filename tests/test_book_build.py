@@ -59,7 +59,7 @@ def make_book(tmp_path: Path, notebooks: dict[str, str]) -> Path:
 
 def test_toc_order_of_the_book():
     assert bb.toc_notebooks(ROOT / "_toc.yml") == [
-        "01_setup", "02_theorem1", "03_rank_collapse", "04_jena", "05_sst2", "07_robustness", "06_claims",
+        "01_setup", "02_theorem1", "03_rank_collapse", "04_jena", "05_sst2", "06_robustness", "07_claims",
     ]
     docs = bb.toc_docs(ROOT / "_toc.yml")
     assert docs[0] == "book/intro"
@@ -308,7 +308,7 @@ def test_a_failed_notebook_keeps_the_previous_ipynb_and_adds_no_partial_one(tmp_
 
 
 def needs_header(md: Path, needs: list[str]) -> None:
-    """Give ``md`` a header ``resgd: needs:`` (as notebooks/06_claims.md has)."""
+    """Give ``md`` a header ``resgd: needs:`` (as notebooks/07_claims.md has)."""
     text = md.read_text()
     text = text.replace("  formats: ipynb,md:myst\n", "  formats: ipynb,md:myst\n  notebook_metadata_filter: resgd\n", 1)
     md.write_text(text.replace("  name: python3\n---\n", f"  name: python3\nresgd:\n  needs: [{', '.join(needs)}]\n---\n", 1))
@@ -369,7 +369,7 @@ def test_bad_needs_and_bad_jobs_are_named(tmp_path):
 def test_the_books_needs_name_notebooks_of_the_toc():
     toc = bb.toc_notebooks(ROOT / "_toc.yml")
     needs = {name: bb.notebook_needs(ROOT / "notebooks" / f"{name}.md") for name in toc}
-    assert needs["06_claims"] == ["04_jena", "05_sst2"]  # it collects their verdicts
+    assert needs["07_claims"] == ["04_jena", "05_sst2"]  # it collects their verdicts
     assert all(n in toc for wanted in needs.values() for n in wanted)
 
 

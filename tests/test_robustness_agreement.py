@@ -1,7 +1,7 @@
 """The robustness map's verdicts agree between the quick and the full grid where both decide.
 
 Reads the full build's cell table (``results/robustness/map_book.csv``, written by
-notebooks/07_robustness.md in full mode, i.e. ``make book``, on the ``book`` grid) and computes the
+notebooks/06_robustness.md in full mode, i.e. ``make book``, on the ``book`` grid) and computes the
 quick map (its runs are cached in ``results/cache``; a few minutes on two cores when they are
 not). The quick grid's cells are book-grid cells with the same seeds but half the iterations, so
 a verdict (on the primary measure Φ(T)/Φ(0)) that flips between T/2 and T makes this test fail. Skips without the full map unless ``RESGD_REQUIRE_SITE=1``

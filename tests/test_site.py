@@ -410,7 +410,7 @@ def test_checker_finds_raw_markup(text):
 
 
 def test_checker_finds_missing_paste():
-    source = "found {glue:text}`../notebooks/06_claims.ipynb::claims-theory-K:s` of {glue:text}`a::b:s`"
+    source = "found {glue:text}`../notebooks/07_claims.ipynb::claims-theory-K:s` of {glue:text}`a::b:s`"
     one = '<article class="bd-article"><p>found <span class="pasted-text">8</span> of</p></article>'
     two = one.replace("of</p>", 'of <span class="pasted-text">3</span></p>')
     assert missing_pastes("book/intro.html", source, one)

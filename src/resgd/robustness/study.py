@@ -131,8 +131,8 @@ def load_cells(mode: str, directory: str | os.PathLike | None = None) -> pd.Data
     """The cell table a build wrote; a clear error naming what to run when it is missing."""
     path = map_path(mode, directory)
     if not path.is_file():
-        how = {"quick": "notebooks/07_robustness.md in quick mode (or `python -m resgd reproduce --quick --only robustness`)",
-               "book": "notebooks/07_robustness.md in full mode (`make book`)",
+        how = {"quick": "notebooks/06_robustness.md in quick mode (or `python -m resgd reproduce --quick --only robustness`)",
+               "book": "notebooks/06_robustness.md in full mode (`make book`)",
                "full": "`python -m resgd reproduce --only robustness`"}.get(mode, f"a map in mode {mode!r}")
         raise FileNotFoundError(f"{path} is missing: run {how}")
     return pd.read_csv(path)
