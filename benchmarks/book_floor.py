@@ -94,7 +94,7 @@ def page_work(dataset: str, quick: bool, cache_dir: str | Path | None = None) ->
         last = h.iloc[-1]
         ran = int(last["diverged_at"]) if bool(last["diverged"]) else int(last["iterations"])
         beta, L = float(last["beta"]), int(last["n_layers"])
-        flops = step_flops(s.model(beta, L, float(last["beta_ffn"])), int(last["n_train"]), s.n)["total"]
+        flops = step_flops(s.model(beta, L, float(last["beta_ffn"]), seed=int(last["seed"])), int(last["n_train"]), s.n)["total"]
         rows.append({"dataset": dataset, "experiment": last["experiment"], "beta": beta, "n_layers": L,
                      "n_train": int(last["n_train"]), "seed": int(last["seed"]), "iterations_run": ran, "step_flops": flops, "flops": flops * ran})
     return pd.DataFrame(rows)

@@ -20,7 +20,7 @@ from resgd.experiments import study as ex
 
 def jena_config(seed: int) -> ex.RunConfig:
     spec = DatasetSpec("jena", n_train=8, n_tokens=4, n_test=4, seed=seed)
-    return ex.RunConfig(spec, ModelConfig(d=14, d_qk=3, m=5, beta=1.0),
+    return ex.RunConfig(spec, ModelConfig(d=11, d_qk=3, m=5, beta=1.0),
                         GDConfig(lr=0.01, iterations=5, reduction="mean", record_every=5))
 
 

@@ -198,8 +198,11 @@ def test_the_self_test_passes_the_real_build_and_catches_one_ulp(tmp_path, compi
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
 def test_a_build_stopped_by_a_signal_leaves_no_partial_file(tmp_path, compilers, number):
     code = "import resgd.core.native as n; n.build()"
+    # the child starts with the signal's default action even where this test runs in a background
+    # job (whose shell ignores SIGINT, and an ignored signal is inherited)
     process = subprocess.Popen([sys.executable, "-c", code], env=_env(tmp_path, compilers["sleep"]),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(number, signal.SIG_DFL))
     folder = tmp_path / "native"
     deadline = time.monotonic() + 60
     while not (folder.exists() and any(p.stat().st_size for p in folder.iterdir())):  # the compiler has written
@@ -208,6 +211,25 @@ def test_a_build_stopped_by_a_signal_leaves_no_partial_file(tmp_path, compilers,
     process.send_signal(number)
     _, err = process.communicate(timeout=60)
     assert process.returncode == -number, err  # the signal still ends the process, after the cleanup
+    assert list(folder.iterdir()) == []
+
+
+def test_a_build_in_a_process_that_ignores_sigint_is_not_stopped_by_it(tmp_path, compilers):
+    code = "import resgd.core.native as n; n.build()"
+    process = subprocess.Popen([sys.executable, "-c", code], env=_env(tmp_path, compilers["sleep"]),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    folder = tmp_path / "native"
+    deadline = time.monotonic() + 60
+    while not (folder.exists() and any(p.stat().st_size for p in folder.iterdir())):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    assert process.poll() is None  # ignored, as the process asked
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == -signal.SIGTERM, err
     assert list(folder.iterdir()) == []
 
 

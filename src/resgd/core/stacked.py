@@ -90,10 +90,10 @@ def worth_stacking(cfg: ModelConfig, n_train: int, n_tokens: int) -> bool:
 
 @functools.lru_cache(maxsize=1024)
 def shape_model(cfg: ModelConfig) -> ModelConfig:
-    """What runs of one stack must share: the model without β, β_ffn and the init scales (the
+    """What runs of one stack must share: the model without β, β_ffn, the init scales and gains (the
     per-run parts; an explicit β_ffn equal to β is the same model as β_ffn = None). Cached: a
     stack's check calls it once per run and call, and a fresh validated copy costs 20 µs."""
-    return cfg.replace(beta=1.0, beta_ffn=None, qk_scale=1.0, v_scale=1.0, ffn_scale=1.0, out_scale=1.0)
+    return cfg.replace(beta=1.0, beta_ffn=None, qk_scale=1.0, v_scale=1.0, ffn_scale=1.0, out_scale=1.0, gains=())
 
 
 def shape_gd(gd: GDConfig) -> GDConfig:

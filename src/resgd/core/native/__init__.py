@@ -132,7 +132,8 @@ def _signals_unwind():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    numbers = (signal.SIGTERM, signal.SIGINT)
+    # a signal the process ignores (SIGINT in a background job) stays ignored: it cannot stop the build
+    numbers = tuple(n for n in (signal.SIGTERM, signal.SIGINT) if signal.getsignal(n) is not signal.SIG_IGN)
     previous = {n: signal.getsignal(n) for n in numbers}
 
     def handler(number, frame):
