@@ -1,5 +1,5 @@
 """The robustness map's workload: the stacked trainer against the JAX peer, its own GEMMs in
-isolation and the host's dense matmul rate, shape by shape (issue 22).
+isolation and the host's dense matmul rate, shape by shape.
 
 For each shape the map trains (Jena-like d = 14 per-token and SST-2-like d = 50 mean-pooled, padded;
 d_QK = 16, m = 64, n = 8, N = 16/32, L = 1/2/6/10; stacks of R = 16 runs, as :data:`resgd.experiments.runs.MAX_STACK`;

@@ -27,7 +27,7 @@ import pytest
 
 SLOW_FIRST = (
     "test_robustness_agreement.py",  # the quick robustness map: several minutes on two cores when not cached
-    "test_faults.py",  # Dask clusters, worker processes and signals (issue 24)
+    "test_faults.py",  # Dask clusters, worker processes and signals
     "test_fault_runs.py",  # python -m resgd reproduce killed and resumed, as another user, under a file-size limit
     "test_fault_dask.py",  # a real dask scheduler and worker processes, one killed
     "test_fault_catalogue.py",  # collects the whole suite to check the catalogue's test ids

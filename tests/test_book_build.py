@@ -284,7 +284,7 @@ def test_a_running_notebook_has_no_output_in_notebooks(tmp_path):
 
 @pytest.mark.parametrize("how", ["fails", "times out"])
 def test_a_failed_notebook_keeps_the_previous_ipynb_and_adds_no_partial_one(tmp_path, how):
-    """Issue 24 item 10 changed this: a failed rebuild used to delete the previous page; now the
+    """A failed rebuild used to delete the previous page; now the
     last good notebooks/NN.ipynb stays (the report says the run failed), and no partial output is there."""
     started = tmp_path / "started"  # outside notebooks/, whose listing is checked
     src = ("raise ValueError('deliberate failure')" if how == "fails"
@@ -373,7 +373,7 @@ def test_the_books_needs_name_notebooks_of_the_toc():
     assert all(n in toc for wanted in needs.values() for n in wanted)
 
 
-# ---------------------------------------------------------------- SIGTERM (issue 24 item 4)
+# ---------------------------------------------------------------- SIGTERM
 
 
 def test_sigterm_to_the_build_ends_papermill_and_its_kernel_in_one_line(tmp_path):

@@ -46,7 +46,7 @@ def test_reproduce_calls_the_named_parts(fake_targets, tmp_path, monkeypatch, ca
     assert os.environ["RESGD_RESULTS_DIR"] == str(tmp_path / "r")
 
 
-@pytest.mark.parametrize("variable, value, status, message", [  # 2: every bad setting (issue 24 item 8)
+@pytest.mark.parametrize("variable, value, status, message", [  # 2: every bad setting
     ("RESGD_GRAD_BACKEND", "bogus", 2, "$RESGD_GRAD_BACKEND='bogus': expected one of manual, autograd"),
     ("RESGD_MKL_INTEL_PATH", "yes", 2, "$RESGD_MKL_INTEL_PATH='yes': expected 1"),
     ("RESGD_DATA_DIR", "/nonexistent/resgd-data", 2, "RESGD_DATA_DIR=/nonexistent/resgd-data: "),
@@ -273,7 +273,7 @@ def test_a_bug_keeps_its_traceback(writing_part, monkeypatch):
 
 def test_missing_data_dir_is_reported(fake_targets, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RESGD_DATA_DIR", str(tmp_path / "no_such_folder"))
-    assert cli.main(["reproduce", "--only", "jena"], parts=fake_targets) == 2  # a bad setting: exit 2, as the README promises (issue 24 item 8)
+    assert cli.main(["reproduce", "--only", "jena"], parts=fake_targets) == 2  # a bad setting: exit 2, as the README promises
     line = _one_line_error(capsys)
     assert f"RESGD_DATA_DIR={tmp_path / 'no_such_folder'}" in line and "does not exist" in line
     assert CALLS == []  # before any work
@@ -324,7 +324,7 @@ def test_jena_advice_works_from_the_command_line(tmp_path, monkeypatch, capsys):
     assert "pass check_canonical=False" not in line and "delete" not in line.lower()
 
 
-# ---------------------------------------------------------------- settings (issue 24 item 8, issue 20 item 3)
+# ---------------------------------------------------------------- settings
 
 
 @pytest.mark.parametrize("env, flag, quick", [({}, [], False), ({"RESGD_MODE": "quick"}, [], True),

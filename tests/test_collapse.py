@@ -283,7 +283,7 @@ def _tiny_preset() -> dict:
 
 
 def test_one_list_of_figure_names_and_no_literal_name_in_the_notebook():
-    """Issue 20: the notebook names its figures through collapse.figure_name, never by typing them."""
+    """The notebook names its figures through collapse.figure_name, never by typing them."""
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "notebooks" / "03_rank_collapse.md").read_text()

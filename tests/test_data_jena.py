@@ -278,7 +278,7 @@ def test_good_download_is_published_and_used(tmp_path, monkeypatch):
     calls = serve(monkeypatch, zipped_csv(small_csv(tmp_path, days=12)))
     cache = tmp_path / "cache"
     ds = load_jena(n_tokens=6, n_train=8, n_test=8, cache_dir=cache, check_canonical=False)
-    assert not ds.is_standin and ds.source_label.startswith("NOT the canonical Jena climate file")  # labelled (issue 24 item 3)
+    assert not ds.is_standin and ds.source_label.startswith("NOT the canonical Jena climate file")  # labelled
     assert ds.info["canonical"] is False
     assert (cache / "jena" / JENA_FILE_NAME).is_file() and calls == [JENA_URL]
     assert not [p for p in files_below(cache) if p.suffix == ".part" or p.name.startswith(".download")]
@@ -455,7 +455,7 @@ def test_a_bad_file_in_the_cache_is_to_be_deleted(tmp_path, monkeypatch, offline
         assert f"Delete {cached} (a copy in the data cache) and run again: it is downloaded again." in message
 
 
-# --------------------------------------------------------------------------- plausibility (issue 24 items 3 and 10)
+# --------------------------------------------------------------------------- plausibility
 
 
 def test_nan_text_is_reported_as_written_not_as_an_empty_field(tmp_path):

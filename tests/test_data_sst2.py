@@ -327,7 +327,7 @@ def test_corrupt_file_in_the_data_folder_gets_advice_that_works_there(fixture_di
     assert ("unset RESGD_DATA_DIR to download it into the data cache" in message) is not offline
 
 
-# --------------------------------------------------------------------------- GloVe content verified (issue 24 item 2)
+# --------------------------------------------------------------------------- GloVe content verified
 
 
 def test_published_glove_file_matches_its_published_sha256(shared):

@@ -1,4 +1,4 @@
-"""The 8-seed arms of the experiment pages (issue 21): which arms use the interval rule, how many
+"""The 8-seed arms of the experiment pages: which arms use the interval rule, how many
 seeds they train, what the design costs, and the rule itself — holds, fails, undecided, its
 level, its chance rate on simulated no-effect data, and the one-line error for too few seeds."""
 

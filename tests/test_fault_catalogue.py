@@ -1,4 +1,4 @@
-"""The fault catalogue of issue 24 (tests/faults/catalogue.py) is complete and points at real tests."""
+"""The fault catalogue (tests/faults/catalogue.py) is complete and points at real tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Dask faults (issue 24) against real ``dask scheduler`` and ``dask worker`` processes on 127.0.0.1:
+"""Dask faults against real ``dask scheduler`` and ``dask worker`` processes on 127.0.0.1:
 a worker started late, the only worker killed mid-sweep and replaced, and scheduler addresses that
 answer but are not a Dask scheduler (a port that says nothing, a worker's port). A worker killed
 while another one remains, a cluster restart and a lost scheduler are in test_dask_backend.py and

@@ -1,4 +1,4 @@
-"""Corrupt data files not yet covered by test_data_sst2.py / test_data_jena.py (issue 24): each a
+"""Corrupt data files not yet covered by test_data_sst2.py / test_data_jena.py: each a
 one-line error naming the file, the line and the field, and from the command line exit status 1
 (the README: "a problem with the data ... exit status 1"; 2 is for a bad setting).
 

@@ -1,4 +1,4 @@
-"""Faults of a run (issue 24): interrupts, damaged cache entries, dead lock owners, real permission
+"""Faults of a run: interrupts, damaged cache entries, dead lock owners, real permission
 and file-size faults. Each is inflicted on the real code: ``python -m resgd reproduce`` with a small
 part that goes through the real sweep, cache and publish (:mod:`faults.toy_reproduce`), or the
 experiments' sweep on toy data.
@@ -86,7 +86,7 @@ def interrupt_after(proc: subprocess.Popen, n_computed: int, sig: int) -> str:
 
 def test_kill_9_then_sigterm_mid_sweep_then_two_reruns_at_once_give_the_bytes_of_an_uninterrupted_run(tmp_path):
     """kill -9 after the first cached entry, SIGTERM after the next one: each cached entry is kept,
-    nothing half-written is left. Then two runs at once on that results folder (issue 24: concurrent
+    nothing half-written is left. Then two runs at once on that results folder (concurrent
     runs): only the missing entries are computed, once, and the table has the bytes of a run never
     interrupted."""
     assert reproduce_toy(tmp_path / "clean", "--jobs", "1") == 0

@@ -1,5 +1,5 @@
 """Figures made from a file the loaders did not check against the published one carry a banner,
-as those made from the synthetic stand-in do (issue 24: before, "NOT canonical" was only in the
+as those made from the synthetic stand-in do (before, "NOT canonical" was only in the
 data's source label, never on a figure)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Faults that once gave a wrong result with exit 0, a hang or a traceback (issue 24), each as a test.
+"""Faults that once gave a wrong result with exit 0, a hang or a traceback, each as a test.
 
 The Dask ones run against a real ``LocalCluster`` (worker processes on 127.0.0.1). Each test polls
 for its condition with a generous deadline instead of sleeping a fixed time.
@@ -66,7 +66,7 @@ def test_every_cache_entry_holds_the_digest_of_its_data(client_standin):
         assert list(pickle.loads(entry.read_bytes())["data"].values()) == [digest]
 
 
-# --------------------------------------------------------------------------- locks (issue 24 items 6 and 10)
+# --------------------------------------------------------------------------- locks
 
 HOLD_LOCKS = """
 import os, signal, sys
@@ -132,7 +132,7 @@ def test_removing_a_released_lock_file_never_lets_two_holders_in(tmp_path):
     second.close()
 
 
-# --------------------------------------------------------------------------- a scheduler lost mid-run (issue 24 item 5)
+# --------------------------------------------------------------------------- a scheduler lost mid-run
 
 
 def test_a_scheduler_killed_mid_run_is_one_line_and_the_results_so_far_are_kept(tmp_path):
@@ -191,7 +191,7 @@ def test_a_scheduler_killed_mid_run_is_one_line_and_the_results_so_far_are_kept(
     assert took < 30, took  # reported at once, not after the client's reconnect timeout
 
 
-# --------------------------------------------------------------------------- a dead local worker (issue 24 item 7)
+# --------------------------------------------------------------------------- a dead local worker
 
 
 def test_a_dead_local_worker_s_tasks_are_run_again(tmp_path, capfd):
@@ -207,7 +207,7 @@ def test_a_dead_local_worker_s_tasks_are_run_again(tmp_path, capfd):
     assert "a local worker process died; running its" in capfd.readouterr().err
 
 
-# --------------------------------------------------------------------------- clean stops (issue 24 items 4 and 10)
+# --------------------------------------------------------------------------- clean stops
 
 STOPPABLE_CLI = """
 import sys, time
@@ -242,7 +242,7 @@ def test_reproduce_stops_on_a_signal_in_one_line(tmp_path, signame, status):
                      f"the results computed so far are cached and a new run resumes from them"]
 
 
-# --------------------------------------------------------------------------- publish all-or-nothing (issue 24 item 10)
+# --------------------------------------------------------------------------- publish all-or-nothing
 
 KILLED_PUBLISH = """
 import os, sys

@@ -1,4 +1,5 @@
-"""Every figure of the theorem-1, rank-collapse and robustness chapters reads at the book's page width.
+"""Every figure of the theorem-1, rank-collapse and robustness chapters, and the claims page's
+overview, reads at the book's page width.
 
 The book's content column is about 760 CSS px; a wider figure is scaled down to it. Each figure is
 drawn from small hand-built tables with as many panels as the largest design that reaches the book
@@ -20,6 +21,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from resgd.plots import collapse as cplots  # noqa: E402
+from resgd.plots import experiments as eplots  # noqa: E402
 from resgd.plots import robustness as rplots  # noqa: E402
 from resgd.plots import theorem1 as tplots  # noqa: E402
 from resgd.plots.style import saved_width_px, smallest_text_px, use_style  # noqa: E402
@@ -143,6 +145,17 @@ def _readout():
                          for d, p, _ in itertools.product(GRID.datasets, ("common", "own", "theory"), range(40))])
 
 
+def _verdicts():
+    """The claims page's full table: two data sets × four protocols, four claims (a) to factorial."""
+    rows = []
+    for d, p in itertools.product(("jena", "sst2"), ("common", "theory c=0.25", "theory c=0.5", "theory c=1")):
+        names = ["residual_helps"] + (["beta_monotone", "depth_residual_helps"] if p in ("common", "theory c=0.5") else []) \
+            + (["factorial"] if p == "theory c=0.5" else [])
+        rows += [{"dataset": d, "protocol": p, "name": n, "verdict": str(RNG.choice(["holds", "fails", "undecided"])),
+                  "data": "synthetic stand-in" if d == "jena" else "real"} for n in names]
+    return pd.DataFrame(rows)
+
+
 FIGURES = {
     "theorem1.loss_curves": lambda: tplots.loss_curves(_history()),
     "theorem1.special_case": lambda: tplots.special_case(_special()),
@@ -165,6 +178,7 @@ FIGURES = {
     "robustness.plot_horizons": lambda: rplots.plot_horizons(_tally(), standin=BANNER),
     "robustness.plot_theory_link": lambda: rplots.plot_theory_link(_final(("common", "own", "best", "theory")), standin=BANNER),
     "robustness.plot_readout_link": lambda: rplots.plot_readout_link(_readout(), standin=BANNER),
+    "experiments.plot_verdicts": lambda: eplots.plot_verdicts(_verdicts()),
 }
 
 

@@ -48,7 +48,7 @@ class Counting:
         return self.original(configs)
 
 
-# --------------------------------------------------------------------------- issue 14 #1: verified entries
+# --------------------------------------------------------------------------- verified entries
 
 def test_another_runs_entry_copied_over_is_rejected_and_recomputed(tmp_path, monkeypatch):
     a, b = toy_config(0), toy_config(1)
@@ -93,7 +93,7 @@ def test_unverified_old_format_entry_is_rejected(tmp_path):
         assert ResultsCache(tmp_path).read(key) is None
 
 
-# --------------------------------------------------------------------------- issue 14 #5: outputs
+# --------------------------------------------------------------------------- outputs
 
 def test_unwritable_output_folder_is_reported_before_any_work(tmp_path, monkeypatch):
     blocked = tmp_path / "figures"
@@ -150,7 +150,7 @@ def test_a_scheduler_without_the_dask_backend_names_the_setting(monkeypatch):
         list(execute([Task("a", abs, -1)], n_jobs=1))
 
 
-# --------------------------------------------------------------------------- issue 14 #10: locks
+# --------------------------------------------------------------------------- locks
 
 def test_a_second_sweep_waits_for_a_running_entry_and_reuses_it(tmp_path, monkeypatch):
     configs = [toy_config(s) for s in range(3)]
@@ -222,7 +222,7 @@ def test_two_runs_on_one_results_folder_compute_each_run_once(tmp_path):
     assert outs[0][1] == outs[1][1]  # the same results
 
 
-# --------------------------------------------------------------------------- issue 14 #6: shutdown
+# --------------------------------------------------------------------------- shutdown
 
 PARALLEL_SLEEP = textwrap.dedent("""
     import time

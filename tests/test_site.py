@@ -497,7 +497,7 @@ def test_checker_hidden_inputs(cells, tags, ok):
     assert (hidden_input_problems("notebooks/x.html", html, tags) == []) == ok
 
 
-# ---------------------------------------------------------------- issue 37: what a reader trusts at a glance
+# ---------------------------------------------------------------- what a reader trusts at a glance
 
 PROVENANCE = re.compile(r"Built (\d{4})-\d\d-\d\d \d\d:\d\d UTC from commit ([0-9a-f]{7,}(\+dirty)?|unknown \(no git\)), "
                         r"(quick|full|quick\+full) mode; resgd [^,]+, torch [^,]+, numpy [^,]+, jupyter-book [^.]+")

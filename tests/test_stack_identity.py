@@ -1,4 +1,4 @@
-"""Issue 24 item 9: a run's numbers do not depend on the stack it was trained in — bit for bit.
+"""A run's numbers do not depend on the stack it was trained in — bit for bit.
 
 At the map's shapes (``tests/engine_cases.py``): each run trained alone, and inside stacks of 2 and
 13 runs (where it and its neighbours may diverge and leave, so a stack shrinks to one mid-run),

@@ -302,7 +302,7 @@ def test_reproduce_parts_split_the_figures(tmp_path, monkeypatch):
 
 
 def test_no_literal_figure_name_in_the_theory_notebooks():
-    """Issue 20: the notebooks name their figures through theory.figure_name, never by typing them."""
+    """The notebooks name their figures through theory.figure_name, never by typing them."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1] / "notebooks"

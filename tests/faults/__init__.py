@@ -1,1 +1,1 @@
-"""The fault catalogue of issue 24 and the helpers its tests share."""
+"""The fault catalogue and the helpers its tests share."""

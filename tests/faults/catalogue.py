@@ -1,4 +1,4 @@
-"""The faults of issue 24, each with the test that inflicts it on the real code.
+"""The faults, each with the test that inflicts it on the real code.
 
 The issue tried 74 faults on commit 2acdd27 (quick mode, a real ``dask scheduler`` and two
 ``dask worker`` processes on 127.0.0.1): 56 behaved as promised, 18 did not, plus the smaller

@@ -29,7 +29,7 @@ Equality (tested in ``tests/test_stacked.py``):
   not bit for bit: losses to a relative 1e-10 over short horizons, the same divergence iteration,
   ‖∇Φ‖ to 1e-8 and σ(Z) to 1e-6 (the Gram route squares the condition number).
 
-Why two trainers (issue 22 item 1 asked for one): a stack of one at the headline experiments'
+Why two trainers: a stack of one at the headline experiments'
 sizes (N = 128, n = 24/16, d_QK = 16, m = 64, float64) was 1.26x / 1.22x slower per step than
 :func:`~resgd.core.train.train_gd` for Jena L = 1 / 10 and 1.06x / 1.14x for SST-2 (medians of 5
 interleaved repeats, AMD EPYC family 25 model 17, shared 2-core machine, spread ±15 %), above the

@@ -4,7 +4,7 @@
 ``toy_cls`` are tiny synthetic sets for tests (:mod:`.toy`). :func:`data_fingerprint` enters
 every cache key, so results computed on one version of the data are never served for another.
 
-Data identity across processes (issue 24 item 1): a sweep's worker loads its own copy of the
+Data identity across processes: a sweep's worker loads its own copy of the
 data, which may not be the client's (no Jena file there: the stand-in; another file). The sweep
 engine (:mod:`resgd.pipeline.sweep`) runs each task inside :func:`expecting` with the client's
 :func:`known_fingerprints`: :func:`load_dataset` then raises :class:`DataMismatchError` (naming

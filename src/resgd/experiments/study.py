@@ -560,11 +560,11 @@ def reproduce(
 
 def reproduce_jena(quick: bool, figures_dir: str | os.PathLike | None = None, *, n_jobs: int = 2,
                    scheduler: str | None = None) -> dict[str, Path]:
-    """The Jena page's figures, tables and verdicts (the study contract of issue 20)."""
+    """The Jena page's figures, tables and verdicts (the study contract)."""
     return reproduce("jena", quick, figures_dir, n_jobs=n_jobs, scheduler=scheduler)
 
 
 def reproduce_sst2(quick: bool, figures_dir: str | os.PathLike | None = None, *, n_jobs: int = 2,
                    scheduler: str | None = None) -> dict[str, Path]:
-    """The SST-2 page's figures, tables and verdicts (the study contract of issue 20)."""
+    """The SST-2 page's figures, tables and verdicts (the study contract)."""
     return reproduce("sst2", quick, figures_dir, n_jobs=n_jobs, scheduler=scheduler)

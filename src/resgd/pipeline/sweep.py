@@ -160,7 +160,7 @@ def _dask_identity(address: str, timeout: float) -> str | None:
     when Dask is not installed (that is reported when the sweep starts).
 
     Why: ``distributed.Client`` waits for ever on a port that accepts connections but does not
-    speak Dask (issue 24: a run hung for minutes on the dashboard's port). Run in its own thread
+    speak Dask. Run in its own thread
     and event loop, so that it also works inside a notebook's running loop."""
     import threading
 

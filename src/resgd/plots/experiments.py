@@ -271,26 +271,26 @@ VERDICT_COLORS = {"holds": 2, "fails": 3, "undecided": 7}
 
 
 def plot_verdicts(verdicts: pd.DataFrame) -> plt.Figure:
-    """The claims page's overview: one cell per claim (rows) and data set × protocol (columns),
-    green when the claim holds, orange when it fails, grey when undecided. Input:
-    :func:`resgd.experiments.claims.load_verdicts`."""
+    """The claims page's overview: one cell per data set × protocol (rows) and claim (columns),
+    green when the claim holds, orange when it fails, grey when undecided. Rows, not columns, take
+    the many data set × protocol pairs so that the figure stays narrow enough to read at the page's
+    width. Input: :func:`resgd.experiments.claims.load_verdicts`."""
     use_style()
     names = list(dict.fromkeys(verdicts["name"]))
-    columns = list(dict.fromkeys(zip(verdicts["dataset"], verdicts["protocol"])))
-    fig, ax = plt.subplots(figsize=(2.6 + 1.5 * len(columns), 1.2 + 0.7 * len(names)))
+    rows = list(dict.fromkeys(zip(verdicts["dataset"], verdicts["protocol"])))
+    fig, ax = plt.subplots(figsize=(2.2 + 1.2 * len(names), 0.8 + 0.36 * len(rows)))
     palette = sns.color_palette("colorblind")
     for _, row in verdicts.iterrows():
-        i, j = names.index(row["name"]), columns.index((row["dataset"], row["protocol"]))
+        i, j = rows.index((row["dataset"], row["protocol"])), names.index(row["name"])
         ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=palette[VERDICT_COLORS[row["verdict"]]], alpha=0.75,
-                                   edgecolor="white", linewidth=3))
-        ax.text(j + 0.5, i + 0.5, row["verdict"], ha="center", va="center", fontsize="small", color="black")
-    ax.set_xlim(0, len(columns))
-    ax.set_ylim(len(names), 0)
-    ax.set_xticks([j + 0.5 for j in range(len(columns))],
-                  [f"{DATASET_TITLE.get(d, d)}\n{p}" for d, p in columns], fontsize="x-small")
-    short = {"residual_helps": "(a) residual faster", "beta_monotone": "(b) larger β faster",
-             "depth_residual_helps": "(c) every depth", "factorial": "factorial: a skip speeds up"}
-    ax.set_yticks([i + 0.5 for i in range(len(names))], [short.get(n, n) for n in names])
+                                   edgecolor="white", linewidth=2))
+        ax.text(j + 0.5, i + 0.5, row["verdict"], ha="center", va="center", color="black")
+    ax.set_xlim(0, len(names))
+    ax.set_ylim(len(rows), 0)
+    short = {"residual_helps": "(a) residual\nfaster", "beta_monotone": "(b) larger β\nfaster",
+             "depth_residual_helps": "(c) every\ndepth", "factorial": "factorial:\na skip speeds up"}
+    ax.set_xticks([j + 0.5 for j in range(len(names))], [short.get(n, n) for n in names])
+    ax.set_yticks([i + 0.5 for i in range(len(rows))], [f"{DATASET_TITLE.get(d, d)}, {p}" for d, p in rows])
     ax.tick_params(length=0)
     ax.grid(False)
     for spine in ax.spines.values():

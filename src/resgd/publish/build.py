@@ -290,7 +290,7 @@ def execute(
     if not has_parameters_cell(staged):
         print(f"book_build: warning: {source.relative_to(root)} has no cell tagged `parameters`;"
               " papermill needs one to set its parameters from the command line", file=sys.stderr)
-    # A previous notebooks/NN.ipynb stays until the new one is complete (issue 24 item 10): a failed
+    # A previous notebooks/NN.ipynb stays until the new one is complete: a failed
     # rebuild keeps the last good page, and the report says this run failed.
     output.parent.mkdir(parents=True, exist_ok=True)
     output.unlink(missing_ok=True)

@@ -141,7 +141,7 @@ class MapGrid:
                 == (other.min_coverage, other.stall_drop, other.primary, other.dtype))
 
 
-# The design of issue 21, fixed before any run of it (see notebooks/06_robustness.md): sharpness over
+# The design, fixed before any run of it (see notebooks/06_robustness.md): sharpness over
 # a 16x range around the preset (1), three step fractions including the headline's safety factor
 # 0.5, three c of the theorem's step, two sizes; 12 seeds (full), 8 (quick and book); the matched and
 # the 1/√L twins (full), the matched one (quick and book). The book's

@@ -2,7 +2,7 @@
 
 A run whose loss does not fall is not a diverged run (its loss is finite) and says nothing about a
 step size being "stable" (a flat landscape tolerates any step). The rule, fixed before the map's
-runs of issue 21: a run (or a stability probe) is
+runs: a run (or a stability probe) is
 
 * ``diverged`` when the trainer stopped it (Φ above 10⁶ Φ(θ⁰) or not finite) or any loss is not
   finite;
