@@ -195,19 +195,25 @@ def test_the_self_test_passes_the_real_build_and_catches_one_ulp(tmp_path, compi
     assert same == "None" and off.startswith("loss differs"), done.stdout
 
 
-@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
-def test_a_build_stopped_by_a_signal_leaves_no_partial_file(tmp_path, compilers, number):
+def _build_in_progress(tmp_path, compilers, number, action):
+    """A child process building with the never-ending compiler, once the compiler has written; the
+    child starts with ``action`` for signal ``number`` (a test run in a background job inherits an
+    ignored SIGINT, so the default is set explicitly too)."""
     code = "import resgd.core.native as n; n.build()"
-    # the child starts with the signal's default action even where this test runs in a background
-    # job (whose shell ignores SIGINT, and an ignored signal is inherited)
     process = subprocess.Popen([sys.executable, "-c", code], env=_env(tmp_path, compilers["sleep"]),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=lambda: signal.signal(number, signal.SIG_DFL))
+                               preexec_fn=lambda: signal.signal(number, action))
     folder = tmp_path / "native"
     deadline = time.monotonic() + 60
     while not (folder.exists() and any(p.stat().st_size for p in folder.iterdir())):  # the compiler has written
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.05)
+    return process, folder
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
+def test_a_build_stopped_by_a_signal_leaves_no_partial_file(tmp_path, compilers, number):
+    process, folder = _build_in_progress(tmp_path, compilers, number, signal.SIG_DFL)
     process.send_signal(number)
     _, err = process.communicate(timeout=60)
     assert process.returncode == -number, err  # the signal still ends the process, after the cleanup
@@ -215,15 +221,7 @@ def test_a_build_stopped_by_a_signal_leaves_no_partial_file(tmp_path, compilers,
 
 
 def test_a_build_in_a_process_that_ignores_sigint_is_not_stopped_by_it(tmp_path, compilers):
-    code = "import resgd.core.native as n; n.build()"
-    process = subprocess.Popen([sys.executable, "-c", code], env=_env(tmp_path, compilers["sleep"]),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    folder = tmp_path / "native"
-    deadline = time.monotonic() + 60
-    while not (folder.exists() and any(p.stat().st_size for p in folder.iterdir())):
-        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-        time.sleep(0.05)
+    process, folder = _build_in_progress(tmp_path, compilers, signal.SIGINT, signal.SIG_IGN)
     process.send_signal(signal.SIGINT)
     time.sleep(1.0)
     assert process.poll() is None  # ignored, as the process asked

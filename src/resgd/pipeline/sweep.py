@@ -160,8 +160,7 @@ def _dask_identity(address: str, timeout: float) -> str | None:
     when Dask is not installed (that is reported when the sweep starts).
 
     Why: ``distributed.Client`` waits for ever on a port that accepts connections but does not
-    speak Dask. Run in its own thread
-    and event loop, so that it also works inside a notebook's running loop."""
+    speak Dask. Run in its own thread and event loop, so that it also works inside a notebook's running loop."""
     import threading
 
     try:
