@@ -42,11 +42,8 @@ $(BIN)/python:
 
 # Reinstall only when the dependency files change. --no-compile: pip would byte-compile every module of
 # every package (half of the install's CPU time); Python compiles the few hundred that are imported, once.
-# Then the stacked trainer's compiled evaluation (resgd.core.native; ~15 s with g++, else it says why and
-# the Python path runs: the same numbers either way).
 $(STAMP): pyproject.toml requirements.lock | $(BIN)/python
 	$(BIN)/python -m pip install --no-compile -c requirements.lock -e '.[book,test,cluster]'
-	$(BIN)/python -m resgd.core.native
 	touch $@
 
 chromium:  ## Debian's chromium + chromium-driver for the browser tests, when missing

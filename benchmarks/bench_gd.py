@@ -9,11 +9,11 @@ Run from the repository root (with the project's virtual environment active)::
 What is measured (side by side, in one process, on the same inputs, interleaved round-robin so
 that a change in machine load hits every implementation alike):
 
-* ``ours``          — the trainer's path: ``resgd.core.train.loss_and_grad`` (default backend, the
-                      hand-derived pass of ``resgd.core.fastgrad``) + ``fastgrad.gd_update`` (p − lr g);
-* ``ours_autograd`` — the same with ``backend="autograd"`` (batched autograd over resgd.core.model);
-* ``ours_train_gd`` — ``resgd.core.train.train_gd`` per iteration (adds the trainer's bookkeeping:
-                      gradient norm, history rows, σ(Z) every 10 iterations);
+* ``ours``          — the trainer: ``resgd.core.train.train_gd`` (a stack of one of
+                      ``resgd.core.stacked.train_stacked``) per iteration, its bookkeeping included
+                      (gradient norm, history rows, σ(Z) every 10 iterations);
+* ``ours_autograd`` — ``resgd.core.train.loss_and_grad`` (autograd over resgd.core.model, the
+                      reference) + the update p − lr g;
 * ``nn``            — what a user writes with ``torch.nn``: ``nn.Linear`` projections, softmax
                       attention, residuals, ``nn.Linear`` FFN, autograd, ``torch.optim.SGD``
                       full batch (``zero_grad``/``backward``/``step``); same model, same FLOPs;
@@ -28,7 +28,7 @@ that a change in machine load hits every implementation alike):
 
 Steps/s is the inverse of the median over repeats of the per-step wall time (after warm-up
 steps). Achieved GFLOP/s = matmul FLOPs of one forward+backward pass / step time, with the FLOP
-count of :func:`resgd.core.fastgrad.step_flops` (formula in its docstring and in the README).
+count of ``flops.step_flops`` (formula in its docstring and in the README).
 Threads: ``torch.set_num_threads`` is set to each value of ``--threads`` (default 1: the
 machine this was written on has 2 cores shared with other users, and with 2 OpenMP threads a
 busy second core stalls every parallel region).
@@ -66,7 +66,7 @@ import jax_peer  # noqa: E402
 from baselines import MHAModel, NNModel, load_params, make_sgd_step, nn_gradients, nn_loss  # noqa: E402
 
 from resgd.mkl_path import reexec_if_requested  # noqa: E402
-from resgd.core import fastgrad  # noqa: E402
+from flops import step_flops  # noqa: E402
 from resgd.atomic import write_json, write_text, write_with  # noqa: E402
 from resgd.core.model import ModelConfig, init_params  # noqa: E402
 from resgd.core.train import GDConfig, loss_and_grad, train_gd  # noqa: E402
@@ -78,7 +78,7 @@ SIZES = {
     "jena": dict(d=14, n=24, pooling="none", masked=False),
     "sst2": dict(d=50, n=16, pooling="mean", masked=True),
 }
-IMPLS = ("ours", "ours_autograd", "ours_train_gd", "nn", "mha", "jax")
+IMPLS = ("ours", "ours_autograd", "nn", "mha", "jax")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 _clock = CLOCKS["wall"]  # what a timed block is measured with (--clock); budgets always use wall time
@@ -120,35 +120,33 @@ def tiny_step(cfg, X, Y, mask, params) -> float:
     """A step size that moves the weights by ~1e-6 of their norm: the weights hardly change over the
     timed steps (no divergence, no drift into another numerical regime), yet every step is real."""
     _, grads, _ = loss_and_grad(params, cfg, X, Y, mask)
-    return 1e-6 * fastgrad.grad_norm(params) / max(fastgrad.grad_norm(grads), 1e-300)
+    return 1e-6 * _norm(params) / max(_norm(grads), 1e-300)
+
+
+def _norm(tensors: dict) -> float:
+    return float(torch.linalg.vector_norm(torch.cat([t.reshape(-1) for t in tensors.values()])))
 
 
 def build_impls(cfg, X, Y, mask, params, lr, names, compile_s: dict | None = None):
     """name -> (zero-argument step function, FLOPs per step); ``compile_s`` gets the JAX compile time."""
     N, n, _ = X.shape
-    flops = fastgrad.step_flops(cfg, N, n)["total"]
+    flops = step_flops(cfg, N, n)["total"]
     impls = {}
-    state = {"ours": dict(params), "ours_autograd": dict(params)}
-
-    def our_step(key, backend):
-        def step():
-            current = state[key]
-            _, grads, _ = loss_and_grad(current, cfg, X, Y, mask, "sum", backend=backend)
-            state[key] = fastgrad.gd_update(current, grads, lr)  # the trainer's update
-
-        return step
-
+    state = {"ours_autograd": dict(params)}
     if "ours" in names:
-        impls["ours"] = (our_step("ours", None), flops)
-    if "ours_autograd" in names:
-        impls["ours_autograd"] = (our_step("ours_autograd", "autograd"), flops)
-    if "ours_train_gd" in names:
         iterations = 20 if flops < 2e9 else 3  # fewer iterations per call at the large sizes
 
         def train_step():
             train_gd(params, cfg, X, Y, GDConfig(lr=lr, iterations=iterations - 1), mask)
 
-        impls["ours_train_gd"] = (train_step, flops, iterations)
+        impls["ours"] = (train_step, flops, iterations)
+    if "ours_autograd" in names:
+        def autograd_step():
+            current = state["ours_autograd"]
+            _, grads, _ = loss_and_grad(current, cfg, X, Y, mask, "sum")
+            state["ours_autograd"] = {k: p - lr * grads[k] for k, p in current.items()}
+
+        impls["ours_autograd"] = (autograd_step, flops)
     if "nn" in names:
         model = load_params(NNModel(cfg).to(X.dtype), params)
         impls["nn"] = (make_sgd_step(model, X, Y, mask, lr), flops)
@@ -261,7 +259,7 @@ def _without_profiler_chatter():
 MATMUL_OPS = frozenset({"aten::mm", "aten::bmm", "aten::addmm", "aten::addmm_", "aten::baddbmm", "aten::baddbmm_"})
 
 
-def matmul_breakdown(step, seconds: float = 0.3, max_steps: int = 20) -> dict:
+def matmul_breakdown(step, per_call: int = 1, seconds: float = 0.3, max_steps: int = 20) -> dict:
     """Time per step spent inside the step's own matrix-product kernels (torch.profiler self time).
 
     This is the floor for any implementation built on these kernels at these shapes: what the
@@ -281,7 +279,8 @@ def matmul_breakdown(step, seconds: float = 0.3, max_steps: int = 20) -> dict:
             step()
         wall = time.perf_counter() - t0
     matmul_us = sum(event.self_cpu_time_total for event in prof.key_averages() if event.key in MATMUL_OPS)
-    return {"profiled_step_ms": 1e3 * wall / steps, "matmul_ms": matmul_us / 1e3 / steps, "profiled_steps": steps}
+    return {"profiled_step_ms": 1e3 * wall / steps / per_call, "matmul_ms": matmul_us / 1e3 / steps / per_call,
+            "profiled_steps": steps * per_call}
 
 
 def matmul_rate(dtype: torch.dtype, size: int, reps: int = 7) -> dict:
@@ -397,7 +396,7 @@ def compile_benchmark(cases: list[tuple[str, int, int]], dtype: torch.dtype) -> 
             t0 = time.perf_counter()
             nn_step()
             row["compile_nn_s"] = time.perf_counter() - t0
-            impls = {"compiled": (compiled_step,), "compiled_nn": (nn_step,), "ours": (lambda: loss_and_grad(params, cfg, X, Y, mask),)}
+            impls = {"compiled": (compiled_step,), "compiled_nn": (nn_step,), "ours": (lambda: train_gd(params, cfg, X, Y, GDConfig(lr=1e-9, iterations=9), mask), 10)}
             samples = time_impls(impls, 2.0, 5, 50)
             for name in impls:
                 row[f"{name}_step_ms"] = 1e3 * statistics.median(samples[name])
@@ -528,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     started = dt.datetime.now(dt.timezone.utc)
     meta = {"started_utc": started.isoformat(timespec="seconds"), "quick": quick, "machine": machine_info(),
             "loadavg_start": os.getloadavg(), "budget_s_per_case": budget, "min_reps": min_reps, "max_reps": max_reps,
-            "chunk_bytes": fastgrad.CHUNK_BYTES, "impls": impl_names, "clock": args.clock}
+            "impls": impl_names, "clock": args.clock}
     print(f"machine: {meta['machine']['cpu']}, {meta['machine']['logical_cpus']} CPUs, torch {torch.__version__}; load {meta['loadavg_start']}", flush=True)
 
     torch.set_num_threads(1)
@@ -552,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
                         impls = build_impls(cfg, X, Y, mask, params, lr, impl_names, compile_s)
                         load0 = os.getloadavg()[0]
                         samples = time_impls(impls, budget, min_reps, max_reps, essential=("ours", "nn", "jax"), slow_s=0.5)
-                        breakdown = matmul_breakdown(impls["ours"][0]) if "ours" in samples else {}
+                        breakdown = matmul_breakdown(*impls["ours"][::2]) if "ours" in samples else {}
                         load1 = os.getloadavg()[0]
                         line = []
                         for name, times in samples.items():

@@ -52,7 +52,6 @@ from jax_peer import import_jax  # benchmarks/ is on sys.path when a script runs
 from report import map_table, publish_table
 from resgd.mkl_path import active as mkl_active, reexec_if_requested
 from resgd.core.model import ModelConfig, init_params
-from resgd.core.native import python_path, status as native_status
 from resgd.core.stacked import train_stacked
 from resgd.core.train import GDConfig
 from resgd.robustness.grid import map_grid
@@ -83,7 +82,7 @@ def step_gemms(stack) -> list:
     evaluations (t = 0 and t = 1), i.e. two steps' GEMMs."""
     params, models, X, Y, gds, mask = stack
     one = [GDConfig(lr=g.lr, iterations=1, reduction=g.reduction, record_every=g.record_every) for g in gds]
-    with python_path(), CaptureGemms() as capture:  # the compiled path makes the same calls, unseen
+    with CaptureGemms() as capture:
         train_stacked(params, models, X, Y, one, mask)
     return capture.calls
 
@@ -131,8 +130,7 @@ def measure(kind: str, L: int, N: int, R: int, iterations: int, repeats: int, ja
         torch.matmul(square, square)
 
     fns = {"ours": ours, "ceiling": ceiling, "dense": dense}
-    row = {"dataset": kind, "N": N, "n": 8, "L": L, "R": R, "steps": steps, "gemms_per_step": len(calls) // 2,
-           "engine": "compiled" if native_status() == "compiled" else "python"}
+    row = {"dataset": kind, "N": N, "n": 8, "L": L, "R": R, "steps": steps, "gemms_per_step": len(calls) // 2}
     if jax is not None:
         from jax_peer import make_stacked_train
 
@@ -178,12 +176,8 @@ def main(argv=None) -> pd.DataFrame:
     parser.add_argument("--shapes", default="", help="only these, e.g. jena:16:1,sst2:32:10 (data:N:L)")
     parser.add_argument("--no-jax", action="store_true", help="leave the JAX peer out")
     parser.add_argument("--no-pin", action="store_true", help="do not pin the process to one CPU")
-    parser.add_argument("--python-path", action="store_true",
-                        help="time the stacked trainer's Python path ($RESGD_NATIVE=0), not the compiled one")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
-    if args.python_path:
-        os.environ["RESGD_NATIVE"] = "0"
     if argv is None:  # as a script only: exec would replace a caller's process (a test's pytest worker)
         reexec_if_requested([__file__, *sys.argv[1:]])  # $RESGD_MKL_INTEL_PATH=1, as CI
     torch.set_num_threads(1)
@@ -197,7 +191,7 @@ def main(argv=None) -> pd.DataFrame:
     if args.shapes:
         shapes = [(k, int(N), int(L)) for k, N, L in (item.split(":") for item in args.shapes.split(","))]
     pinned = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "n/a"
-    print(f"stacked evaluation: {native_status()}; MKL Intel path: {mkl_active()}; CPUs allowed: {pinned}; threads: torch {torch.get_num_threads()}, "
+    print(f"MKL Intel path: {mkl_active()}; CPUs allowed: {pinned}; threads: torch {torch.get_num_threads()}, "
           f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}, OMP/MKL_NUM_THREADS={os.environ['OMP_NUM_THREADS']}/"
           f"{os.environ['MKL_NUM_THREADS']}", flush=True)
     rows = []

@@ -7,7 +7,7 @@ After ``make book`` in that mode (it reads the results cache and trains nothing:
 from the cache is an error), for the Jena and SST-2 pages (04, 05):
 
 * the work: every run of the β and depth sweeps, the iterations it ran (to its divergence, if it
-  diverged) times the matrix-product FLOPs of one step (``resgd.core.fastgrad.step_flops``: the
+  diverged) times the matrix-product FLOPs of one step (``flops.step_flops``: the
   products any implementation must compute; softmax, activations and residual adds are not
   counted). The step-size probes are left out, so the sum is a lower bound;
 * the limit: a dense square float64 ``torch.matmul`` (2048²) on one thread, measured now (with the
@@ -52,11 +52,12 @@ import torch
 import resgd.experiments.study as ex
 import resgd.experiments.runs
 from bench_gd import cpu_name, matmul_rate  # this folder is on sys.path when run as a script
+from flops import step_flops
 from gemm_ceiling import HOT, CaptureGemms, gemm_flops, gemm_seconds, interleaved, operator_breakdown, profiled, replay
 from resgd.atomic import write_json, write_text
-from resgd.core.fastgrad import step_flops
 from resgd.core.model import init_params
-from resgd.core.train import loss_and_grad, train_gd
+from resgd.core.stacked import loss_and_grads
+from resgd.core.train import train_gd
 from resgd.data.spec import DTYPES, load_dataset
 from resgd.mkl_path import active as mkl_active, reexec_if_requested
 from resgd.threads import torch_threads
@@ -122,7 +123,7 @@ def shape_rates(dataset: str, quick: bool, n_layers: int, n_train: int, repeats:
     X, Y, mask, gd = data.X_train, data.Y_train, data.mask_train, config.gd
     with torch_threads(1):
         with CaptureGemms() as capture:
-            loss_and_grad(params, config.model, X, Y, mask, gd.reduction)
+            loss_and_grads([params], [config.model], X, Y, mask, gd.reduction)
         calls = capture.calls
         square = torch.randn(DENSE, DENSE, dtype=torch.float64)
 

@@ -10,9 +10,9 @@
   stale entry costs time, never a result.
 * Each worker computes with its share of the cores (torch's threads: cores / workers), as two
   processes with two threads each on two cores spend much of their time spinning in OpenMP's waits.
-* fastgrad's per-thread buffers are *not* emptied between tests: a process that trains several
+* The trainer's per-thread buffers are *not* emptied between tests: a process that trains several
   models reuses them, and tests running in varied orders on two workers are how a buffer key that
-  misses a shape-deciding setting was found (the pooling; tests/test_fastgrad_workspace.py).
+  misses a shape-deciding setting would be found.
 
 Tests that write anything do it under ``tmp_path`` or their own results folder (``results/`` of the
 repository: the robustness agreement test only, whose cache entries are locked per entry), so two

@@ -47,7 +47,7 @@ def test_reproduce_calls_the_named_parts(fake_targets, tmp_path, monkeypatch, ca
 
 
 @pytest.mark.parametrize("variable, value, status, message", [  # 2: every bad setting
-    ("RESGD_GRAD_BACKEND", "bogus", 2, "$RESGD_GRAD_BACKEND='bogus': expected one of manual, autograd"),
+    ("RESGD_GRAD_BACKEND", "manual", 2, "$RESGD_GRAD_BACKEND: not a setting of this package"),  # retired: one engine
     ("RESGD_MKL_INTEL_PATH", "yes", 2, "$RESGD_MKL_INTEL_PATH='yes': expected 1"),
     ("RESGD_DATA_DIR", "/nonexistent/resgd-data", 2, "RESGD_DATA_DIR=/nonexistent/resgd-data: "),
     ("RESGD_MODE", "qiuck", 2, "$RESGD_MODE='qiuck': expected one of quick, full"),
@@ -296,7 +296,7 @@ def test_module_entry_point_config_error(debug, monkeypatch):
     """``python -m resgd`` on a real part with a bad setting: exit 2, the message alone; --debug adds the traceback."""
     import os
 
-    env = {**os.environ, "RESGD_GRAD_BACKEND": "bogus", "RESGD_OFFLINE": "1"}
+    env = {**os.environ, "RESGD_MODE": "qiuck", "RESGD_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-m", "resgd", *debug, "reproduce", "--quick", "--only", "setup"],
                           capture_output=True, text=True, timeout=300, env=env)
     if debug:
@@ -304,7 +304,7 @@ def test_module_entry_point_config_error(debug, monkeypatch):
     else:
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
         assert proc.stderr.strip().splitlines()[-1] == \
-            "error: $RESGD_GRAD_BACKEND='bogus': expected one of manual, autograd"  # resgd.settings' one format
+            "error: $RESGD_MODE='qiuck': expected one of quick, full"  # resgd.settings' one format
 
 
 def test_jena_advice_works_from_the_command_line(tmp_path, monkeypatch, capsys):

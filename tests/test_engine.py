@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
+import pytest
 import torch
 
 import resgd
-from resgd.core import engine, native
+from resgd import settings
+from resgd.core import engine
 
 
 def test_the_engine_path_names_each_part_as_a_string():
@@ -17,9 +15,7 @@ def test_the_engine_path_names_each_part_as_a_string():
     assert tuple(path) == engine.FIELDS and all(isinstance(v, str) for v in path.values())
     assert path["engine"] == f"resgd {resgd.__version__}" and path["torch"] == torch.__version__
     assert path["isa"] == torch.backends.cpu.get_cpu_capability()
-    assert path["kernel"] == ("compiled" if native.status() == "compiled" else "python")
-    assert engine.kernel_reason() == native.status()
-    assert path["mkl_path"] in ("intel", "default") and path["grad_backend"] in ("manual", "autograd")
+    assert path["mkl_path"] in ("intel", "default")
 
 
 def test_the_digest_is_short_stable_and_tells_engines_apart():
@@ -27,11 +23,12 @@ def test_the_digest_is_short_stable_and_tells_engines_apart():
     digest = engine.engine_path_digest(path)
     assert len(digest) == 12 and int(digest, 16) >= 0
     assert engine.engine_path_digest(dict(reversed(list(path.items())))) == digest  # order does not matter
-    assert engine.engine_path_digest({**path, "kernel": "other"}) != digest
+    for field in engine.FIELDS:
+        assert engine.engine_path_digest({**path, field: "other"}) != digest, field
 
 
-def test_with_the_compiled_step_off_the_kernel_is_python_and_says_why():
-    code = "from resgd.core import engine; p = engine.engine_path(); print(p['kernel'], '|', engine.kernel_reason())"
-    env = {**os.environ, "RESGD_NATIVE": "off", "RESGD_GRAD_BACKEND": "autograd"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "python | Python path: $RESGD_NATIVE=off"
+@pytest.mark.parametrize("variable", ["RESGD_NATIVE", "RESGD_GRAD_BACKEND"])
+def test_the_retired_engine_switches_are_refused_by_name(variable):
+    """One engine: a switch that chose between engines is gone, and setting it is an error, not a no-op."""
+    with pytest.raises(settings.SettingError, match=rf"^\${variable}: not a setting of this package"):
+        settings.check_all({variable: "0"})

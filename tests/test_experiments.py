@@ -72,8 +72,7 @@ def _variants() -> list[ex.RunConfig]:
                      "activation": "gelu", "qk_scale": 0.5, "v_scale": 0.5, "ffn_scale": 0.5, "out_scale": 0.5}
     for f, value in model_changes.items():
         out.append(dataclasses.replace(base, model=base.model.replace(**{f: value})))
-    gd_changes = {"lr": 0.01, "iterations": 9, "reduction": "sum", "record_every": 2, "divergence_factor": 1e3,
-                  "progress": True}
+    gd_changes = {"lr": 0.01, "iterations": 9, "reduction": "sum", "record_every": 2, "divergence_factor": 1e3}
     for f, value in gd_changes.items():
         out.append(dataclasses.replace(base, gd=dataclasses.replace(base.gd, **{f: value})))
     out.append(dataclasses.replace(base, seed=3))
@@ -257,7 +256,7 @@ def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     # He-scaled and the dead twin (sensitivity rows)
     assert len(s.interval_seeds) == 8 and s.interval_seeds[:2] == s.seeds
     assert len(per_run) == 6 + 24 + 8 + 32 + 16 + 2 + 2
-    assert {"trainer", "engine_kernel", "engine_isa", "engine_torch"} <= set(per_run.columns)  # the path of every run
+    assert {"engine_engine", "engine_mkl_path", "engine_isa", "engine_torch"} <= set(per_run.columns)  # the path of every run
     assert set(per_run["protocol"]) == {"common", "theory c=0.25", "theory c=0.5", "theory c=1"}
     assert set(per_run["outcome"]) <= {"learning", "stalled", "diverged"}
     theory = results.lr[results.lr["protocol"] == "theory c=0.5"]

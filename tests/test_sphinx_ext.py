@@ -20,7 +20,7 @@ from resgd.publish import sphinx_ext as ext
 
 REPORT = {"mode": "quick", "finished": "2026-01-02T00:00:00+00:00", "total_seconds": 3.5, "ok": False,
           "notebooks": [{"notebook": "notebooks/01_a", "mode": "quick", "seconds": 1.25, "ok": True, "error": None,
-                         "engine": "fastgrad"},
+                         "engine": "engine=resgd 0.3.0"},
                         {"notebook": "notebooks/02_b", "mode": "quick", "seconds": 2.0, "ok": False,
                          "error": "code cell 3 `x = 1`: ValueError | boom"}]}
 
@@ -62,7 +62,7 @@ def test_execution_page_renders_every_key_the_records_have(tmp_path):
     text = ext.execution_markdown(REPORT)
     assert text.startswith("# Execution report")
     assert "| notebook | mode | seconds | ok | engine |" in text
-    assert "| notebooks/01_a | quick | 1.2 | ✓ | fastgrad |" in text
+    assert "| notebooks/01_a | quick | 1.2 | ✓ | engine=resgd 0.3.0 |" in text
     assert "| notebooks/02_b | quick | 2.0 | ✗ **failed** |  |" in text
     assert "ValueError | boom" in text.split("## Failures")[1]  # errors below, unescaped in their code block
     assert "No execution report" in ext.execution_markdown(None)
@@ -70,7 +70,7 @@ def test_execution_page_renders_every_key_the_records_have(tmp_path):
     assert page == tmp_path / "book" / "execution.md" and "No execution report" in page.read_text()
     (tmp_path / "_build").mkdir()
     (tmp_path / "_build" / "execution_report.json").write_text(json.dumps(REPORT))
-    assert "fastgrad" in ext.write_execution_page(tmp_path).read_text()
+    assert "engine=resgd 0.3.0" in ext.write_execution_page(tmp_path).read_text()
 
 
 def doctree(rst: str):

@@ -3,4 +3,4 @@
 The companion library of the book reproducing Qin, Zhou & Zhu (arXiv 2506.05249).
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

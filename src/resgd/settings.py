@@ -26,7 +26,6 @@ from pathlib import Path
 from .validation import ConfigError
 
 MODES = ("quick", "full")
-GRAD_BACKENDS = ("manual", "autograd")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 VARIABLES: dict[str, str] = {
@@ -38,8 +37,6 @@ VARIABLES: dict[str, str] = {
     "RESGD_FIGURES_DIR": "where figures are saved; unset: ./figures",
     "RESGD_SCHEDULER": "a Dask scheduler address (tcp://host:port); unset: local processes",
     "RESGD_MKL_INTEL_PATH": "1 preloads the MKL vendor-check stub; 0 or unset: MKL's default path",
-    "RESGD_GRAD_BACKEND": "manual or autograd; unset: manual",
-    "RESGD_NATIVE": "0/false/no/off keeps the stacked trainer on its Python path; 1/true/yes/on or unset: compiled where it can",
     "RESGD_REQUIRE_SITE": "1 makes the site tests fail, not skip, without the built site",
 }
 """Every variable this package reads, with what it accepts (``python -m resgd info`` prints them)."""
@@ -172,18 +169,6 @@ def mkl_intel_path(environ: Mapping[str, str] | None = None) -> bool:
     return value == "1"
 
 
-def grad_backend(environ: Mapping[str, str] | None = None) -> str:
-    """``$RESGD_GRAD_BACKEND`` (``manual`` or ``autograd``), else ``manual``."""
-    value = _raw("RESGD_GRAD_BACKEND", environ)
-    return _choice("$RESGD_GRAD_BACKEND", value, GRAD_BACKENDS) if value else "manual"
-
-
-def native(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether ``$RESGD_NATIVE`` lets the stacked trainer use its compiled step (unset: yes;
-    the numbers are the same either way, :mod:`resgd.core.native`)."""
-    return _flag("RESGD_NATIVE", environ, true=("1", "true", "yes", "on", ""), false=("0", "false", "no", "off"))
-
-
 def require_site(environ: Mapping[str, str] | None = None) -> bool:
     """Whether ``$RESGD_REQUIRE_SITE=1`` makes the site tests fail rather than skip."""
     return _flag("RESGD_REQUIRE_SITE", environ)
@@ -206,7 +191,5 @@ def check_all(environ: Mapping[str, str] | None = None) -> dict[str, object]:
         "RESGD_FIGURES_DIR": figures_dir(environ),
         "RESGD_SCHEDULER": scheduler(environ),
         "RESGD_MKL_INTEL_PATH": mkl_intel_path(environ),
-        "RESGD_GRAD_BACKEND": grad_backend(environ),
-        "RESGD_NATIVE": native(environ),
         "RESGD_REQUIRE_SITE": require_site(environ),
     }

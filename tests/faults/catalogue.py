@@ -279,7 +279,8 @@ FAULTS: tuple[Fault, ...] = (
     Fault("R11", "concurrency", "a lock held by a live process on another host", "waited for while its heartbeat refreshes it",
           f"{_O}::test_a_lock_of_another_host_that_is_refreshed_is_waited_for_and_held_locks_are_refreshed", "fixed"),
     # ------------------------------------------------------------------ settings
-    Fault("E1", "settings", "RESGD_GRAD_BACKEND=bogus", "one line, exit 2", f"{_BAD_SETTING}[~RESGD_GRAD_BACKEND-bogus]", "fixed"),
+    Fault("E1", "settings", "RESGD_GRAD_BACKEND=manual (a retired engine switch)", "one line, exit 2",
+          f"{_BAD_SETTING}[~RESGD_GRAD_BACKEND-manual]", "fixed"),
     Fault("E2", "settings", "RESGD_MKL_INTEL_PATH=yes", "one line, exit 2", f"{_BAD_SETTING}[~RESGD_MKL_INTEL_PATH-yes]", "fixed"),
     Fault("E3", "settings", "RESGD_DATA_DIR naming no folder", "one line, exit 2", f"{_BAD_SETTING}[~RESGD_DATA_DIR-]", "fixed"),
     Fault("E4", "settings", "RESGD_MODE=qiuck", "one line, exit 2", f"{_BAD_SETTING}[~RESGD_MODE-qiuck]", "fixed"),

@@ -131,8 +131,8 @@ def training_comparison(
     (``beta_ffn`` follows ``beta``, so β = 0 removes both residuals), so β = 0 and β = 1 start from
     identical weights. Returns the trainer's history (tidy) with columns d_qk, beta, seed,
     logit_scale, qk_scale, diverged added (a diverged run keeps its partial history). The runs of
-    one d_qk train together where that pays (:func:`resgd.core.stacked.worth_stacking`; each run's
-    history is the one :func:`resgd.core.train.train_gd` gives, to rounding), else one at a time.
+    one d_qk train together where that pays (:func:`resgd.core.stacked.worth_stacking`; a run's
+    history does not depend on its stack), else one at a time.
     """
     X = sweep_input(X, N, n, d, input_seed)
     Y = make_target(X, target) if Y is None else Y

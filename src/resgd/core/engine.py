@@ -1,10 +1,10 @@
 """How a GD step is computed in this process, as a flat record (for cache keys and run tables).
 
-Results are equal bit for bit only between processes that compute the same way: the stacked
-trainer's kernel (compiled or Python, :mod:`resgd.core.native`: equal by design, and checked at
-load), MKL's code path (:mod:`resgd.mkl_path`: equal to rounding only), ATen's instruction set
-(its vector width sets the softmax's summation order) and torch's version. :func:`engine_path`
-names each, so a record can say which engine made it and a cache can tell engines apart.
+There is one trainer (:mod:`resgd.core.stacked`, Python over ATen), so results are equal bit for
+bit between processes that share what ATen's kernels depend on: MKL's code path
+(:mod:`resgd.mkl_path`: equal to rounding only), ATen's instruction set (its vector width sets the
+softmax's summation order) and torch's version. :func:`engine_path` names each, with this
+package's version, so a record can say which engine made it and a cache can tell engines apart.
 """
 
 from __future__ import annotations
@@ -15,31 +15,20 @@ from pathlib import Path
 
 import torch
 
-from .. import __version__, mkl_path, settings
-from . import native, stacked  # noqa: F401 - stacked registers the compiled step's self-test
+from .. import __version__, mkl_path
 
-FIELDS = ("engine", "kernel", "mkl_path", "isa", "torch", "grad_backend")
+FIELDS = ("engine", "mkl_path", "isa", "torch")
 
 
 def engine_path() -> dict[str, str]:
-    """``{engine, kernel, mkl_path, isa, torch, grad_backend}``, every value a string.
-
-    ``kernel`` is ``"compiled"`` or ``"python"`` (the stacked trainer's evaluation; asking builds
-    and checks the compiled library on first use; why: :func:`kernel_reason`), ``mkl_path``
-    ``"intel"`` where the MKL stub is active in this process, else ``"default"``."""
+    """``{engine, mkl_path, isa, torch}``, every value a string; ``mkl_path`` is ``"intel"`` where
+    the MKL stub is active in this process, else ``"default"``."""
     return {
         "engine": f"resgd {__version__}",
-        "kernel": "compiled" if native.step_class() is not None else "python",
         "mkl_path": "intel" if mkl_path.active() else "default",
         "isa": torch.backends.cpu.get_cpu_capability(),
         "torch": torch.__version__,
-        "grad_backend": settings.grad_backend(),
     }
-
-
-def kernel_reason() -> str:
-    """Why :func:`engine_path`'s ``kernel`` is what it is (:func:`resgd.core.native.status`)."""
-    return native.status()
 
 
 def engine_path_digest(path: dict[str, str] | None = None) -> str:

@@ -176,8 +176,8 @@ class Trace:
 
 
 def fold_logits(d: int, d_qk: int) -> bool:
-    """Whether the logits go through ``M = W_Q W_Kᵀ`` (d×d): the one rule of every engine, so that
-    they all sum in the same order (the model, the stacked trainer, its compiled step, fastgrad).
+    """Whether the logits go through ``M = W_Q W_Kᵀ`` (d×d): the one rule, so that the model and
+    the trainer (:mod:`resgd.core.stacked`) sum in the same order.
 
     Folded, ``X M`` and ``(X M) Xᵀ`` cost ``2 T d² + 2 T n d`` FLOPs; unfolded, ``X W_Q``, ``X W_K``
     and ``Q Kᵀ`` cost ``4 T d d_qk + 2 T n d_qk``: folding pays for certain when ``d_qk > d``

@@ -88,12 +88,12 @@ def smoothness_fast(
     Jacobian and autograd's Hessian-vector products cost more than a whole training run).
 
     Both terms by power iteration (``iterations`` steps each) on products built from the
-    hand-derived gradient (:func:`resgd.core.train.loss_and_grad`): ``Hv`` by a central difference
-    of gradients, ``JᵀJv`` as the gradient of ``½‖Ŷ − (Ŷ⁰ − Jv)‖²`` with ``Jv`` a central
+    trainer's hand-derived gradient (:func:`resgd.core.stacked.loss_and_grads`): ``Hv`` by a central
+    difference of gradients (the two evaluated as one stack of two), ``JᵀJv`` as the gradient of ``½‖Ŷ − (Ŷ⁰ − Jv)‖²`` with ``Jv`` a central
     difference of outputs; step ``rel_eps · ‖θ‖``. Agrees with the exact estimate to a few per
     cent when the top eigenvalues are separated (``tests/test_smoothness.py``).
     """
-    from .train import loss_and_grad
+    from .stacked import loss_and_grads
 
     check_choice("reduction", reduction, REDUCTIONS)
     names = list(params)
@@ -103,16 +103,15 @@ def smoothness_fast(
     def shifted(v: list[torch.Tensor], sign: float) -> Params:
         return {k: t + sign * eps * a for k, t, a in zip(names, theta, v)}
 
-    def grad(p: Params, target: torch.Tensor, red: str) -> list[torch.Tensor]:
-        _, g, _ = loss_and_grad(p, cfg, X, target, mask, red)
-        return [g[k] for k in names]
+    def grads(ps: list[Params], target: torch.Tensor, red: str) -> list[list[torch.Tensor]]:
+        return [[g[k] for k in names] for g in loss_and_grads(ps, [cfg] * len(ps), X, target, mask, red)[1]]
 
     def output(p: Params) -> torch.Tensor:
         with torch.no_grad():
             return forward(p, cfg, X, mask)
 
     def hess(v):
-        plus, minus = grad(shifted(v, 1.0), Y, reduction), grad(shifted(v, -1.0), Y, reduction)
+        plus, minus = grads([shifted(v, 1.0), shifted(v, -1.0)], Y, reduction)
         return [(a - b) / (2 * eps) for a, b in zip(plus, minus)]
 
     Y0 = output(params)
@@ -120,7 +119,7 @@ def smoothness_fast(
 
     def gauss_newton(v):
         Jv = (output(shifted(v, 1.0)) - output(shifted(v, -1.0))) / (2 * eps)
-        return [scale * a for a in grad(params, Y0 - Jv, "sum")]
+        return [scale * a for a in grads([params], Y0 - Jv, "sum")[0]]
 
     g = torch.Generator().manual_seed(seed)
     start = [torch.randn(t.shape, generator=g, dtype=torch.float64).to(t.dtype) for t in theta]

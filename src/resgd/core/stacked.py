@@ -1,55 +1,32 @@
-"""Many GD runs of one shape trained together, stacked along a leading run axis.
+"""The one GD trainer: R ≥ 1 runs of one shape, stacked along a leading run axis.
 
-The book's sweeps train thousands of tiny models (N = 16 samples of 8 tokens in the robustness
-map) that differ only in the seed of the initial weights, the residual weight β and the step size
-μ. One such run is dominated by per-operation overhead (Python dispatch, kernel launch, tiny
-GEMMs), so :func:`train_stacked` trains R of them at once: every weight carries a leading run
-axis, β, β_ffn and μ are per-run tensors, and a hand-derived backward pass (:func:`_backward`,
-one batched product per product of the forward pass, no autograd graph) gives every run its own
-gradient. Each operation then serves all R runs. (A first version took one autograd backward pass
-of the summed losses; its graph cost 1.6x the forward pass, the hand-derived pass ~1.4x: the
-robustness map's quick grid in one process went from 55 s to 37 s, AMD EPYC, shared machine.)
+Every run of the book goes through :func:`train_stacked` (a single run is a stack of one;
+:func:`resgd.core.train.train_gd` is that stack's face). Runs of one shape that differ only in the
+seed of the initial weights, the residual weight β and the step size μ train together: every weight
+carries a leading run axis, β, β_ffn and μ are per-run tensors, and a hand-derived backward pass
+(:func:`_backward`, one batched product per product of the forward pass, no autograd graph) gives
+every run its own gradient, so each operation serves all R runs (the map's tiny models are
+dominated by per-operation overhead, which a stack shares).
 
-Semantics are those of :func:`resgd.core.train.train_gd`, run by run: the same model
-(:func:`resgd.core.model.forward`'s math, masks and mean pooling included, the same association of the
-attention logits), the same loss, the same per-iteration history (loss, ‖∇Φ‖, the loss ratio and,
-every ``record_every`` iterations and at the end, σ_min/σ_max of the stacked first-layer Z), the
-same divergence rule (loss not finite or above ``divergence_factor`` × the run's loss at t = 0:
-that run's history ends there and it leaves the stack; the others go on untouched).
+The maths is :func:`resgd.core.model.forward` (the readable reference) with a run axis in front:
+the same association of the attention logits (:func:`resgd.core.model.fold_logits`, the one rule),
+masks and mean pooling; the loss is :func:`resgd.core.train.loss_from_output`'s, per run. Per
+iteration a run records its loss, ‖∇Φ‖ and, every ``record_every`` iterations and at the end,
+σ_min/σ_max of its stacked first-layer Z; the divergence rule is the loss not finite or above
+``divergence_factor`` × the run's loss at t = 0: that run's history ends there and it leaves the
+stack; the others go on untouched.
 
-Equality (tested in ``tests/test_stacked.py``):
+Equality (tested):
 
-* a run's history does not depend on which other runs share its stack — bit for bit (every
-  operation acts on each run's slice with the same kernel whatever R is; the one exception torch
-  makes, gemv for a one-column product of a stack of one, is avoided by :func:`_bmm`), so a run
-  trained alone (a stack of one) and inside any stack give the same numbers
-  (``tests/test_stack_identity.py``: map shapes, stacks of 1, 2, 13 and 16, one and two threads);
-* against the one-run-at-a-time :func:`~resgd.core.train.train_gd` (its hand-derived backward pass,
-  :mod:`resgd.core.fastgrad`) it agrees to floating-point rounding (the two sum in different orders),
-  not bit for bit: losses to a relative 1e-10 over short horizons, the same divergence iteration,
-  ‖∇Φ‖ to 1e-8 and σ(Z) to 1e-6 (the Gram route squares the condition number).
+* a run's history does not depend on which other runs share its stack, bit for bit: every
+  operation acts on each run's slice with the same kernel whatever R is (the one exception torch
+  makes, gemv for a one-column product of a stack of one, is avoided by :func:`_bmm`), so how runs
+  are grouped is a speed decision only (``tests/test_stack_identity.py``);
+* against autograd on :func:`resgd.core.model.forward` it agrees to rounding (the two sum in other
+  orders; tolerances and why in ``tests/engine_cases.py``).
 
-Why two trainers: a stack of one at the headline experiments'
-sizes (N = 128, n = 24/16, d_QK = 16, m = 64, float64) was 1.26x / 1.22x slower per step than
-:func:`~resgd.core.train.train_gd` for Jena L = 1 / 10 and 1.06x / 1.14x for SST-2 (medians of 5
-interleaved repeats, AMD EPYC family 25 model 17, shared 2-core machine, spread ±15 %), above the
-10 % allowed; and the two sum in different orders, so routing the headline runs through this
-module would move their histories by rounding (beyond 1e-12 on rounding-sensitive runs,
-``tests/engine_cases.py``). ``tests/test_stacked.py::test_each_run_of_a_stack_equals_train_gd``
-holds the two equal to rounding.
-
-Speed (``benchmarks/bench_stacked.py``, ``benchmarks/bench_map.py``): worth it only for small problems, where one run cannot
-fill the kernels; at the headline experiments' sizes one ``train_gd`` run is faster per run
-than any stack, so :func:`worth_stacking` (used by :func:`resgd.experiments.runs.stackable`) keeps those one at a time.
-
-:mod:`resgd.experiments.runs` computes every cached run through this module (a single run is a stack of one),
-so one configuration has one cached answer whichever path asked for it.
-
-Each step's evaluation (forward, loss, backward, flat gradients, their norms) runs compiled where a
-C++ compiler is found (:mod:`resgd.core.native`: the same ATen calls from C++, the softmax and its
-backward by row kernels checked equal to ATen's at load, so the same numbers bit for bit,
-``tests/test_native_step.py``), else through :func:`_forward`, :func:`_backward` and
-:func:`_loss_and_output_grad` below, which stay the definition the compiled code follows.
+Where grouping pays (``benchmarks/bench_stacked.py``): few tokens and few weights per run
+(:func:`worth_stacking`); at the headline experiments' sizes runs go one at a time.
 """
 
 from __future__ import annotations
@@ -58,16 +35,15 @@ import functools
 import math
 import threading
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Callable, Collection, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
 from .conditioning import gram_singular_values
-from . import native as _native
 from .model import ModelConfig, Params, _activation, fold_logits, init_params, weight_shapes
-from .train import ROW_FIELDS, DivergenceError, GDConfig, history_frame, output_shape, train_gd
+from .train import ROW_FIELDS, GDConfig, history_frame, output_shape
 from ..validation import ConfigError, check_inputs
 
 STACK_MAX_TOKENS = 512
@@ -77,13 +53,12 @@ STACK_MAX_WEIGHTS = 50_000
 
 
 def worth_stacking(cfg: ModelConfig, n_train: int, n_tokens: int) -> bool:
-    """Whether runs of this shape train faster stacked than one at a time with :func:`resgd.core.train.train_gd`.
+    """Whether runs of this shape train faster in one stack than each in a stack of its own.
 
-    Stacking pays where per-operation overhead dominates: few tokens (``benchmarks/bench_stacked.py``:
-    1.4-2.3x at the map's 128-256 tokens, slower at the headline experiments' 2048-3072) and few
-    weights, so that a stack's weights and gradients stay in cache (measured on an AMD EPYC: 1.1-1.4x
-    for the map's Jena L = 10 with 24k weights per run, 0.96-0.99x for its SST-2 L = 10 with 105k,
-    0.6x for the collapse study's d_QK = 16384 with 262k)."""
+    Stacking pays where per-operation overhead dominates: few tokens and few weights per run, so
+    that a stack's weights and gradients stay in cache (``benchmarks/bench_stacked.py`` and the
+    numbers in ``benchmarks/README.md``); at the headline experiments' 2048-3072 tokens one run
+    fills the kernels. Speed only: a run's numbers do not depend on its stack."""
     weights = sum(a * b for a, b in weight_shapes(cfg).values())
     return n_train * n_tokens <= STACK_MAX_TOKENS and weights <= STACK_MAX_WEIGHTS
 
@@ -97,9 +72,8 @@ def shape_model(cfg: ModelConfig) -> ModelConfig:
 
 
 def shape_gd(gd: GDConfig) -> GDConfig:
-    """What runs of one stack must share of their GD settings: all but the step size (and the
-    progress bar, which changes no number)."""
-    return replace(gd, lr=1.0, progress=False)
+    """What runs of one stack must share of their GD settings: all but the step size."""
+    return replace(gd, lr=1.0)
 
 
 @dataclass
@@ -163,7 +137,7 @@ class _Saved:
 
     X2: torch.Tensor  # (R, T, d): the layer's input, T = N·n tokens
     QK: tuple[torch.Tensor, ...]  # (Q, K), each (R·N, n, q); folded: (X M, M) with X M (R·N, n, d), M (R, d, d)
-    A: torch.Tensor  # (R·N, n, n) attention probabilities
+    A: torch.Tensor  # (R·N, n, n) attention probabilities, keys-major: A[p, j, i] = weight of key j for query i
     V: torch.Tensor  # (R·N, n, d)
     Z: torch.Tensor  # (R, T, d)
     P: torch.Tensor  # (R, T, m): the FFN's pre-activation
@@ -184,7 +158,7 @@ def _forward(weights: list[torch.Tensor], cfg: ModelConfig, beta: torch.Tensor, 
     q, m = cfg.d_qk, cfg.m
     divisor = cfg.logit_divisor
     buf = buf if buf is not None else _Buffers(X.dtype)
-    keypad = None if mask is None else ~mask.view(1, N, 1, n)
+    keypad = None if mask is None else ~mask.view(1, N, n, 1)  # keys along dim 2 (keys-major logits)
     b = beta.view(R, 1, 1, 1)
     bf = beta_ffn.view(R, 1, 1, 1)
     H = X if X.ndim == 4 else X.view(1, N, n, d).expand(R, N, n, d)  # (R, N, n, d): given once per call by train_stacked
@@ -196,19 +170,22 @@ def _forward(weights: list[torch.Tensor], cfg: ModelConfig, beta: torch.Tensor, 
         if fold_logits(d, q):  # model.attention_logits' association: through W_Q W_Kᵀ (d×d)
             M = torch.bmm(W_Q, W_K.transpose(1, 2), out=buf(("M", layer), R, d, d))
             XM = torch.bmm(X2, M, out=buf(("XM", layer), R, T, d)).view(R * N, n, d)
-            S = torch.bmm(XM, Xs.transpose(1, 2), out=buf("S", R * N, n, n)).div_(divisor)
+            S = torch.bmm(Xs, XM.transpose(1, 2), out=buf("S", R * N, n, n)).div_(divisor)  # Sᵀ = X (X M)ᵀ
             qk = (XM, M)
         else:
             Q = torch.bmm(X2, W_Q, out=buf(("Q", layer), R, T, q)).view(R * N, n, q)
             K = torch.bmm(X2, W_K, out=buf(("K", layer), R, T, q)).view(R * N, n, q)
-            S = torch.bmm(Q, K.transpose(1, 2), out=buf("S", R * N, n, n)).div_(divisor)
+            S = torch.bmm(K, Q.transpose(1, 2), out=buf("S", R * N, n, n)).div_(divisor)  # Sᵀ = K Qᵀ
             qk = (Q, K)
         if keypad is not None:
             S.view(R, N, n, n).masked_fill_(keypad, float("-inf"))
-        A = torch._softmax(S, -1, False, out=buf(("A", layer), R * N, n, n))  # = torch.softmax(S, dim=-1)
+        # ATen's softmax over the keys, keys-major: its reductions run over dim 1 with the queries
+        # contiguous, 3-9x faster than over rows of a few dozen keys (and each sample's slab is
+        # computed alike whatever R is)
+        A = torch._softmax(S, 1, False, out=buf(("A", layer), R * N, n, n))
         V = torch.bmm(X2, W_V, out=buf(("V", layer), R, T, d)).view(R * N, n, d)
         Z = torch.mul(H, b, out=buf(("Z", layer), R, N, n, d))
-        Z.add_(torch.bmm(A, V, out=buf("AV", R * N, n, d)).view(R, N, n, d))  # b H + A V
+        Z.add_(torch.bmm(A.transpose(1, 2), V, out=buf("AV", R * N, n, d)).view(R, N, n, d))  # b H + A V
         if layer == 0 and record:
             Z0 = Z
         Z2 = Z.view(R, T, d)
@@ -235,10 +212,10 @@ def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``torch.bmm(a, b)``, through the batched kernel even for a stack of one: for a one-column
     ``b`` (a one-output model's output layer) torch computes a single product by gemv and a stack
     by the batched gemm, which round differently, so a run alone would not be bit for bit the run
-    inside a stack. A stack of one is computed as a stack of two (the run twice)."""
+    inside a stack. A stack of one is computed as a stack of two (the run twice, expanded: no copy)."""
     if a.shape[0] != 1 or b.shape[-1] != 1:
         return torch.bmm(a, b)
-    return torch.bmm(a.repeat(2, 1, 1), b.repeat(2, 1, 1))[:1]
+    return torch.bmm(a.expand(2, -1, -1), b.expand(2, -1, -1))[:1]
 
 
 def _pool(H: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -305,24 +282,24 @@ def _backward(saved: list[_Saved], weights: list[torch.Tensor], cfg: ModelConfig
         dZ.baddbmm_(dP, W_1.transpose(1, 2))  # (R, T, d); in place: a faster kernel than baddbmm's
         # attention sublayer: Z = b X + A V, A = softmax(S), V = X W_V
         dattn = dZ.view(R * N, n, d)
-        dA = torch.bmm(dattn, sv.V.transpose(1, 2), out=buf("dA", R * N, n, n))
-        dV = torch.bmm(sv.A.transpose(1, 2), dattn, out=buf("dV", R * N, n, d)).view(R, T, d)
+        dA = torch.bmm(sv.V, dattn.transpose(1, 2), out=buf("dA", R * N, n, n))  # keys-major, as A
+        dV = torch.bmm(sv.A, dattn, out=buf("dV", R * N, n, d)).view(R, T, d)  # Aᵀ dZ
         grads[5 * layer + 2] = torch.bmm(sv.X2.transpose(1, 2), dV, out=buf(("dW_V", layer), R, d, d))
-        # softmax's backward A ⊙ (dA − rowsum(dA ⊙ A)), in place into dA (padded keys: A = 0, so dS = 0)
-        rowsum = torch.sum(torch.mul(dA, sv.A, out=buf("dA*A", R * N, n, n)), dim=-1, keepdim=True,
-                           out=buf("rowsum", R * N, n, 1))
-        dS = dA.sub_(rowsum).mul_(sv.A).div_(divisor)
+        # softmax's backward A ⊙ (dA − Σ_keys dA ⊙ A), in place into dA, keys-major (padded keys: A = 0, so dS = 0)
+        rowsum = torch.sum(torch.mul(dA, sv.A, out=buf("dA*A", R * N, n, n)), dim=1, keepdim=True,
+                           out=buf("rowsum", R * N, 1, n))
+        dS = dA.sub_(rowsum).mul_(sv.A).div_(divisor)  # dSᵀ
         Xs = sv.X2.reshape(R * N, n, d)
         if fold_logits(d, q):  # S = (X M) Xᵀ / s, M = W_Q W_Kᵀ
             XM, M = sv.QK
-            dXM = torch.bmm(dS, Xs, out=buf("dXM", R * N, n, d))
+            dXM = torch.bmm(dS.transpose(1, 2), Xs, out=buf("dXM", R * N, n, d))
             dM = torch.bmm(sv.X2.transpose(1, 2), dXM.view(R, T, d), out=buf("dM", R, d, d))
             grads[5 * layer] = torch.bmm(dM, W_K, out=buf(("dW_Q", layer), R, d, q))
             grads[5 * layer + 1] = torch.bmm(dM.transpose(1, 2), W_Q, out=buf(("dW_K", layer), R, d, q))
         else:  # S = Q Kᵀ / s
             Q, K = sv.QK
-            dQ = torch.bmm(dS, K, out=buf("dQ", R * N, n, q)).view(R, T, -1)
-            dK = torch.bmm(dS.transpose(1, 2), Q, out=buf("dK", R * N, n, q)).view(R, T, -1)
+            dQ = torch.bmm(dS.transpose(1, 2), K, out=buf("dQ", R * N, n, q)).view(R, T, -1)
+            dK = torch.bmm(dS, Q, out=buf("dK", R * N, n, q)).view(R, T, -1)
             grads[5 * layer] = torch.bmm(sv.X2.transpose(1, 2), dQ, out=buf(("dW_Q", layer), R, d, q))
             grads[5 * layer + 1] = torch.bmm(sv.X2.transpose(1, 2), dK, out=buf(("dW_K", layer), R, d, q))
         if layer == 0:
@@ -331,7 +308,7 @@ def _backward(saved: list[_Saved], weights: list[torch.Tensor], cfg: ModelConfig
         dX.baddbmm_(dV, W_V.transpose(1, 2))
         if fold_logits(d, q):
             dX.add_(torch.bmm(dXM.view(R, T, d), M.transpose(1, 2), out=buf("dXM Mᵀ", R, T, d)))
-            dX.add_(torch.bmm(dS.transpose(1, 2), XM, out=buf("dSᵀ XM", R * N, n, d)).view(R, T, d))
+            dX.add_(torch.bmm(dS, XM, out=buf("dSᵀ XM", R * N, n, d)).view(R, T, d))
         else:
             dX.baddbmm_(dQ, W_Q.transpose(1, 2)).baddbmm_(dK, W_K.transpose(1, 2))
         dH = dX.view(R, N, n, d)
@@ -392,30 +369,9 @@ def _buffer_store(key: tuple) -> dict:
     return _STORE.buffers
 
 
-def _native_step(cfg: ModelConfig, gd: GDConfig, buf: _Buffers):
-    """The compiled evaluation for this stack shape (kept with its buffers), or None where the
-    Python path runs: no compiler, ``$RESGD_NATIVE=0``, :func:`resgd.core.native.python_path`, or
-    an activation other than ReLU."""
-    step = _native.step_class()
-    if step is None or cfg.activation != "relu":
-        return None
-    key = ("native", gd.reduction)  # the store's key holds the model's shape, not the GD settings
-    if key not in buf.store:
-        buf.store[key] = _make_native(step, cfg, gd)
-    return buf.store[key]
-
-
-def _make_native(step_class, cfg: ModelConfig, gd: GDConfig):
-    return step_class(cfg.n_layers, cfg.d_qk, cfg.m, fold_logits(cfg.d, cfg.d_qk), cfg.pooling == "mean",
-                      gd.reduction == "mean", float(cfg.logit_divisor))
-
-
-def _evaluate(native, weights, cfg: ModelConfig, gd: GDConfig, beta, beta_ffn, X_runs, mask, Y, n_weights: int,
+def _evaluate(weights, cfg: ModelConfig, gd: GDConfig, beta, beta_ffn, X_runs, mask, Y, n_weights: int,
               record: bool, buf: _Buffers):
-    """One step's (loss, flat gradients, their norms, the first layer's Z) of every run: compiled
-    (``native``) or by the Python path (``native`` None), the same numbers."""
-    if native is not None:  # the same arithmetic from C++ (resgd.core.native)
-        return native.evaluate(weights, beta, beta_ffn, X_runs, mask, Y, n_weights)
+    """One step's (loss, flat gradients, their norms, the first layer's Z) of every run."""
     saved: list[_Saved] = []
     Y_hat, Z0, H = _forward(weights, cfg, beta, beta_ffn, X_runs, mask, record, saved, buf)
     loss, dY = _loss_and_output_grad(Y_hat, Y, mask, gd.reduction)
@@ -424,37 +380,26 @@ def _evaluate(native, weights, cfg: ModelConfig, gd: GDConfig, beta, beta_ffn, X
     return loss, flat, torch.linalg.vector_norm(flat.to(torch.float64), dim=1), Z0
 
 
-SELF_TEST_CASES = ((ModelConfig(d=4, d_qk=6, m=5, k=1, n_layers=2, pooling="mean"), True, "mean"),
-                   (ModelConfig(d=6, d_qk=3, m=5, k=2, n_layers=1), False, "sum"))
-"""Tiny stacks on both branches of the logits, pooled and padded or per token: the compiled step's check."""
+def loss_and_grads(params: Sequence[Params], models: Sequence[ModelConfig], X: torch.Tensor, Y: torch.Tensor,
+                   mask: torch.Tensor | None = None, reduction: str = "sum") -> tuple[torch.Tensor, list[Params]]:
+    """One evaluation of the trainer's step for every run: losses (R,) and each run's gradient by
+    weight name (what :func:`train_stacked` computes at t = 0; for tests against autograd and for
+    the benchmarks' replay of one step's products)."""
+    cfg = models[0]
+    check_inputs(X, mask=mask, d=cfg.d, Y=Y, Y_shape=output_shape(cfg, X))
+    layout = _Layout(cfg)
+    theta = layout.flatten(params, X.dtype)
+    beta = torch.tensor([float(m.beta) for m in models], dtype=X.dtype)
+    beta_ffn = torch.tensor([float(m.residual_ffn) for m in models], dtype=X.dtype)
+    gd = GDConfig(lr=1.0, iterations=0, reduction=reduction)
+    X_runs = X.expand(len(params), *X.shape).contiguous()
+    loss, flat, _, _ = _evaluate(layout.views(theta), cfg, gd, beta, beta_ffn, X_runs, mask, Y, theta.shape[1], False,
+                                 _Buffers(X.dtype))
+    return loss, [layout.unflatten(row) for row in flat]
 
 
-def _self_test(step_class) -> str | None:
-    """Why one compiled step differs from the Python path on :data:`SELF_TEST_CASES` (None: equal).
-    Bit for bit, no tolerance: both make the same ATen calls in the same order, so any difference
-    is a foreign or broken build, not rounding."""
-    g = torch.Generator().manual_seed(0)
-    for cfg, masked, reduction in SELF_TEST_CASES:
-        N, n, R = 3, 4, 2
-        X = torch.randn(N, n, cfg.d, generator=g, dtype=torch.float64)
-        mask = torch.arange(n).view(1, n) < torch.tensor([4, 2, 3]).view(N, 1) if masked else None
-        X = X * mask.unsqueeze(-1) if masked else X
-        Y = torch.randn(output_shape(cfg, X), generator=g, dtype=torch.float64)
-        gd = GDConfig(lr=0.1, iterations=1, reduction=reduction)
-        layout = _Layout(cfg)
-        theta = layout.flatten([init_params(cfg, seed, dtype=torch.float64) for seed in range(R)], torch.float64)
-        beta = torch.tensor([0.5, 1.0], dtype=torch.float64)
-        args = (layout.views(theta), cfg, gd, beta, beta.flip(0), X.expand(R, *X.shape).contiguous(), mask, Y,
-                theta.shape[1], True)
-        compiled = _evaluate(_make_native(step_class, cfg, gd), *args, _Buffers(torch.float64))
-        python = _evaluate(None, *args, _Buffers(torch.float64))
-        for name, a, b in zip(("loss", "gradient", "gradient norm", "first layer's Z"), compiled, python):
-            if not (a.shape == b.shape and torch.equal(a, b)):
-                return f"{name} differs ({cfg.n_layers} layers, d = {cfg.d}, d_qk = {cfg.d_qk})"
-    return None
-
-
-_native.set_self_test(_self_test)
+Checkpoint = Callable[[int, int, Params], None]
+"""``on_checkpoint(run index, iteration t, θ⁽ᵗ⁾)``: what :func:`train_stacked` calls at its checkpoints."""
 
 
 def train_stacked(
@@ -464,12 +409,17 @@ def train_stacked(
     Y: torch.Tensor,
     gds: Sequence[GDConfig],
     mask: torch.Tensor | None = None,
+    *,
+    checkpoints: Collection[int] = (),
+    on_checkpoint: Checkpoint | None = None,
 ) -> list[StackedRun]:
     """Train run r from ``params[r]`` with ``models[r]`` and ``gds[r]``, all on the same data, together.
 
     The runs must share :func:`shape_model` and :func:`shape_gd` (ConfigError otherwise); they may
     differ in β, β_ffn, the init scales and the step size. Returns one :class:`StackedRun` per run,
-    in order. ``params`` are not modified.
+    in order. ``params`` are not modified. At every iteration t in ``checkpoints``,
+    ``on_checkpoint(r, t, θ_r⁽ᵗ⁾)`` is called for each run r still training there (not for one that
+    diverges at t): Theorem 1's studies measure the path at these points without restarting GD.
     """
     R = len(params)
     if R == 0:
@@ -482,7 +432,10 @@ def train_stacked(
         if shape_model(models[r]) != shape_model(cfg) or shape_gd(gds[r]) != shape_gd(gd):
             raise ConfigError(f"train_stacked: run {r} differs from run 0 in more than β, the init scales and "
                               f"the step size ({models[r]} / {gds[r]} vs {cfg} / {gd})")
+    if checkpoints and on_checkpoint is None:
+        raise ConfigError("train_stacked: checkpoints given without on_checkpoint")
     check_inputs(X, mask=mask, d=cfg.d, Y=Y, Y_shape=output_shape(cfg, X))
+    checkpoints = frozenset(checkpoints)
     layout = _Layout(cfg)
     dtype = X.dtype
     theta = layout.flatten(params, dtype)  # (R, P): run r's weights, flat
@@ -494,15 +447,13 @@ def train_stacked(
     outcome: list[StackedRun | None] = [None] * R
     loss0 = None
     buf = _Buffers(dtype, _buffer_store((shape_model(cfg), tuple(X.shape), R, dtype)))
-    native = _native_step(cfg, gd, buf)
 
     weights = layout.views(theta)  # θ is updated in place: its views stay valid until runs leave the stack
     X_runs = X.expand(len(alive), *X.shape).contiguous()  # the first layer's input of every run, copied once
 
     for t in range(gd.iterations + 1):
         record = t % gd.record_every == 0 or t == gd.iterations
-        loss, flat, norm, Z0 = _evaluate(native, weights, cfg, gd, beta, beta_ffn, X_runs, mask, Y, theta.shape[1],
-                                         record, buf)
+        loss, flat, norm, Z0 = _evaluate(weights, cfg, gd, beta, beta_ffn, X_runs, mask, Y, theta.shape[1], record, buf)
         values = loss.to(torch.float64).numpy()
         norms = norm.numpy()
         smax = smin = None
@@ -516,6 +467,9 @@ def train_stacked(
             table[alive, t, 3], table[alive, t, 4] = smin, smax
         for r in alive[stop]:
             outcome[r] = StackedRun(history_frame(table[r, :t + 1]), None, True)
+        if t in checkpoints:
+            for i in np.flatnonzero(~stop):
+                on_checkpoint(int(alive[i]), t, layout.unflatten(theta[i]))
         if t == gd.iterations:
             break
         if stop.any():  # diverged runs leave the stack; the others are untouched
@@ -535,18 +489,10 @@ def train_stacked(
 
 def train_runs(params: Sequence[Params], models: Sequence[ModelConfig], X: torch.Tensor, Y: torch.Tensor,
                gds: Sequence[GDConfig], mask: torch.Tensor | None = None, *, stacked: bool | None = None) -> list[StackedRun]:
-    """Runs of one shape trained the way that pays: in one stack (:func:`train_stacked`), or one at
-    a time by :func:`resgd.core.train.train_gd`; same report either way. ``stacked`` is the caller's
-    decision; ``None``: :func:`worth_stacking`."""
+    """Runs of one shape, in one stack or each in a stack of its own: the same numbers either way
+    (a run does not depend on its stack), so ``stacked`` only sets the speed; ``None``: :func:`worth_stacking`."""
     if stacked is None:
         stacked = worth_stacking(models[0], X.shape[0], X.shape[1])
     if stacked:
         return train_stacked(params, models, X, Y, gds, mask)
-    out = []
-    for p, cfg, gd in zip(params, models, gds):
-        try:
-            result = train_gd(p, cfg, X, Y, gd, mask=mask)
-            out.append(StackedRun(result.history, result.params, False))
-        except DivergenceError as error:
-            out.append(StackedRun(error.history, None, True))
-    return out
+    return [train_stacked([p], [cfg], X, Y, [gd], mask)[0] for p, cfg, gd in zip(params, models, gds)]

@@ -14,12 +14,9 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
 
-from . import fastgrad
-from .conditioning import gram_singular_values, stack
 from .model import ModelConfig, Params, Trace, forward
-from ..validation import ConfigError, check_choice, check_inputs
+from ..validation import ConfigError, check_choice
 
 REDUCTIONS = ("sum", "mean")
 HISTORY_COLUMNS = ("iteration", "loss", "grad_norm", "ratio", "sigma_min_Z", "sigma_max_Z")
@@ -39,7 +36,6 @@ class GDConfig:
     reduction: Literal["sum", "mean"] = "sum"
     record_every: int = 10
     divergence_factor: float = 1e6
-    progress: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.lr, (int, float)) or not math.isfinite(self.lr) or self.lr <= 0:
@@ -111,27 +107,15 @@ def loss_and_grad(
     Y: torch.Tensor,
     mask: torch.Tensor | None = None,
     reduction: str = "sum",
-    backend: str | None = None,
 ) -> tuple[torch.Tensor, Params, Trace]:
-    """Φ(θ), ∇Φ(θ) for every weight, and the forward trace (for the spectra) in one pass.
-
-    ``backend="manual"`` (the default, see :mod:`resgd.core.fastgrad`) uses the hand-derived backward
-    pass; ``"autograd"`` builds the graph of :func:`resgd.core.model.forward` and differentiates it
-    (slower; the reference the manual pass is tested against). ``None`` means
-    :func:`resgd.core.fastgrad.default_backend` (``$RESGD_GRAD_BACKEND``, else ``"manual"``).
-    Both return the same ``(loss, grads, trace)``: a 0-d loss tensor, one gradient per
-    weight (keys and order of ``params``) and the :class:`~resgd.core.model.Trace`.
-    """
-    if backend is None:
-        backend = fastgrad.default_backend()
-    if backend == "manual":
-        return fastgrad.loss_and_grad_manual(params, cfg, X, Y, mask, reduction)
-    check_choice("backend", backend, fastgrad.BACKENDS)
+    """Φ(θ), ∇Φ(θ) and the forward trace by autograd on :func:`resgd.core.model.forward`: the
+    readable reference the trainer's hand-derived pass is tested against, and the one-off
+    gradients of the studies (a 0-d loss, one gradient per weight in ``params``' order, a detached trace)."""
+    check_choice("reduction", reduction, REDUCTIONS)
     leaves = {name: p.detach().requires_grad_(True) for name, p in params.items()}
     trace = forward(leaves, cfg, X, mask, return_trace=True)
     loss = loss_from_output(trace.Y_hat, Y, mask, reduction)
     grads = torch.autograd.grad(loss, list(leaves.values()))
-    # detach the trace as the manual backend's is (no graph hangs on the returned tensors)
     layers = [type(lt)(**{key: value.detach() for key, value in vars(lt).items()}) for lt in trace.layers]
     return loss.detach(), dict(zip(leaves, grads)), Trace(layers=layers, Y_hat=trace.Y_hat.detach())
 
@@ -146,34 +130,14 @@ def train_gd(
 ) -> TrainResult:
     """Run ``gd.iterations`` full-batch GD steps from ``params`` (not modified) and record each one.
 
-    A second trainer, :func:`resgd.core.stacked.train_stacked`, trains many small runs at once with
-    the same semantics; it is not used here because a stack of one is 6-26 % slower per step at the
-    headline sizes and sums in another order (its module docstring gives the numbers;
-    ``tests/test_stacked.py`` holds the two equal to rounding).
-    """
-    check_inputs(X, mask=mask, d=cfg.d, Y=Y, Y_shape=output_shape(cfg, X))
-    params = {name: p.detach().clone() for name, p in params.items()}
-    rows: list[dict] = []
+    One run is a stack of one of the one trainer, :func:`resgd.core.stacked.train_stacked`; this
+    face raises :class:`DivergenceError` (with the history so far) where that run diverges."""
+    from .stacked import train_stacked  # stacked builds on this module's GDConfig and history
 
-    loss0 = None
-    steps = range(gd.iterations + 1)
-    for t in tqdm(steps, desc="GD", disable=not gd.progress, leave=False):
-        loss, grads, trace = loss_and_grad(params, cfg, X, Y, mask, gd.reduction)
-        value = float(loss)
-        grad_norm = fastgrad.grad_norm(grads)
-        row = {"iteration": t, "loss": value, "grad_norm": grad_norm, "sigma_min_Z": math.nan, "sigma_max_Z": math.nan}
-        if t % gd.record_every == 0 or t == gd.iterations:
-            sigma = gram_singular_values(stack(trace.layers[0].Z.detach(), mask))
-            row["sigma_min_Z"], row["sigma_max_Z"] = float(sigma[-1]), float(sigma[0])
-        rows.append(row)
-        loss0 = value if loss0 is None else loss0
-        if not math.isfinite(value) or value > gd.divergence_factor * loss0:
-            raise DivergenceError(
-                f"GD diverged at iteration {t}: loss {value:.3g} (initial {loss0:.3g}) with lr={gd.lr}; "
-                f"try a smaller step size, e.g. lr={gd.lr / 10:g}",
-                history_frame(rows),
-            )
-        if t == gd.iterations:
-            break
-        params = fastgrad.gd_update(params, grads, gd.lr)
-    return TrainResult(params=params, history=history_frame(rows))
+    run = train_stacked([params], [cfg], X, Y, [gd], mask)[0]
+    if run.diverged:
+        t, value = int(run.history["iteration"].iloc[-1]), float(run.history["loss"].iloc[-1])
+        raise DivergenceError(
+            f"GD diverged at iteration {t}: loss {value:.3g} (initial {run.history['loss'].iloc[0]:.3g}) with "
+            f"lr={gd.lr}; try a smaller step size, e.g. lr={gd.lr / 10:g}", run.history)
+    return TrainResult(params=run.params, history=run.history)

@@ -10,15 +10,12 @@ metrics in :mod:`resgd.experiments.metrics`.)
   (:func:`resgd.pipeline.sweep.cached_sweep`): only the runs missing from the cache are computed
   (an interrupted sweep resumes), in parallel, on local processes or a scheduler.
 
-One way to compute a run: :func:`_compute_stack`. Small configurations (:func:`stackable`: the
-robustness map's N·n ≤ 512 tokens) are always trained by the stacked trainer
-(:func:`resgd.core.stacked.train_stacked`) — :func:`sweep` groups the missing runs that share a
-:func:`stack_key` into stacks (:func:`stack_groups`), :func:`run` trains a stack of one — and a
-run's numbers inside a stack are bit for bit those it gets alone, so a configuration has one
-cached answer whichever path computed it. Larger configurations (the headline experiments) are
-always trained one at a time by :func:`resgd.core.train.train_gd`, where stacking does not pay. The
-two trainers agree to rounding (``tests/test_stacked.py``), and which one a configuration gets
-depends on the configuration only.
+One way to compute a run: :func:`_compute_stack`, through the one trainer
+(:func:`resgd.core.stacked.train_stacked`). Small configurations (:func:`stackable`: the
+robustness map's N·n ≤ 512 tokens) are grouped: :func:`sweep` puts the missing runs that share a
+:func:`stack_key` into stacks (:func:`stack_groups`); larger ones (the headline experiments) train
+each in a stack of its own, where grouping does not pay. A run's numbers inside a stack are bit for
+bit those it gets alone, so a configuration has one cached answer whichever way it was grouped.
 """
 
 from __future__ import annotations
@@ -48,22 +45,17 @@ CONFIG_COLUMNS = (
     "experiment", "dataset", "is_standin", "source_label", "n_train", "n_tokens", "beta", "beta_ffn", "v_scale",
     "ffn_scale", "n_layers",
     "d_qk", "m", "seed", "lr", "iterations", "reduction", "diverged", "diverged_at", "loss_zero",
-    "test_loss", "train_acc", "test_acc", "trainer", "gains", *ENGINE_COLUMNS, "key",
+    "test_loss", "train_acc", "test_acc", "gains", *ENGINE_COLUMNS, "key",
 )
 """Columns :func:`run` adds to the trainer's history (constant within one run): the configuration,
-the end-of-run metrics and the path that computed it (``trainer``: the stacked or the single-run
-engine; ``engine_*``: :func:`resgd.core.engine.engine_path`)."""
+the end-of-run metrics and the path that computed it (``engine_*``: :func:`resgd.core.engine.engine_path`)."""
 
 MAX_STACK = 16
 """At most this many runs per stack (:func:`stack_groups`)."""
 
 def stackable(config: RunConfig) -> bool:
-    """Whether ``config`` is trained by the stacked trainer (:mod:`resgd.core.stacked`) — decided by
-    the configuration alone, so a configuration always takes the same path (see the module doc).
-
-    Stacking pays where per-operation overhead dominates: small problems (most of the robustness
-    map; :func:`resgd.core.stacked.worth_stacking`). At the headline experiments' sizes one run already
-    fills the kernels and the hand-derived step of :func:`resgd.core.train.train_gd` is faster."""
+    """Whether ``config`` trains grouped with others of its shape (speed only:
+    :func:`resgd.core.stacked.worth_stacking`; small problems, most of the robustness map)."""
     return worth_stacking(config.model, config.dataset.n_train, config.dataset.n_tokens)
 
 
@@ -77,8 +69,8 @@ def stack_key(config: RunConfig) -> tuple:
 
 
 def _train(configs: list[RunConfig], data) -> list[tuple[pd.DataFrame, dict | None, bool, dict]]:
-    """(history, final weights or None, diverged, end-of-run metrics) of each run: one stack, or one
-    run of train_gd (:func:`resgd.core.stacked.train_runs`; a configuration that is not stackable comes alone)."""
+    """(history, final weights or None, diverged, end-of-run metrics) of each run: one stack, or a
+    run alone (:func:`resgd.core.stacked.train_runs`; a configuration that is not stackable comes alone)."""
     dtype = DTYPES[configs[0].dtype]
     params = [init_params(c.model, c.seed, dtype=dtype) for c in configs]
     out = train_runs(params, [c.model for c in configs], data.X_train, data.Y_train, [c.gd for c in configs],
@@ -142,7 +134,6 @@ def _frame(config: RunConfig, data, history: pd.DataFrame, diverged: bool, metri
         "test_loss": test_loss,
         "train_acc": train_acc,
         "test_acc": test_acc,
-        "trainer": "stacked" if stackable(config) else "single",
         "gains": ";".join(f"{a:g},{b:g}" for a, b in cfg.gains),
         **{f"engine_{k}": v for k, v in engine_path().items()},
     }

@@ -18,8 +18,7 @@ from .design import OUTCOMES, RATE_WINDOW, RELATIVE_TARGET, STALL_RATIO
 
 RUN_KEYS = ["experiment", "protocol", "twin_init", "dataset", "beta", "beta_ffn", "n_layers", "lr", "seed"]
 CONFIG_KEYS = ["experiment", "protocol", "twin_init", "n_layers", "beta", "beta_ffn"]
-PATH_COLUMNS = ("trainer", "engine_engine", "engine_kernel", "engine_mkl_path", "engine_isa", "engine_torch",
-                "engine_grad_backend")
+PATH_COLUMNS = ("engine_engine", "engine_mkl_path", "engine_isa", "engine_torch")
 """The computing path of each run (:data:`resgd.experiments.runs.CONFIG_COLUMNS`), kept in the per-run table."""
 SPIKE_FACTOR = 1.5
 """A loss spike: one GD step that multiplies Φ by more than this (counted in ``loss_spikes``)."""

@@ -75,14 +75,14 @@ class Record:
     ok: bool
     error: str | None = None
     engine: str = ""
-    """How the notebook's steps were computed (:func:`engine_of`): trainer kernel, MKL path, ISA, torch."""
+    """How the notebook's steps were computed (:func:`engine_of`): engine version, MKL path, ISA, torch."""
 
 
 def engine_of(env: Mapping[str, str]) -> str:
     """The engine path (:func:`resgd.core.engine.engine_path`) of a process started with the notebooks'
     environment, as one line; the reason when it cannot be asked."""
     code = ("import json; from resgd.core.engine import engine_path; p = engine_path(); "
-            "print(', '.join(f'{k}={p[k]}' for k in ('kernel', 'mkl_path', 'isa', 'torch', 'grad_backend')))")
+            "print(', '.join(f'{k}={p[k]}' for k in ('engine', 'mkl_path', 'isa', 'torch')))")
     try:
         done = subprocess.run([sys.executable, "-c", code], env=dict(env), capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as exc:

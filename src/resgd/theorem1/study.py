@@ -26,7 +26,6 @@ in :mod:`resgd.theorem1.path`, where it stops holding in :mod:`resgd.theorem1.re
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,7 +36,8 @@ import torch
 from ..core.conditioning import spectrum, stack
 from ..core.model import ModelConfig, forward, init_params
 from ..core.stats import spearman  # noqa: F401 - the robustness tests import it from here
-from ..core.train import DivergenceError, GDConfig, loss_from_output, train_gd
+from ..core.stacked import train_stacked
+from ..core.train import GDConfig, loss_from_output
 from ..pipeline.presets import theory as preset
 from ..pipeline.reproduce import Outputs, reproduce_part
 from ..threads import torch_threads
@@ -70,12 +70,12 @@ def sigma_trajectory(config: SweepConfig, iterations: int, *, lr_factor: float =
                      label: str | None = None, alpha_factor: float = 0.25) -> pd.DataFrame:
     """σ_min and σ_max of the stacked Z⁽ᵗ⁾ every ``record_every`` steps of full GD, with the loss.
 
-    The run is :func:`resgd.core.train.train_gd` in chunks of ``record_every`` steps (same step size, so
-    the same iterates as one run); the spectrum is computed by SVD of the stacked Z at each chunk
-    boundary. (The trainer's own ``sigma_min_Z`` column comes from the d×d Gram matrix, which is
-    exactly singular when N·n < d, as here.) Columns: ``scenario``, ``iteration``, ``loss``,
-    ``sigma_min_Z``, ``sigma_max_Z``, their ratios to t = 0 (``sigma_min_rel``, ``sigma_max_rel``),
-    ``loss_rel``, and the run's ``lr`` and theorem ``alpha``.
+    The run is one :func:`resgd.core.stacked.train_stacked` call whose checkpoint hook, every
+    ``record_every`` steps, computes the spectrum by SVD of the stacked Z and the loss. (The
+    trainer's own ``sigma_min_Z`` column comes from the d×d Gram matrix, which is exactly singular
+    when N·n < d, as here.) The rows end where the run diverges. Columns: ``scenario``, ``iteration``,
+    ``loss``, ``sigma_min_Z``, ``sigma_max_Z``, their ratios to t = 0 (``sigma_min_rel``,
+    ``sigma_max_rel``), ``loss_rel``, and the run's ``lr`` and theorem ``alpha``.
     """
     with torch_threads(1):
         cfg = config.model_config()
@@ -83,21 +83,17 @@ def sigma_trajectory(config: SweepConfig, iterations: int, *, lr_factor: float =
         params = init_params(cfg, config.seed)
         mu = step_size(params, cfg, X, Y, lr_factor=lr_factor)
         alpha = theorem_alpha(params, cfg, X, alpha_factor=alpha_factor)
-        rows, t = [], 0
-        while True:
+        rows = []
+
+        def measure(_run: int, t: int, theta) -> None:
             with torch.no_grad():
-                trace = forward(params, cfg, X, return_trace=True)
+                trace = forward(theta, cfg, X, return_trace=True)
             sz = spectrum(trace.layers[0].Z)
             loss = float(loss_from_output(trace.Y_hat, Y, None, "sum"))
             rows.append({"iteration": t, "loss": loss, "sigma_min_Z": sz.sigma_min, "sigma_max_Z": sz.sigma_max})
-            if t >= iterations or not math.isfinite(loss):
-                break
-            steps = min(record_every, iterations - t)
-            try:
-                params = train_gd(params, cfg, X, Y, GDConfig(lr=mu, iterations=steps, record_every=steps)).params
-            except DivergenceError:
-                break
-            t += steps
+
+        train_stacked([params], [cfg], X, Y, [GDConfig(lr=mu, iterations=iterations, record_every=max(iterations, 1))],
+                      checkpoints=[*range(0, iterations, record_every), iterations], on_checkpoint=measure)
     frame = pd.DataFrame(rows)
     frame.insert(0, "scenario", label or f"beta={config.beta}, init={config.init_scale}, c={lr_factor}")
     for col in ("sigma_min_Z", "sigma_max_Z", "loss"):

@@ -116,30 +116,15 @@ def task_key(config: SweepConfig) -> SweepConfig:
     return replace(config, beta=0.0, beta_ffn=1.0, init_scale=1.0, qk_rel=1.0)
 
 
-def _train_in_chunks(params: list, models: list, X, Y, lrs: list[float], iterations: int, checkpoints: int,
-                     on_checkpoint) -> list[tuple[pd.DataFrame, object]]:
-    """GD for every run in one stack, stopped ``checkpoints`` times (same iterates as one run, to rounding);
-    ``on_checkpoint(run index, params)`` is called at each stop. Returns ``(history, final params or None)``."""
+def _train_with_checkpoints(params: list, models: list, X, Y, lrs: list[float], iterations: int, checkpoints: int,
+                            on_checkpoint) -> list[tuple[pd.DataFrame, object]]:
+    """GD for every run in one stack, ``on_checkpoint(run index, params)`` called at ``checkpoints``
+    evenly spaced iterations (the last one the end). Returns ``(history, final params or None)``."""
     bounds = sorted({round(iterations * (i + 1) / checkpoints) for i in range(max(checkpoints, 1))} - {0})
-    histories: list[list[pd.DataFrame]] = [[] for _ in params]
-    current, finals, alive, t = list(params), [None] * len(params), list(range(len(params))), 0
-    for stop in bounds:
-        gd = GDConfig(lr=1.0, iterations=stop - t, record_every=stop - t)
-        runs = train_stacked([current[r] for r in alive], [models[r] for r in alive], X, Y,
-                             [replace(gd, lr=lrs[r]) for r in alive])
-        still = []
-        for r, run in zip(alive, runs):
-            h = run.history.assign(iteration=run.history["iteration"] + t)
-            histories[r].append(h if t == 0 else h.iloc[1:])
-            if run.diverged:
-                continue
-            current[r] = run.params
-            on_checkpoint(r, run.params)
-            still.append(r)
-        alive, t = still, stop
-    for r in alive:
-        finals[r] = current[r]
-    return [(pd.concat(h, ignore_index=True), f) for h, f in zip(histories, finals)]
+    gd = GDConfig(lr=1.0, iterations=iterations, record_every=max(iterations, 1))
+    runs = train_stacked(params, models, X, Y, [replace(gd, lr=lr) for lr in lrs], checkpoints=bounds,
+                         on_checkpoint=lambda r, _t, theta: on_checkpoint(r, theta))
+    return [(run.history, run.params) for run in runs]
 
 
 def run_configs(configs: Sequence[SweepConfig], iterations: int, *, lr_factor: float = 0.5, alpha_factor: float = 0.25,
@@ -149,7 +134,7 @@ def run_configs(configs: Sequence[SweepConfig], iterations: int, *, lr_factor: f
 
     Everything but the training is per configuration; the GD runs (each at its own step size
     ``lr_factor / L̂``) train together in one stack (:func:`resgd.core.stacked.train_stacked`),
-    stopped ``checkpoints`` times to test the hypotheses on the path (:mod:`resgd.theorem1.path`).
+    whose checkpoint hook tests the hypotheses on the path ``checkpoints`` times (:mod:`resgd.theorem1.path`).
     """
     configs = list(configs)
     if len({task_key(c) for c in configs}) > 1:
@@ -169,8 +154,8 @@ def run_configs(configs: Sequence[SweepConfig], iterations: int, *, lr_factor: f
         def on_checkpoint(r: int, params) -> None:
             points[r].append(checkpoint(params, before[r][1], before[r][0], X, Y, hess_iterations=hess_iterations))
 
-        trained = _train_in_chunks([b[1] for b in before], [b[0] for b in before], X, Y, [b[4] for b in before],
-                                   iterations, checkpoints, on_checkpoint)
+        trained = _train_with_checkpoints([b[1] for b in before], [b[0] for b in before], X, Y, [b[4] for b in before],
+                                         iterations, checkpoints, on_checkpoint)
         return [_sweep_row_of(config, X, *b, history, final, pts, lr_factor=lr_factor, alpha_factor=alpha_factor,
                               window=window, rel_floor=rel_floor, jac_slack=jac_slack)
                 for config, b, (history, final), pts in zip(configs, before, trained, points)]

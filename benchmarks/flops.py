@@ -1,49 +1,8 @@
-"""How a step is laid out: which backend, which association of the logits, how many samples per chunk, how many FLOPs.
-
-These are decisions taken once per call from the shapes, before any arithmetic.
-"""
+"""Matrix-product FLOPs of one GD step: the work any implementation must do (the benchmarks' rates divide it by a time)."""
 
 from __future__ import annotations
 
-import math
-
-import torch
-
-from ..model import ModelConfig, fold_logits
-from ... import settings
-
-BACKENDS = ("manual", "autograd")
-BACKEND_ENV = "RESGD_GRAD_BACKEND"
-
-CHUNK_BYTES = 5 * 2**19
-"""Target size (bytes) of the largest per-chunk intermediate (the FFN activations, tokens × m) of a
-one-layer model; an L-layer model keeps L layers' intermediates alive per chunk and uses
-``CHUNK_BYTES / sqrt(L)``.
-
-Tuned on the machine of ``benchmarks/README.md`` (2 MiB L2 per core): for L = 1 the optimum was
-1.5-5 MiB, for L = 10 0.5-1 MiB, for the Jena and SST-2 sizes in float32 and float64 (within 3 % of
-the best in every case measured). Re-measured on the AMD EPYC CI machine (1 MiB L2): ×0.5 to ×4
-of this rule, and flat budgets of 0.65-2.5 MiB for every L, all within the ±10 % noise of that
-shared machine, so the rule stays. Samples are never split across chunks."""
-
-
-def default_backend() -> str:
-    """``$RESGD_GRAD_BACKEND`` if set (``"manual"`` or ``"autograd"``), else ``"manual"``.
-
-    The environment variable lets a whole book build run on the autograd path for a
-    cross-check without changing any code.
-    """
-    return settings.grad_backend()
-
-
-def chunk_samples(cfg: ModelConfig, n: int, dtype: torch.dtype, chunk_bytes: int | None = None) -> int:
-    """Samples per chunk: the largest per-chunk intermediate (tokens × max(m, n, d)) near the budget.
-
-    The budget is ``chunk_bytes`` if given, else ``CHUNK_BYTES / sqrt(n_layers)``.
-    """
-    budget = CHUNK_BYTES / math.sqrt(cfg.n_layers) if chunk_bytes is None else chunk_bytes
-    itemsize = dtype.itemsize
-    return max(1, int(budget // (n * max(cfg.m, n, cfg.d) * itemsize)))
+from resgd.core.model import ModelConfig, fold_logits
 
 
 def step_flops(cfg: ModelConfig, N: int, n: int) -> dict[str, int]:
