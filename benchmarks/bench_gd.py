@@ -9,7 +9,7 @@ Run from the repository root (with the project's virtual environment active)::
 What is measured (side by side, in one process, on the same inputs, interleaved round-robin so
 that a change in machine load hits every implementation alike):
 
-* ``ours``          — the trainer: ``resgd.core.train.train_gd`` (a stack of one of
+* ``ours``          — the trainer: ``resgd.core.stacked.train_gd`` (a stack of one of
                       ``resgd.core.stacked.train_stacked``) per iteration, its bookkeeping included
                       (gradient norm, history rows, σ(Z) every 10 iterations);
 * ``ours_autograd`` — ``resgd.core.train.loss_and_grad`` (autograd over resgd.core.model, the
@@ -69,7 +69,8 @@ from resgd.mkl_path import reexec_if_requested  # noqa: E402
 from flops import step_flops  # noqa: E402
 from resgd.atomic import write_json, write_text, write_with  # noqa: E402
 from resgd.core.model import ModelConfig, init_params  # noqa: E402
-from resgd.core.train import GDConfig, loss_and_grad, train_gd  # noqa: E402
+from resgd.core.stacked import train_gd  # noqa: E402
+from resgd.core.train import GDConfig, loss_and_grad  # noqa: E402
 
 # The two data sets' shapes: Jena climate (14 features, 24 hourly tokens, per-token regression)
 # and SST-2 (50-d GloVe, 16 tokens, mean-pooled ±1 label, padding mask). d_qk = d and m = 4d are

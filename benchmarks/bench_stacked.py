@@ -1,4 +1,4 @@
-"""Stacked training (``resgd.core.stacked.train_stacked``) against one run at a time (``resgd.core.train.train_gd``).
+"""Stacked training (``resgd.core.stacked.train_stacked``) against one run at a time (``resgd.core.stacked.train_gd``).
 
 Per-run time of R runs that share shapes (mixed seeds and β, a small step size so nothing
 diverges), for the robustness map's sizes (N = 16, n = 8) and the headline experiments' sizes
@@ -25,7 +25,7 @@ from resgd.data.spec import load_dataset
 from resgd.core.model import init_params
 from resgd.robustness.grid import map_grid
 from resgd.core.stacked import train_stacked
-from resgd.core.train import train_gd
+from resgd.core.stacked import train_gd
 
 CASES = {  # name → (settings factory, stack sizes R)
     "map": (lambda ds: map_grid(False).settings(ds, 1.0, 16), (1, 8, 32, 96)),

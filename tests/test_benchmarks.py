@@ -24,6 +24,7 @@ sys.path.insert(0, str(BENCH))
 
 import bench_gd  # noqa: E402
 from flops import step_flops  # noqa: E402
+import bench_engine_ab  # noqa: E402
 import bench_map  # noqa: E402
 import book_floor  # noqa: E402
 import gemm_ceiling  # noqa: E402
@@ -201,3 +202,16 @@ def test_bench_map_ceiling_replays_the_steps_own_gemms_on_their_own_layouts():
     expected = func(*[t.clone() for t in args]).clone()
     gemm_ceiling.replay([(func, args, kwargs)])()
     assert torch.equal(kwargs["out"], expected)
+
+
+def test_engine_ab_times_every_shape_and_leaves_torchs_threads_as_they_were():
+    threads = torch.get_num_threads()
+    times = bench_engine_ab.child(iterations=1)
+    assert set(times) == set(bench_engine_ab.SHAPES) and all(t > 0 for t in times.values())
+    assert torch.get_num_threads() == threads
+
+
+def test_engine_ab_wants_two_named_trees(capsys):
+    with pytest.raises(SystemExit):
+        bench_engine_ab.main(["--src", f"only={Path(bench_engine_ab.__file__).parents[1] / 'src'}"])
+    assert "--src NAME=PATH twice" in capsys.readouterr().err

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from resgd.core.model import ModelConfig, init_params
-from resgd.core.train import (HISTORY_COLUMNS, ROW_FIELDS, DivergenceError, GDConfig, history_frame, loss_and_grad,
-                              loss_from_output, train_gd)
+from resgd.core.stacked import DivergenceError, train_gd
+from resgd.core.train import HISTORY_COLUMNS, ROW_FIELDS, GDConfig, history_frame, loss_and_grad, loss_from_output
 from resgd.validation import ConfigError
 
 

@@ -1,7 +1,7 @@
 """The one GD trainer: R ≥ 1 runs of one shape, stacked along a leading run axis.
 
 Every run of the book goes through :func:`train_stacked` (a single run is a stack of one;
-:func:`resgd.core.train.train_gd` is that stack's face). Runs of one shape that differ only in the
+:func:`train_gd` is that stack's face). Runs of one shape that differ only in the
 seed of the initial weights, the residual weight β and the step size μ train together: every weight
 carries a leading run axis, β, β_ffn and μ are per-run tensors, and a hand-derived backward pass
 (:func:`_backward`, one batched product per product of the forward pass, no autograd graph) gives
@@ -74,6 +74,20 @@ def shape_model(cfg: ModelConfig) -> ModelConfig:
 def shape_gd(gd: GDConfig) -> GDConfig:
     """What runs of one stack must share of their GD settings: all but the step size."""
     return replace(gd, lr=1.0)
+
+
+class DivergenceError(RuntimeError):
+    """GD left the region where it makes progress; ``history`` holds the iterations done so far."""
+
+    def __init__(self, message: str, history: pd.DataFrame):
+        super().__init__(message)
+        self.history = history
+
+
+@dataclass
+class TrainResult:
+    params: Params
+    history: pd.DataFrame  # one row per iteration t = 0..T, columns HISTORY_COLUMNS
 
 
 @dataclass
@@ -351,7 +365,7 @@ def _loss_and_output_grad(Y_hat: torch.Tensor, Y: torch.Tensor, mask: torch.Tens
 
 
 def _sigma(Z: torch.Tensor, mask: torch.Tensor | None) -> tuple[np.ndarray, np.ndarray]:
-    """σ_max and σ_min of every run's stacked Z (real tokens only), as :func:`resgd.core.train.train_gd`
+    """σ_max and σ_min of every run's stacked Z (real tokens only), as :func:`train_gd`
     records them (:func:`resgd.core.conditioning.gram_singular_values`, batched over the runs)."""
     sigma = gram_singular_values(Z.flatten(1, 2) if mask is None else Z[:, mask])
     return sigma[:, 0], sigma[:, -1]
@@ -496,3 +510,24 @@ def train_runs(params: Sequence[Params], models: Sequence[ModelConfig], X: torch
     if stacked:
         return train_stacked(params, models, X, Y, gds, mask)
     return [train_stacked([p], [cfg], X, Y, [gd], mask)[0] for p, cfg, gd in zip(params, models, gds)]
+
+
+def train_gd(
+    params: Params,
+    cfg: ModelConfig,
+    X: torch.Tensor,
+    Y: torch.Tensor,
+    gd: GDConfig,
+    mask: torch.Tensor | None = None,
+) -> TrainResult:
+    """Run ``gd.iterations`` full-batch GD steps from ``params`` (not modified) and record each one.
+
+    One run is a stack of one of the one trainer, :func:`train_stacked`; this
+    face raises :class:`DivergenceError` (with the history so far) where that run diverges."""
+    run = train_stacked([params], [cfg], X, Y, [gd], mask)[0]
+    if run.diverged:
+        t, value = int(run.history["iteration"].iloc[-1]), float(run.history["loss"].iloc[-1])
+        raise DivergenceError(
+            f"GD diverged at iteration {t}: loss {value:.3g} (initial {run.history['loss'].iloc[0]:.3g}) with "
+            f"lr={gd.lr}; try a smaller step size, e.g. lr={gd.lr / 10:g}", run.history)
+    return TrainResult(params=run.params, history=run.history)

@@ -1,4 +1,5 @@
-"""Plain full-batch gradient descent on every weight, with a per-iteration record.
+"""Plain full-batch gradient descent on every weight: its settings, its loss, its per-iteration
+record and the autograd reference gradient (the trainer itself is :mod:`resgd.core.stacked`).
 
 The loss is the paper's squared Frobenius error ``Φ(θ) = ½ Σ_p ‖Ŷ_p − Y_p‖_F²`` (``reduction="sum"``;
 ``"mean"`` divides by N, a companion option). The update is ``θ ← θ − μ ∇Φ(θ)`` on all of
@@ -28,7 +29,7 @@ class GDConfig:
 
     ``record_every``: the spectrum of the stacked first-layer ``Z`` is recorded at t = 0, every
     ``record_every`` iterations and at the end. ``divergence_factor``: training stops with
-    :class:`DivergenceError` when Φ exceeds this multiple of Φ(θ⁽⁰⁾) (companion's choice).
+    :class:`resgd.core.stacked.DivergenceError` when Φ exceeds this multiple of Φ(θ⁽⁰⁾) (companion's choice).
     """
 
     lr: float
@@ -47,20 +48,6 @@ class GDConfig:
         if not self.divergence_factor > 1:
             raise ConfigError(f"GDConfig.divergence_factor: expected a number > 1, got {self.divergence_factor!r}")
         check_choice("GDConfig.reduction", self.reduction, REDUCTIONS)
-
-
-class DivergenceError(RuntimeError):
-    """GD left the region where it makes progress; ``history`` holds the iterations done so far."""
-
-    def __init__(self, message: str, history: pd.DataFrame):
-        super().__init__(message)
-        self.history = history
-
-
-@dataclass
-class TrainResult:
-    params: Params
-    history: pd.DataFrame  # one row per iteration t = 0..T, columns HISTORY_COLUMNS
 
 
 ROW_FIELDS = ("iteration", "loss", "grad_norm", "sigma_min_Z", "sigma_max_Z")
@@ -118,26 +105,3 @@ def loss_and_grad(
     grads = torch.autograd.grad(loss, list(leaves.values()))
     layers = [type(lt)(**{key: value.detach() for key, value in vars(lt).items()}) for lt in trace.layers]
     return loss.detach(), dict(zip(leaves, grads)), Trace(layers=layers, Y_hat=trace.Y_hat.detach())
-
-
-def train_gd(
-    params: Params,
-    cfg: ModelConfig,
-    X: torch.Tensor,
-    Y: torch.Tensor,
-    gd: GDConfig,
-    mask: torch.Tensor | None = None,
-) -> TrainResult:
-    """Run ``gd.iterations`` full-batch GD steps from ``params`` (not modified) and record each one.
-
-    One run is a stack of one of the one trainer, :func:`resgd.core.stacked.train_stacked`; this
-    face raises :class:`DivergenceError` (with the history so far) where that run diverges."""
-    from .stacked import train_stacked  # stacked builds on this module's GDConfig and history
-
-    run = train_stacked([params], [cfg], X, Y, [gd], mask)[0]
-    if run.diverged:
-        t, value = int(run.history["iteration"].iloc[-1]), float(run.history["loss"].iloc[-1])
-        raise DivergenceError(
-            f"GD diverged at iteration {t}: loss {value:.3g} (initial {run.history['loss'].iloc[0]:.3g}) with "
-            f"lr={gd.lr}; try a smaller step size, e.g. lr={gd.lr / 10:g}", run.history)
-    return TrainResult(params=run.params, history=run.history)

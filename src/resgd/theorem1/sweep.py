@@ -20,7 +20,8 @@ from ..core.conditioning import spectrum, stack
 from ..core.model import ModelConfig, forward, init_params
 from ..core.stacked import train_stacked
 from ..core.stats import empirical_rate, spearman
-from ..core.train import DivergenceError, GDConfig, train_gd
+from ..core.stacked import DivergenceError, train_gd
+from ..core.train import GDConfig
 from ..pipeline.sweep import Group, execute
 from ..threads import torch_threads
 from ..validation import ConfigError
