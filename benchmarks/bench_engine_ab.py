@@ -8,7 +8,8 @@ For an engine change (an A/B, not a timed test): each round starts one fresh pro
 ``resgd`` from that tree and times, after a warm-up, ``train_gd`` (one run) at the experiment
 pages' shapes and ``train_stacked`` (16 runs) at the robustness map's. Inputs are seeded random
 tensors of the pages' shapes (the time of a step does not depend on the values). The median over
-rounds per tree and shape, and after/before, are printed and written as a table (``--out``).
+rounds per tree and shape, and after/before, are printed under the CPU's name and written as
+``engine_ab.csv`` (``--out``, default ``benchmarks/results``).
 ``$RESGD_MKL_INTEL_PATH=1`` preloads MKL's Intel-path stub into both trees' processes alike.
 """
 
@@ -17,13 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
+
+from report import publish_table  # benchmarks/ is on sys.path when a script runs
 
 # name: (d, n tokens, N samples, layers, pooling, runs in the stack); d_qk = 16, m = 64 as the pages
 SHAPES = {
@@ -38,14 +40,10 @@ SHAPES = {
 
 def child(iterations: int) -> dict[str, float]:
     """In the tree on ``sys.path``: ms per iteration for every shape, on one torch thread."""
-    import torch
+    from resgd.threads import torch_threads
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         return {name: _ms_per_iteration(shape, iterations) for name, shape in SHAPES.items()}
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _ms_per_iteration(shape: tuple, iterations: int) -> float:
@@ -91,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="a library tree (the folder holding resgd/); give two")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=60)
-    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -116,21 +114,8 @@ def main(argv: list[str] | None = None) -> None:
     table = pd.DataFrame(rows).groupby(["shape", "tree"], sort=False)["ms_per_iteration"].median().unstack("tree")
     table = table[names]
     table[f"{names[1]}/{names[0]}"] = table[names[1]] / table[names[0]]
-    from bench_gd import cpu_name  # this folder is on sys.path when run as a script
-    print(f"CPU: {cpu_name()}; median of {args.rounds} rounds, ms per iteration, one thread")
-    print(table.to_markdown(floatfmt=".3g") if _has_tabulate() else table.to_string())
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        from resgd.atomic import write_text
-        write_text(args.out / "engine_ab.csv", pd.DataFrame(rows).to_csv(index=False))
-
-
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    print(f"median of {args.rounds} rounds, ms per iteration")
+    publish_table(table.reset_index(), args.out, "engine_ab")
 
 
 if __name__ == "__main__":

@@ -24,8 +24,7 @@ from resgd.experiments import study as ex
 from resgd.data.spec import load_dataset
 from resgd.core.model import init_params
 from resgd.robustness.grid import map_grid
-from resgd.core.stacked import train_stacked
-from resgd.core.stacked import train_gd
+from resgd.core.stacked import train_gd, train_stacked
 
 CASES = {  # name → (settings factory, stack sizes R)
     "map": (lambda ds: map_grid(False).settings(ds, 1.0, 16), (1, 8, 32, 96)),

@@ -56,8 +56,7 @@ from flops import step_flops
 from gemm_ceiling import HOT, CaptureGemms, gemm_flops, gemm_seconds, interleaved, operator_breakdown, profiled, replay
 from resgd.atomic import write_json, write_text
 from resgd.core.model import init_params
-from resgd.core.stacked import loss_and_grads
-from resgd.core.stacked import train_gd
+from resgd.core.stacked import loss_and_grads, train_gd
 from resgd.data.spec import DTYPES, load_dataset
 from resgd.mkl_path import active as mkl_active, reexec_if_requested
 from resgd.threads import torch_threads

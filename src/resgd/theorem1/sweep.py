@@ -18,9 +18,8 @@ import torch
 
 from ..core.conditioning import spectrum, stack
 from ..core.model import ModelConfig, forward, init_params
-from ..core.stacked import train_stacked
 from ..core.stats import empirical_rate, spearman
-from ..core.stacked import DivergenceError, train_gd
+from ..core.stacked import DivergenceError, train_gd, train_stacked
 from ..core.train import GDConfig
 from ..pipeline.sweep import Group, execute
 from ..threads import torch_threads
