@@ -14,9 +14,8 @@
   models reuses them, and tests running in varied orders on two workers are how a buffer key that
   misses a shape-deciding setting would be found.
 
-Tests that write anything do it under ``tmp_path`` or their own results folder (``results/`` of the
-repository: the robustness agreement test only, whose cache entries are locked per entry), so two
-workers never write the same file.
+Tests that write anything do it under ``tmp_path`` (the build's ``results/`` is only read), so two workers never
+write the same file.
 """
 
 from __future__ import annotations
@@ -25,8 +24,9 @@ import os
 
 import pytest
 
+pytest_plugins = ["pytester"]  # test_fault_catalogue.py collects the suite's node ids in this process
+
 SLOW_FIRST = (
-    "test_robustness_agreement.py",  # the quick robustness map: several minutes on two cores when not cached
     "test_faults.py",  # Dask clusters, worker processes and signals
     "test_fault_runs.py",  # python -m resgd reproduce killed and resumed, as another user, under a file-size limit
     "test_fault_dask.py",  # a real dask scheduler and worker processes, one killed

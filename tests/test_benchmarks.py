@@ -26,6 +26,7 @@ import bench_gd  # noqa: E402
 from flops import step_flops  # noqa: E402
 import bench_engine_ab  # noqa: E402
 import bench_map  # noqa: E402
+import book_cpu  # noqa: E402
 import book_floor  # noqa: E402
 import gemm_ceiling  # noqa: E402
 import report  # noqa: E402
@@ -215,3 +216,20 @@ def test_engine_ab_wants_two_named_trees(capsys):
     with pytest.raises(SystemExit):
         bench_engine_ab.main(["--src", f"only={Path(bench_engine_ab.__file__).parents[1] / 'src'}"])
     assert "--src NAME=PATH twice" in capsys.readouterr().err
+
+
+BURN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
+
+
+def test_book_cpu_attributes_each_process_to_its_notebook(tmp_path, capsys, monkeypatch):
+    """A kernel-like child (its command line names papermill and a notebook input) and the build
+    around it: each one's CPU time in its own row, none lost between the samples."""
+    kernel = [sys.executable, "-c", BURN.format(s=0.6), "papermill", "_build/notebook_inputs/01_toy.ipynb"]
+    monkeypatch.setenv("TOY_KERNEL", json.dumps(kernel))  # not on the build's own command line
+    build = f"import json, os, subprocess\n{BURN.format(s=0.3)}subprocess.run(json.loads(os.environ['TOY_KERNEL']), check=True)\n"
+    assert book_cpu.main(["--out", str(tmp_path), "--every", "0.05", "--", sys.executable, "-c", build]) == 0
+    table = pd.read_csv(tmp_path / "book_cpu.csv").set_index("part")
+    assert set(table.index) == {"01_toy", "build", "all"}
+    assert 0.5 <= table.loc["01_toy", "cpu_s"] < 2 and 0.25 <= table.loc["build", "cpu_s"] < 2
+    assert table.loc["all", "cpu_s"] == pytest.approx(table.loc[["01_toy", "build"], "cpu_s"].sum())
+    assert "CPU: " in capsys.readouterr().out

@@ -14,17 +14,14 @@ from resgd.pipeline.cache import ResultsCache
 
 @pytest.fixture(scope="module")
 def toy_runs(tmp_path_factory):
-    """The toy experiments in float64 and float32, each into its own results folder."""
+    """The toy experiments in float64 and float32, each into its own results folder (its cache,
+    tables and verdicts: what dtype_check reads; no figures)."""
     base = tmp_path_factory.mktemp("dtype")
     folders = {}
     for dtype in ("float64", "float32"):
         results = base / dtype
-        mp = pytest.MonkeyPatch()
-        mp.setenv("RESGD_RESULTS_DIR", str(results))
-        try:
-            experiments.reproduce("toy", True, base / f"figures_{dtype}", n_jobs=1, progress=False, dtype=dtype)
-        finally:
-            mp.undo()
+        s = experiments.settings("toy", True, dtype=dtype)
+        experiments.write_outputs(experiments.run_experiments(s, n_jobs=1, cache_dir=results / "cache"), results_dir=results)
         folders[dtype] = results
     return folders
 

@@ -303,3 +303,16 @@ def test_per_run_measures_on_hand_made_histories():
     assert per_run.loc[0, "iterations_to_target"] == 7  # first t with exp(-0.1 t) <= 1/2
     assert per_run.loc[1, "outcome"] == "stalled" and per_run.loc[1, "iterations_to_target"] == math.inf
     assert per_run.loc[0, "loss_ratio_T"] == pytest.approx(math.exp(-1.0))
+
+
+def test_the_standins_sensitivity_row_runs_at_the_quick_size_with_the_same_seeds_and_rules():
+    from resgd.experiments.sources import standin_settings
+
+    full = ex.settings("jena", False)
+    row = standin_settings(full)
+    quick = ex.preset("jena_standin", True)
+    assert row.dataset == "jena_standin" and (row.N, row.iterations) == (quick["N"], quick["iterations"])
+    assert (row.N, row.iterations) < (full.N, full.iterations)
+    assert (row.interval_seeds, row.seeds, row.safety, row.lr_grid) == (full.interval_seeds, full.seeds, full.safety, full.lr_grid)
+    small = ex.settings("jena", True, n_train=16, iterations=20)
+    assert (standin_settings(small).N, standin_settings(small).iterations) == (16, 20)  # never larger than asked

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from resgd.core.model import ModelConfig, init_params
-from resgd.core.smoothness import smoothness_estimate, smoothness_fast
+from resgd.core.smoothness import smoothness_estimate, smoothness_fast, smoothness_fast_stacked
 from resgd.experiments import step_size
 from resgd.experiments import study as ex
 from resgd.validation import ConfigError
@@ -23,6 +23,38 @@ def test_fast_smoothness_agrees_with_the_exact_estimate(beta, reduction):
     exact = smoothness_estimate(params, cfg, X, Y, reduction=reduction)
     fast = smoothness_fast(params, cfg, X, Y, reduction=reduction, iterations=60)
     assert fast == pytest.approx(exact, rel=0.05)
+
+
+@pytest.mark.parametrize("pooling", ["none", "mean"])
+def test_stacked_smoothness_is_each_runs_own_bit_for_bit(pooling):
+    """L̂ of runs stacked (the map's seeds and β of one shape) equals each run's L̂ alone, exactly: the
+    stack is a speed decision, never another step size."""
+    base = ModelConfig(d=6, d_qk=4, m=8, n_layers=2, beta=1.0, pooling=pooling)
+    g = torch.Generator().manual_seed(5)
+    X = torch.randn(5, 4, 6, generator=g, dtype=torch.float64)
+    Y = torch.randn(*((5, 1) if pooling == "mean" else (5, 4, 1)), generator=g, dtype=torch.float64)
+    mask = torch.ones(5, 4, dtype=torch.bool)
+    mask[1, 3:] = False
+    models = [base.replace(beta=b, v_scale=v) for b, v in ((1.0, 1.0), (0.0, 1.5), (0.5, 0.7))]
+    params = [init_params(m, seed) for seed, m in enumerate(models)]
+    alone = [smoothness_fast(p, m, X, Y, mask, reduction="mean") for p, m in zip(params, models)]
+    stacked = smoothness_fast_stacked(params, models, X, Y, mask, reduction="mean")
+    assert stacked == alone and len(set(alone)) == 3
+    zero = {k: torch.zeros_like(v) for k, v in params[0].items()}  # a run whose power iteration stops at once
+    assert smoothness_fast_stacked([zero, params[1]], models[:2], X, Y, mask, reduction="mean")[1] == alone[1]
+
+
+def test_warm_smoothness_stacks_a_small_shapes_seeds_into_one_task(tmp_path, monkeypatch):
+    """The map's L̂ go through the sweep engine, the seeds of one shape in one stacked call."""
+    s = ex.settings("toy", True)
+    calls = []
+    real = step_size.smoothness_fast_stacked
+    monkeypatch.setattr(step_size, "smoothness_fast_stacked", lambda p, *a, **k: calls.append(len(p)) or real(p, *a, **k))
+    points = [(s, beta, 1, None, seed) for beta in (0.0, 1.0) for seed in (0, 1, 2)]
+    step_size.warm_smoothness(points, n_jobs=1, cache_dir=tmp_path)
+    assert calls == [6]  # one stack: β and the twin's gains are per-run, the shape is shared
+    alone = [step_size.smoothness(s, beta, 1, seed=seed, cache_dir=tmp_path / "alone") for _, beta, _, _, seed in points]
+    assert [step_size.smoothness(s, beta, 1, seed=seed, cache_dir=tmp_path) for _, beta, _, _, seed in points] == alone
 
 
 def test_mean_reduction_divides_the_smoothness_by_N():
@@ -77,6 +109,6 @@ def test_warm_smoothness_caches_one_lhat_per_seed(tmp_path, monkeypatch):
     points = [(s, beta, 2, None, seed) for beta in (0.0, 1.0) for seed in (0, 1, 2)]
     step_size.warm_smoothness(points, n_jobs=2, cache_dir=tmp_path)
     assert len(list(tmp_path.glob("*.pkl"))) == 6
-    monkeypatch.setattr(step_size, "smoothness_fast", lambda *a, **k: pytest.fail("L̂ recomputed"))
+    monkeypatch.setattr(step_size, "smoothness_fast_stacked", lambda *a, **k: pytest.fail("L̂ recomputed"))
     step_size.warm_smoothness(points, n_jobs=2, cache_dir=tmp_path)  # all cached: nothing to do
     assert step_size.theory_lr(s, 1.0, 2, 0.5, seed=2, cache_dir=tmp_path) > 0

@@ -10,6 +10,7 @@ theory chapters (:mod:`resgd.theorem1.quantities`) and the experiments' ``theory
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -85,53 +86,78 @@ def smoothness_fast(
     *, reduction: str = "sum", iterations: int = 20, seed: int = 0, rel_eps: float = 1e-5,
 ) -> float:
     """:func:`smoothness_estimate` without autograd, for the experiments' sizes (where the exact
-    Jacobian and autograd's Hessian-vector products cost more than a whole training run).
+    Jacobian and autograd's Hessian-vector products cost more than a whole training run): the
+    stack of one of :func:`smoothness_fast_stacked`."""
+    return smoothness_fast_stacked([params], [cfg], X, Y, mask, reduction=reduction, iterations=iterations,
+                                   seed=seed, rel_eps=rel_eps)[0]
 
-    Both terms by power iteration (``iterations`` steps each) on products built from the
+
+def smoothness_fast_stacked(
+    params: Sequence[Params], models: Sequence[ModelConfig], X: torch.Tensor, Y: torch.Tensor,
+    mask: torch.Tensor | None = None, *, reduction: str = "sum", iterations: int = 20, seed: int = 0,
+    rel_eps: float = 1e-5,
+) -> list[float]:
+    """L̂ of R runs of one shape (:func:`resgd.core.stacked.shape_model`) on the same data, each
+    bit for bit its value alone: the runs' gradient evaluations share one stacked call (the
+    robustness map's tiny models are dominated by per-call overhead, which a stack shares).
+
+    Per run, both terms by power iteration (``iterations`` steps each) on products built from the
     trainer's hand-derived gradient (:func:`resgd.core.stacked.loss_and_grads`): ``Hv`` by a central
-    difference of gradients (the two evaluated as one stack of two), ``JᵀJv`` as the gradient of ``½‖Ŷ − (Ŷ⁰ − Jv)‖²`` with ``Jv`` a central
-    difference of outputs; step ``rel_eps · ‖θ‖``. Agrees with the exact estimate to a few per
-    cent when the top eigenvalues are separated (``tests/test_smoothness.py``).
+    difference of gradients (each run's two evaluated side by side in the stack), ``JᵀJv`` as the
+    gradient of ``½‖Ŷ − (Ŷ⁰ − Jv)‖²`` with ``Jv`` a central difference of outputs; step
+    ``rel_eps · ‖θ‖``. Agrees with the exact estimate to a few per cent when the top eigenvalues
+    are separated (``tests/test_step_size.py``).
     """
     from .stacked import loss_and_grads
 
     check_choice("reduction", reduction, REDUCTIONS)
-    names = list(params)
-    theta = [params[k].detach() for k in names]
-    eps = rel_eps * max(_norm(theta), 1e-12)
+    R = len(params)
+    names = list(params[0])
+    thetas = [[p[k].detach() for k in names] for p in params]
+    eps = [rel_eps * max(_norm(theta), 1e-12) for theta in thetas]
 
-    def shifted(v: list[torch.Tensor], sign: float) -> Params:
-        return {k: t + sign * eps * a for k, t, a in zip(names, theta, v)}
+    def shifted(r: int, v: list[torch.Tensor], sign: float) -> Params:
+        return {k: t + sign * eps[r] * a for k, t, a in zip(names, thetas[r], v)}
 
-    def grads(ps: list[Params], target: torch.Tensor, red: str) -> list[list[torch.Tensor]]:
-        return [[g[k] for k in names] for g in loss_and_grads(ps, [cfg] * len(ps), X, target, mask, red)[1]]
+    def grads(runs: list[int], ps: list[Params], targets: list[torch.Tensor], red: str) -> list[list[torch.Tensor]]:
+        """Each of ``ps``' gradient, ``ps[i]`` run ``runs[i]``'s model against ``targets[i]``."""
+        out = loss_and_grads(ps, [models[r] for r in runs], X, torch.stack(targets), mask, red, per_run_targets=True)[1]
+        return [[g[k] for k in names] for g in out]
 
-    def output(p: Params) -> torch.Tensor:
+    def output(r: int, p: Params) -> torch.Tensor:
         with torch.no_grad():
-            return forward(p, cfg, X, mask)
+            return forward(p, models[r], X, mask)
 
-    def hess(v):
-        plus, minus = grads([shifted(v, 1.0), shifted(v, -1.0)], Y, reduction)
-        return [(a - b) / (2 * eps) for a, b in zip(plus, minus)]
+    def hess(runs: list[int], vs: list[list[torch.Tensor]]) -> list[list[torch.Tensor]]:
+        ps = [shifted(r, v, sign) for r, v in zip(runs, vs) for sign in (1.0, -1.0)]
+        g = grads([r for r in runs for _ in (0, 1)], ps, [Y] * len(ps), reduction)
+        return [[(a - b) / (2 * eps[r]) for a, b in zip(g[2 * i], g[2 * i + 1])] for i, r in enumerate(runs)]
 
-    Y0 = output(params)
+    Y0 = [output(r, params[r]) for r in range(R)]
     scale = 1.0 / X.shape[0] if reduction == "mean" else 1.0
 
-    def gauss_newton(v):
-        Jv = (output(shifted(v, 1.0)) - output(shifted(v, -1.0))) / (2 * eps)
-        return [scale * a for a in grads([params], Y0 - Jv, "sum")[0]]
+    def gauss_newton(runs: list[int], vs: list[list[torch.Tensor]]) -> list[list[torch.Tensor]]:
+        targets = []
+        for r, v in zip(runs, vs):
+            Jv = (output(r, shifted(r, v, 1.0)) - output(r, shifted(r, v, -1.0))) / (2 * eps[r])
+            targets.append(Y0[r] - Jv)
+        g = grads(list(runs), [params[r] for r in runs], targets, "sum")
+        return [[scale * a for a in run_grads] for run_grads in g]
 
-    g = torch.Generator().manual_seed(seed)
-    start = [torch.randn(t.shape, generator=g, dtype=torch.float64).to(t.dtype) for t in theta]
-    values = []
-    for product in (hess, gauss_newton):
-        v, value = start, 0.0
+    values = [[0.0, 0.0] for _ in range(R)]
+    for term, product in enumerate((hess, gauss_newton)):
+        starts = []
+        for theta in thetas:  # every run starts from the same draw, as alone
+            g = torch.Generator().manual_seed(seed)
+            starts.append([torch.randn(t.shape, generator=g, dtype=torch.float64).to(t.dtype) for t in theta])
+        vs, active = starts, list(range(R))
         for _ in range(iterations):
-            norm = _norm(v)
-            if norm == 0:
+            norms = {r: _norm(vs[r]) for r in active}
+            active = [r for r in active if norms[r] != 0]  # a zero vector: that run's value stays
+            if not active:
                 break
-            v = [a / norm for a in v]
-            v = product(v)
-            value = _norm(v)
-        values.append(value)
-    return max(values)
+            new = product(active, [[a / norms[r] for a in vs[r]] for r in active])
+            for r, v in zip(active, new):
+                vs[r] = v
+                values[r][term] = _norm(v)
+    return [max(pair) for pair in values]

@@ -342,8 +342,9 @@ def predict_stacked(params: Sequence[Params], models: Sequence[ModelConfig], X: 
 
 
 def _residual(Y_hat: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """``Ŷ − Y`` of every run, zero at padded tokens of per-token outputs."""
-    residual = Y_hat - Y.unsqueeze(0)
+    """``Ŷ − Y`` of every run, zero at padded tokens of per-token outputs (``Y``: one target for
+    every run, or with a leading run axis as ``Ŷ`` has, one per run)."""
+    residual = Y_hat - (Y if Y.ndim == Y_hat.ndim else Y.unsqueeze(0))
     if mask is not None and residual.ndim == 4:
         residual = residual * mask.unsqueeze(0).unsqueeze(-1).to(residual.dtype)
     return residual
@@ -360,7 +361,7 @@ def _loss_and_output_grad(Y_hat: torch.Tensor, Y: torch.Tensor, mask: torch.Tens
     residual = _residual(Y_hat, Y, mask)
     loss = 0.5 * residual.pow(2).flatten(1).sum(dim=1)
     if reduction == "mean":
-        return loss / Y.shape[0], residual / Y.shape[0]
+        return loss / Y_hat.shape[1], residual / Y_hat.shape[1]  # ÷ N
     return loss, residual
 
 
@@ -395,12 +396,20 @@ def _evaluate(weights, cfg: ModelConfig, gd: GDConfig, beta, beta_ffn, X_runs, m
 
 
 def loss_and_grads(params: Sequence[Params], models: Sequence[ModelConfig], X: torch.Tensor, Y: torch.Tensor,
-                   mask: torch.Tensor | None = None, reduction: str = "sum") -> tuple[torch.Tensor, list[Params]]:
+                   mask: torch.Tensor | None = None, reduction: str = "sum", *,
+                   per_run_targets: bool = False) -> tuple[torch.Tensor, list[Params]]:
     """One evaluation of the trainer's step for every run: losses (R,) and each run's gradient by
-    weight name (what :func:`train_stacked` computes at t = 0; for tests against autograd and for
-    the benchmarks' replay of one step's products)."""
+    weight name (what :func:`train_stacked` computes at t = 0; for tests against autograd, the
+    stacked L̂ of :mod:`resgd.core.smoothness` and the benchmarks' replay of one step's products).
+    ``per_run_targets``: ``Y`` has a leading run axis, run r is fitted to ``Y[r]``."""
     cfg = models[0]
-    check_inputs(X, mask=mask, d=cfg.d, Y=Y, Y_shape=output_shape(cfg, X))
+    if per_run_targets:
+        if Y.shape[0] != len(params):
+            raise ConfigError(f"loss_and_grads: per-run targets need one per run, got {Y.shape[0]} for {len(params)} runs")
+        for target in Y:
+            check_inputs(X, mask=mask, d=cfg.d, Y=target, Y_shape=output_shape(cfg, X))
+    else:
+        check_inputs(X, mask=mask, d=cfg.d, Y=Y, Y_shape=output_shape(cfg, X))
     layout = _Layout(cfg)
     theta = layout.flatten(params, X.dtype)
     beta = torch.tensor([float(m.beta) for m in models], dtype=X.dtype)

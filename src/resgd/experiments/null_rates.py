@@ -11,6 +11,8 @@ are counted. The design promises at most :data:`~resgd.experiments.design.ALPHA`
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -70,3 +72,17 @@ def null_rates(n_sets: int = 5000, *, seeds: int = 3, interval_seeds: int = 8,
             rows.append({"check": name, "rule": rule, "seeds": n, "direction": direction, "rate": p,
                          "se": math.sqrt(max(p * (1 - p), 1e-12) / n_sets), "bound": ALPHA, "sets": n_sets})
     return pd.DataFrame(rows)
+
+
+def null_rates_path(mode: str, directory: str | os.PathLike | None = None) -> Path:
+    """Where the claims page writes its table: ``<results dir>/claims/null_rates_<mode>.csv``."""
+    from ..pipeline.cache import resolve_results_dir
+
+    return resolve_results_dir(directory) / "claims" / f"null_rates_{mode}.csv"
+
+
+def write_null_rates(table: pd.DataFrame, mode: str, directory: str | os.PathLike | None = None) -> Path:
+    """Write the claims page's table atomically (``tests/test_null_rates.py`` checks the book's own)."""
+    from ..atomic import write_with
+
+    return write_with(null_rates_path(mode, directory), lambda tmp: table.to_csv(tmp, index=False))

@@ -161,10 +161,11 @@ def _run_stack(configs: tuple[RunConfig, ...]) -> list[pd.DataFrame]:
     return _compute_stack(list(configs))
 
 
-def stack_groups(tasks: list[Task], n_jobs: int = 2, max_stack: int | None = None) -> list[Group]:
-    """The grouping policy of :func:`sweep`: the tasks (one run each) as groups of runs with one
-    :func:`stack_key`, each at most ``max_stack`` (default :data:`MAX_STACK`) runs, split further
-    while there are fewer groups than workers; the costliest groups first."""
+def stack_groups(tasks: list[Task], n_jobs: int = 2, max_stack: int | None = None, fn=_run_stack) -> list[Group]:
+    """The grouping policy of :func:`sweep` (and of the L̂ warm-up, ``fn``): the tasks (one run
+    configuration each) as groups of runs with one :func:`stack_key`, each at most ``max_stack``
+    (default :data:`MAX_STACK`) runs, split further while there are fewer groups than workers; the
+    costliest groups first. ``fn(configs)`` computes a group: one result per configuration."""
     max_stack = MAX_STACK if max_stack is None else max_stack
     buckets: dict[tuple, list[Task]] = {}
     for task in tasks:
@@ -179,7 +180,7 @@ def stack_groups(tasks: list[Task], n_jobs: int = 2, max_stack: int | None = Non
         big = chunks.pop()
         chunks += [big[0::2], big[1::2]]
     chunks.sort(key=lambda c: -sum(_cost(t.arg) for t in c))
-    return [Group(tuple(t.key for t in c), _run_stack, tuple(t.arg for t in c)) for c in chunks]
+    return [Group(tuple(t.key for t in c), fn, tuple(t.arg for t in c)) for c in chunks]
 
 
 def sweep(
@@ -200,17 +201,37 @@ def sweep(
     the cache atomically as soon as it arrives. The longest runs start first.
     """
     configs = list(configs)
-    keys = [config_key(c) for c in configs]
-    todo = dict(zip(keys, configs))
+    frames = sweep_frames(configs, n_jobs, cache_dir, scheduler=scheduler, progress=progress, desc=desc)
+    return runs_table(frames, configs)
+
+
+def sweep_frames(
+    configs: Iterable[RunConfig],
+    n_jobs: int = 2,
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    scheduler: str | None = None,
+    progress: bool = False,
+    desc: str = "runs",
+) -> dict[str, pd.DataFrame]:
+    """Every run of ``configs`` by its key (:func:`config_key`), as :func:`sweep` computes them: one
+    sweep for runs that several tables share (:func:`runs_table` cuts each table out)."""
+    configs = list(configs)
+    todo = {config_key(c): c for c in configs}
     tasks = [Task(k, _compute, todo[k]) for k in sorted(todo, key=lambda k: -_cost(todo[k]))]
     group = functools.partial(stack_groups, n_jobs=check_n_jobs(n_jobs))
     cache = ResultsCache(cache_dir)
     missing = sum(not cache.path(k).is_file() for k in todo)
     bar = tqdm(total=missing, desc=desc, disable=not progress or not missing, leave=False)
     try:
-        frames = cached_sweep(tasks, cache, n_jobs=n_jobs, scheduler=scheduler, on_result=lambda key: bar.update(), group=group)
+        return cached_sweep(tasks, cache, n_jobs=n_jobs, scheduler=scheduler, on_result=lambda key: bar.update(), group=group)
     finally:
         bar.close()
-    if not configs:
+
+
+def runs_table(frames: dict[str, pd.DataFrame], configs: Iterable[RunConfig]) -> pd.DataFrame:
+    """The tidy table of ``configs`` (in order; a repeated config once) from :func:`sweep_frames`' result."""
+    keys = list(dict.fromkeys(config_key(c) for c in configs))
+    if not keys:
         return pd.DataFrame()
-    return pd.concat([frames[k].assign(key=k) for k in dict.fromkeys(keys)], ignore_index=True)
+    return pd.concat([frames[k].assign(key=k) for k in keys], ignore_index=True)

@@ -23,6 +23,17 @@ STANDIN_ARMS = (("beta", "theory c=0.5"),)
 protocol: claims (a) and (b) (the depth sweep and ``common`` would double the page's cost)."""
 
 
+def standin_settings(s):
+    """The stand-in's sensitivity row: ``s`` on the synthetic stand-in, at the quick preset's N and T
+    (never more than ``s``'s). Its purpose is to show that the rules and the code reach a verdict on
+    data of the same schema, not to give the paper's numbers, so it runs at the quick size (about a
+    sixth of the full row's training work); same seeds, same rules, same protocols."""
+    from .study import preset
+
+    quick = preset("jena_standin", True)
+    return replace(s, dataset="jena_standin", N=min(s.N, quick["N"]), iterations=min(s.iterations, quick["iterations"]))
+
+
 def conditioning_by_source(s, datasets=("jena", "jena_standin"), betas=(1.0, 0.0)) -> pd.DataFrame:
     """σ_min, σ_max and κ of the stacked training input X, of Attn(X) and of Z = βX + Attn(X) at θ⁰
     (single layer, each seed of ``s``; the median over seeds), for each source of the Jena task."""

@@ -16,19 +16,22 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
 
 from ..core.model import init_params
-from ..core.smoothness import smoothness_fast
+from ..core.smoothness import smoothness_fast_stacked
 from ..data.spec import load_dataset
 from ..pipeline.cache import ResultsCache
 from .run_config import entry_key
 from ..validation import ConfigError, check_choice
-from .runs import sweep
+from ..pipeline.sweep import Task, cached_sweep, check_n_jobs
+from .runs import stack_groups, sweep
 
 PROTOCOLS = ("common", "own", "best", "theory")
 THEORY_FACTORS = (0.25, 0.5, 1.0)
@@ -98,33 +101,37 @@ def smoothness(s, beta: float, n_layers: int, *, beta_ffn: float | None = None,
     cache = ResultsCache(cache_dir)
     frame = cache.read(key)
     if frame is None:
-        data = load_dataset(config.dataset, "float64")
-        params = init_params(config.model, seed)
-        value = smoothness_fast(params, config.model, data.X_train, data.Y_train, data.mask_train,
-                                reduction=s.reduction)
-        frame = pd.DataFrame({"L_hat": [value]})
+        frame = _lhat_one(config)
         cache.write(key, frame)
     return float(frame["L_hat"].iloc[0])
 
 
-def _smoothness_task(s, beta: float, n_layers: int, beta_ffn: float | None, seed: int, cache_dir) -> float:
-    import torch
+def _lhat_stack(configs: tuple) -> list[pd.DataFrame]:
+    """L̂ at θ⁰ of runs of one stack key (:func:`resgd.experiments.runs.stack_key`), one table each: a
+    sweep's grouped task (no file access), each value bit for bit the one it gets alone."""
+    config = configs[0]
+    data = load_dataset(config.dataset, "float64")
+    values = smoothness_fast_stacked([init_params(c.model, c.seed) for c in configs], [c.model for c in configs],
+                                     data.X_train, data.Y_train, data.mask_train, reduction=config.gd.reduction)
+    return [pd.DataFrame({"L_hat": [value]}) for value in values]
 
-    torch.set_num_threads(1)  # one thread per worker, like the sweep engine's
-    return smoothness(s, beta, n_layers, beta_ffn=beta_ffn, seed=seed, cache_dir=cache_dir)
+
+def _lhat_one(config) -> pd.DataFrame:
+    """L̂ at θ⁰ of one run (a stack of one): the sweep's per-task function."""
+    return _lhat_stack((config,))[0]
 
 
-def warm_smoothness(points, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None) -> None:
-    """Compute (in ``n_jobs`` local processes) and cache L̂ for every ``(s, β, L, β_ffn, seed)`` of
-    ``points`` that is not cached yet, so that :func:`theory_lr` only reads them. One L̂ per seed
-    costs about a tenth of a single-layer run of the pages (an eighth of a depth run)."""
-    todo = [p for p in points if not _cached(*p, cache_dir=cache_dir)]
-    if not todo:
-        return
-    from joblib import Parallel, delayed
-
-    workers = len(todo) if n_jobs <= 0 else min(n_jobs, len(todo))
-    Parallel(n_jobs=workers)(delayed(_smoothness_task)(*p, cache_dir) for p in todo)
+def warm_smoothness(points, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None,
+                    scheduler: str | None = None) -> None:
+    """Compute and cache L̂ for every ``(s, β, L, β_ffn, seed)`` of ``points`` that is not cached yet,
+    so that :func:`theory_lr` only reads them: through the sweep engine (the training runs' worker
+    pool or scheduler, their code, data and engine checks), the runs of one small shape stacked as
+    the training runs are (:func:`resgd.experiments.runs.stack_groups`). One L̂ per seed costs about
+    a tenth of a single-layer run of the pages (an eighth of a depth run)."""
+    configs = [_config(*p) for p in points]
+    tasks = [Task(_key(c), _lhat_one, c) for c in configs]
+    cached_sweep(tasks, ResultsCache(cache_dir), n_jobs=check_n_jobs(n_jobs), scheduler=scheduler,
+                 group=functools.partial(stack_groups, n_jobs=n_jobs, fn=_lhat_stack))
 
 
 def _config(s, beta: float, n_layers: int, beta_ffn: float | None, seed: int):

@@ -43,7 +43,7 @@ from ..pipeline.cache import RESULTS_ENV, resolve_cache_dir, resolve_results_dir
 from ..pipeline.presets import experiments as preset
 from ..pipeline.reproduce import Outputs, publish, reproduce_part
 from .run_config import RunConfig, config_key  # noqa: F401 - re-exported: the map builds runs through the study
-from .runs import CONFIG_COLUMNS, run, sweep  # noqa: F401
+from .runs import CONFIG_COLUMNS, run, runs_table, sweep, sweep_frames  # noqa: F401
 from .design import ALPHA, MEASURES, MIN_COVERAGE, RATE_WINDOW, RELATIVE_TARGET, SPEARMAN_BOUND, STALL_RATIO, arms
 from .step_size import (  # noqa: F401
     PROTOCOLS, THEORY_FACTORS, THEORY_PRIMARY, check_protocol, choose_lr, probe_stable, theory_lr, warm_smoothness,
@@ -353,7 +353,8 @@ def run_experiments(
     warm_smoothness([(replace(sizes[arm.experiment], twin_init=arm.twin_init), beta, L, beta_ffn, seed)
                      for arm in chosen if arm.protocol == "theory"
                      for beta, beta_ffn, L in arm.points for seed in arm.seeds(sizes[arm.experiment])],
-                    n_jobs=n_jobs if scheduler is None else 1, cache_dir=cache_dir)
+                    n_jobs=n_jobs, cache_dir=cache_dir, scheduler=scheduler)
+    planned = []
     for arm in chosen:
         arm_s = replace(sizes[arm.experiment], twin_init=arm.twin_init)
         seeds = arm.seeds(arm_s)
@@ -366,7 +367,12 @@ def run_experiments(
                               "beta": beta, "beta_ffn": beta if beta_ffn is None else beta_ffn, "n_layers": L,
                               "seed": seed, "lr": lr})
                 configs.append(arm_s.config(beta, L, seed, lr, beta_ffn=beta_ffn))
-        runs = sweep(configs, desc=f"{s.dataset}: {arm.experiment}, {arm.label}, {arm.twin_init}", **engine)
+        planned.append((arm, configs))
+    # every arm's runs in one sweep: one worker pool, the longest runs first, no idle tail per arm
+    frames_by_key = sweep_frames([c for _, configs in planned for c in configs],
+                                 desc=f"{s.dataset}: {len(planned)} arms", **engine)
+    for arm, configs in planned:
+        runs = runs_table(frames_by_key, configs)
         frames.append(runs.assign(experiment=arm.experiment, protocol=arm.label,
                                   c=math.nan if arm.c is None else arm.c, twin_init=arm.twin_init,
                                   beta_ffn=runs["key"].map({config_key(c): c.model.residual_ffn for c in configs})))

@@ -83,19 +83,23 @@ def matched_gains(cfg: ModelConfig, ref_cfg: ModelConfig, seed: int, spec: Datas
 TWIN_MODELS = (("residual", 1.0, "matched"), ("matched twin", 0.0, "matched"), ("He-scaled twin", 0.0, "living"))
 
 
-def twin_table(s, *, cache_dir=None, smoothness: bool = True):
+def twin_table(s, *, cache_dir=None, smoothness: bool = True, n_jobs: int = 2):
     """At t = 0, per depth and seed of ``s`` (a :class:`resgd.experiments.study.Settings`; give its
     ``depth()`` sizes): the RMS of the last hidden state, the gradient norm (whole, the read-out's, the
     rest's) and L̂ of the residual model, its matched twin and the earlier He-scaled twin, with the
-    twins' ratios to the residual model. L̂ comes from the run cache (computed there when missing)."""
+    twins' ratios to the residual model. L̂ comes from the run cache; the missing ones (the He-scaled
+    twin's, which no arm trains under the theorem's step) are computed first on ``n_jobs`` workers."""
     import math
     from dataclasses import replace
 
     import pandas as pd
 
     from ..core.train import loss_and_grad
-    from .step_size import smoothness as smoothness_of
+    from .step_size import smoothness as smoothness_of, warm_smoothness
 
+    if smoothness:
+        warm_smoothness([(replace(s, twin_init=init), beta, L, None, seed) for L in s.depths for seed in s.seeds
+                         for _, beta, init in TWIN_MODELS], n_jobs=n_jobs, cache_dir=cache_dir)
     data = load_dataset(s.spec, "float64")
     rows = []
     for L in s.depths:

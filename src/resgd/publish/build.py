@@ -61,6 +61,8 @@ PARTIAL_DIR = Path("_build") / "notebook_outputs"
 # Figures glued by myst-nb must be rich (image/png) outputs: a non-inline backend set in the
 # caller's environment (e.g. MPLBACKEND=Agg on CI) would turn every glued figure into text.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+KERNEL_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+"""The thread settings of the notebooks' kernels (:func:`notebook_env`): one intra-op thread each."""
 
 
 class BookBuildError(RuntimeError):
@@ -75,19 +77,53 @@ class Record:
     ok: bool
     error: str | None = None
     engine: str = ""
-    """How the notebook's steps were computed (:func:`engine_of`): engine version, MKL path, ISA, torch."""
+    """How the notebook's steps were computed (:class:`EngineProbe`): engine version, MKL path, ISA, torch."""
 
 
-def engine_of(env: Mapping[str, str]) -> str:
+_ENGINE_CODE = ("from resgd.core.engine import engine_path; p = engine_path(); "
+                "print(', '.join(f'{k}={p[k]}' for k in ('engine', 'mkl_path', 'isa', 'torch')))")
+
+
+class EngineProbe:
     """The engine path (:func:`resgd.core.engine.engine_path`) of a process started with the notebooks'
-    environment, as one line; the reason when it cannot be asked."""
-    code = ("import json; from resgd.core.engine import engine_path; p = engine_path(); "
-            "print(', '.join(f'{k}={p[k]}' for k in ('engine', 'mkl_path', 'isa', 'torch')))")
-    try:
-        done = subprocess.run([sys.executable, "-c", code], env=dict(env), capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"unknown ({exc})"
-    return done.stdout.strip().splitlines()[-1] if done.returncode == 0 and done.stdout.strip() else "unknown"
+    environment, as one line (the reason when it cannot be asked): asked in a process started now and
+    read by calling the object, so its start-up (torch's import, seconds) overlaps the first
+    notebooks' instead of delaying them; :meth:`stop` ends it when the build is interrupted. Asked
+    once per process and environment (the folders and the mode do not change the engine)."""
+
+    _known: dict[frozenset, str] = {}
+    PER_BUILD = ("RESGD_FIGURES_DIR", "RESGD_RESULTS_DIR", MODE_ENV)
+
+    def __init__(self, env: Mapping[str, str]):
+        self.key = frozenset((k, v) for k, v in env.items() if k not in self.PER_BUILD)
+        self.answer: str | None = self._known.get(self.key)
+        self.proc = None
+        if self.answer is not None:
+            return
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-c", _ENGINE_CODE], env=dict(env), stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, text=True)
+        except OSError as exc:
+            self.proc, self.answer = None, f"unknown ({exc})"
+
+    def __call__(self) -> str:
+        if self.answer is None:
+            try:
+                out, _ = self.proc.communicate(timeout=300)
+            except subprocess.TimeoutExpired as exc:
+                self.stop()
+                self.answer = f"unknown ({exc})"
+            else:
+                lines = out.strip().splitlines()
+                self.answer = lines[-1] if self.proc.returncode == 0 and lines else "unknown"
+                if self.answer != "unknown":
+                    self._known[self.key] = self.answer
+        return self.answer
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
 
 
 def resolve_mode(flag: str | None = None, environ: Mapping[str, str] | None = None) -> str:
@@ -180,6 +216,10 @@ def notebook_env(root: Path, mode: str | None, base: Mapping[str, str] | None = 
     # The results cache and the verdicts live at the repository root (the notebooks run in notebooks/).
     env.setdefault("RESGD_RESULTS_DIR", str(root / "results"))
     env["MPLBACKEND"] = INLINE_BACKEND
+    # One intra-op thread in every kernel (and the workers it starts): notebooks run two at a time,
+    # each with its own worker pool, and a kernel's second OpenMP thread only spins against them
+    # (the twin tables' L̂ took 3-5x its CPU time in wall time at two threads under that load).
+    env.update(KERNEL_THREADS)
     # The interpreter's scripts (jupytext, resgd, ...) first on PATH, as in an activated venv.
     bindir = str(Path(sys.executable).parent)
     if env.get("PATH", "").split(os.pathsep)[0] != bindir:
@@ -437,11 +477,12 @@ def build(
     def failed_needs(name: str) -> list[str]:
         return [n for n in needs[name] if n in done and not done[n].ok]
 
-    engine = engine_of(env)
-    log(f"book_build: engine: {engine}")
+    engine = EngineProbe(env)  # asked beside the first notebooks; logged with the first record
 
     def finish(rec: Record) -> None:
-        rec.engine = engine
+        if not done:
+            log(f"book_build: engine: {engine()}")
+        rec.engine = engine()
         done[Path(rec.notebook).name] = rec
         log(f"  {rec.notebook:<32} {rec.seconds:8.1f} s  {'ok' if rec.ok else 'FAILED'}")
         merged = {**earlier, **{r.notebook: r for r in done.values()}}
@@ -471,7 +512,9 @@ def build(
             with _LIVE_LOCK:
                 for proc in list(_LIVE):
                     kill_tree(proc)
+            engine.stop()
             raise
+    engine()  # the probe ends here when no notebook ran
     from .sphinx_ext import write_execution_page
 
     write_execution_page(root)  # the report's page in the book (Sphinx rewrites it from the same JSON)

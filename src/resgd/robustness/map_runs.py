@@ -34,15 +34,17 @@ TAGS = ["dataset", "qk_scale", "fraction", "N", "protocol"]
 RUN_KEYS = TAGS + POINT_KEYS + ["seed"]
 
 
-def warm_smoothness(grid: MapGrid, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None) -> None:
-    """Compute (in ``n_jobs`` local processes) and cache L̂(θ⁰) of every run the ``theory``
-    protocol trains, one per seed (:func:`resgd.experiments.step_size.warm_smoothness`), so
-    :func:`run_items` only reads them; c does not enter L̂, so every c shares them."""
+def warm_smoothness(grid: MapGrid, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None,
+                    scheduler: str | None = None) -> None:
+    """Compute (through the sweep engine, the seeds of a configuration stacked) and cache L̂(θ⁰) of
+    every run the ``theory`` protocol trains, one per seed
+    (:func:`resgd.experiments.step_size.warm_smoothness`), so :func:`run_items` only reads them; c
+    does not enter L̂, so every c shares them."""
     if "theory" not in grid.protocols:
         return
     warm([(replace(grid.settings(d, q, N), twin_init=init), beta, L, None, seed)
           for d in grid.datasets for q in grid.qk_scales for N in grid.sizes for beta, L, init in model_points(grid)
-          for seed in grid.seeds], n_jobs=n_jobs, cache_dir=cache_dir)
+          for seed in grid.seeds], n_jobs=n_jobs, cache_dir=cache_dir, scheduler=scheduler)
 
 
 def run_items(grid: MapGrid, limits: pd.DataFrame, *, cache_dir: str | os.PathLike | None = None,
@@ -123,7 +125,7 @@ def untrained_rows(missing: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
 def map_runs(grid: MapGrid, limits: pd.DataFrame, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None,
              progress: bool = False, scheduler: str | None = None) -> pd.DataFrame:
     """Train (or read from the cache) every run of the map; the per-run table."""
-    warm_smoothness(grid, n_jobs=n_jobs, cache_dir=cache_dir)
+    warm_smoothness(grid, n_jobs=n_jobs, cache_dir=cache_dir, scheduler=scheduler)
     items, missing = run_items(grid, limits, cache_dir=cache_dir)
     runs = tagged_sweep(items, n_jobs=n_jobs, cache_dir=cache_dir, progress=progress, scheduler=scheduler,
                         desc="robustness: map runs")
