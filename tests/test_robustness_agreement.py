@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -35,7 +36,7 @@ def quick_cells_of(full, quick_grid):
     keep = (full["dataset"].isin(quick_grid.datasets) & full["qk_scale"].isin(quick_grid.qk_scales)
             & full["N"].isin(quick_grid.sizes) & full["horizon"].isin(quick_grid.horizons)
             & full["protocol"].isin(quick_grid.protocols)
-            & [f in steps.get(p, ()) for p, f in zip(full["protocol"], full["fraction"])])
+            & np.array([f in steps.get(p, ()) for p, f in zip(full["protocol"], full["fraction"])], dtype=bool))
     return full[keep]
 
 

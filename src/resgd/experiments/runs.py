@@ -183,26 +183,19 @@ def stack_groups(tasks: list[Task], n_jobs: int = 2, max_stack: int | None = Non
     return [Group(tuple(t.key for t in c), fn, tuple(t.arg for t in c)) for c in chunks]
 
 
-def sweep(
-    configs: Iterable[RunConfig],
-    n_jobs: int = 2,
-    cache_dir: str | os.PathLike | None = None,
-    *,
-    scheduler: str | None = None,
-    progress: bool = False,
-    desc: str = "runs",
-) -> pd.DataFrame:
+def sweep(configs: Iterable[RunConfig], n_jobs: int = 2, cache_dir: str | os.PathLike | None = None,
+          **options) -> pd.DataFrame:
     """Every run of ``configs`` as one tidy table (in the order given; a repeated config appears once).
 
     Runs already in the cache are read, the others computed — so an interrupted sweep resumes
     where it stopped, and a second process on the same cache waits for the runs the first is
     computing instead of computing them again. With ``n_jobs > 1`` (or a ``scheduler``) the
     missing runs go to workers, each with one torch thread; this process writes each result to
-    the cache atomically as soon as it arrives. The longest runs start first.
+    the cache atomically as soon as it arrives. The longest runs start first. ``options``:
+    ``scheduler``, ``progress``, ``desc`` of :func:`sweep_frames`.
     """
     configs = list(configs)
-    frames = sweep_frames(configs, n_jobs, cache_dir, scheduler=scheduler, progress=progress, desc=desc)
-    return runs_table(frames, configs)
+    return runs_table(sweep_frames(configs, n_jobs, cache_dir, **options), configs)
 
 
 def sweep_frames(
