@@ -27,7 +27,7 @@ def test_every_kind_budgets_every_stage_of_ci_run(budget):
     assert stages == {"book", "pdf", "test"}
     for kind, entry in budget.load()["kinds"].items():
         assert set(entry["stages"]) == stages, kind
-        assert entry["source"] in ("measured", "scaled") and entry["name"]
+        assert entry["source"] in ("measured", "scaled") and entry["name"] and entry["derived"]
         assert sum(entry["stages"].values()) <= 5400, kind  # CI's limit, 90 minutes, on every host
 
 
