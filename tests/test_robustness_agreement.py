@@ -52,7 +52,6 @@ def test_quick_and_full_maps_agree_where_both_decide():
     quick_grid, book_grid = map_grid(True), map_grid(False)
     assert quick_grid.is_subset_of(book_grid) and set(quick_grid.horizons) <= set(book_grid.horizons)
     quick = quick_cells_of(full, quick_grid)
-    cells = TAGS
     expected = {(p, f) for p in quick_grid.protocols for f in quick_grid.steps(p)}
     assert set(zip(quick["protocol"], quick["fraction"])) == expected, "every quick cell is in the book's map"
     assert quick["horizon"].max() == quick_grid.iterations < full["horizon"].max() == book_grid.iterations
@@ -60,7 +59,7 @@ def test_quick_and_full_maps_agree_where_both_decide():
     disagree = compared[~compared["agree"]]
     assert disagree.empty, (
         f"{len(disagree)} of {len(compared)} cells decided by both maps disagree:\n"
-        + disagree[cells + ["claim", "verdict_quick", "effect_quick", "verdict_full", "effect_full"]].to_string()
+        + disagree[TAGS + ["claim", "verdict_quick", "effect_quick", "verdict_full", "effect_full"]].to_string()
     )
     assert len(compared) > 0, "no cell is decided by both maps: nothing was compared"
 

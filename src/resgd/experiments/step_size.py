@@ -144,10 +144,6 @@ def _key(config) -> str:
     return entry_key(config, "smoothness/fast/20", dtype="float64")
 
 
-def _cached(s, beta, n_layers, beta_ffn, seed, *, cache_dir) -> bool:
-    return ResultsCache(cache_dir).path(_key(_config(s, beta, n_layers, beta_ffn, seed))).is_file()
-
-
 def theory_lr(s, beta: float, n_layers: int, c: float = THEORY_PRIMARY, *, seed: int, beta_ffn: float | None = None,
               cache_dir: str | os.PathLike | None = None) -> float:
     """The ``theory`` protocol's step of the run with initialisation ``seed``: μ = c / L̂(β, L, θ⁰ of
