@@ -35,6 +35,7 @@ def seeds(base: float, n: int = 6, step: float = 0.001) -> list[float]:
 
 
 MONOTONE = {b: seeds(0.01 + 0.04 * b) for b in (0.0, 0.25, 0.5, 0.75, 1.0)}
+EIGHT = {b: seeds(0.01 + 0.04 * b, n=8) for b in MONOTONE}
 
 
 def test_sign_rule_decides_at_five_percent_each_way():
@@ -91,18 +92,66 @@ def test_spearman_chance_is_exact():
     assert claims.spearman_chance(4) == pytest.approx(brute)
 
 
-def test_depth_claim_pools_every_depth_alike():
+def test_depth_claim_reads_one_statistic_per_seed():
+    """(c): each seed's median over the depths, then the rule over seeds; 3 seeds cannot decide,
+    8 can; a seed whose depths mostly favour the twin counts once against."""
     every = {L: ([0.1, 0.11, 0.12], [0.05, 0.05, 0.05]) for L in (2, 6, 10)}
-    verdict = claims.check_depth_residual_helps(table(MONOTONE, every))
-    assert verdict.outcome == "holds" and verdict.numbers["positive"] == 9 and verdict.numbers["threshold"] == 8
-    one_against = {**every, 10: ([0.01, 0.11, 0.12], [0.05, 0.05, 0.05])}
-    assert claims.check_depth_residual_helps(table(MONOTONE, one_against)).outcome == "holds"  # 8 of 9
-    one_depth_fails = {**every, 10: ([0.01, 0.01, 0.01], [0.05, 0.05, 0.05])}
-    verdict = claims.check_depth_residual_helps(table(MONOTONE, one_depth_fails))
-    assert verdict.outcome == "undecided" and verdict.numbers["by_depth"]["10"]["slower_in"] == 3
-    all_fail = {L: (b, a) for L, (a, b) in every.items()}
-    assert claims.check_depth_residual_helps(table(MONOTONE, all_fail)).outcome == "fails"
-    assert 0 < verdict.numbers["chance"] < 0.1
+    three = claims.check_depth_residual_helps(table(MONOTONE, every))
+    assert three.outcome == "undecided" and three.numbers["positive"] == 3 and three.numbers["threshold"] is None
+    assert three.numbers["statistic"] == "per-seed median over L" and "cannot decide" in three.detail
+    eight = {L: ([0.1] * 8, [0.05] * 8) for L in (2, 6, 10)}
+    assert claims.check_depth_residual_helps(table(MONOTONE, eight)).outcome == "holds"
+    assert claims.check_depth_residual_helps(table(MONOTONE, eight), rule="interval").outcome == "holds"
+    # seed 0 slower at two of its three depths: its median is < 0, so 7 of 8 seeds: still holds
+    one_seed = {2: ([0.01] + [0.1] * 7, [0.05] * 8), 6: ([0.01] + [0.1] * 7, [0.05] * 8), 10: ([0.1] * 8, [0.05] * 8)}
+    v = claims.check_depth_residual_helps(table(MONOTONE, one_seed))
+    assert v.outcome == "holds" and v.numbers["positive"] == 7 and v.numbers["by_depth"]["2"]["slower_in"] == 1
+    reverse = {L: (b, a) for L, (a, b) in eight.items()}
+    assert claims.check_depth_residual_helps(table(MONOTONE, reverse)).outcome == "fails"
+
+
+def test_the_earlier_pooled_depth_rule_is_replayed_as_it_was():
+    every = {L: ([0.1, 0.11, 0.12], [0.05, 0.05, 0.05]) for L in (2, 6, 10)}
+    pooled = claims.check_depth_pooled(table(MONOTONE, every))
+    assert pooled.outcome == "holds" and pooled.numbers["positive"] == 9 and pooled.numbers["threshold"] == 8
+
+
+def test_horizon_outcome_needs_agreement():
+    assert claims.horizon_outcome(["holds"] * 3) == "holds"
+    assert claims.horizon_outcome(["fails"] * 3) == "fails"
+    assert claims.horizon_outcome(["undecided", "holds", "holds"]) == "horizon-dependent"
+    assert claims.horizon_outcome(["holds", "fails", "holds"]) == "horizon-dependent"
+    assert claims.horizon_outcome(["undecided"] * 3) == "undecided"
+
+
+def test_verdicts_at_horizons_combine_and_keep_the_full_horizon_numbers():
+    late = table({**EIGHT, 1.0: seeds(0.001, n=8)})  # at the early horizons β = 1 is slower ...
+    full = table(EIGHT)  # ... and faster at T
+    verdicts = {v.name: v for v in claims.evaluate_horizons({0.25: late, 0.5: late, 1.0: full}, "jena")}
+    a = verdicts["residual_helps"]
+    assert a.outcome == "horizon-dependent" and a.numbers["outcome_at_T"] == "holds"
+    assert a.numbers["horizons"] == {"0.25": "fails", "0.5": "fails", "1": "holds"} and "T/4: fails" in a.detail
+    same = {v.name: v.outcome for v in claims.evaluate_horizons({0.5: full, 1.0: full}, "jena")}
+    assert same["residual_helps"] == "holds"
+    with pytest.raises(ValueError, match="full horizon"):
+        claims.evaluate_horizons({0.5: full}, "jena")
+
+
+def test_a_theory_run_out_of_the_regime_drops_out_and_a_common_one_does_not():
+    rates = {**EIGHT, 0.0: [-math.inf] + EIGHT[0.0][1:]}  # seed 0's β = 0 run diverged
+    theory = table(rates).assign(left_regime=lambda t: t["rate"] == -math.inf)
+    a = {v.name: v for v in claims.evaluate(theory, "jena")}["residual_helps"]
+    assert a.numbers["excluded"] == 1 and a.numbers["runs_out_of_regime"] == 1 and a.numbers["positive"] == 7
+    assert math.isnan(a.numbers["values"][0])  # its pair is not counted as a win for β = 1
+    common = table(rates, protocol="common").assign(left_regime=lambda t: t["rate"] == -math.inf)
+    a = {v.name: v for v in claims.evaluate(common, "jena")}["residual_helps"]
+    assert a.numbers["seeds"] == 8 and a.numbers["excluded"] == 0 and a.numbers["faster_in"] == 8
+
+
+def test_an_arm_of_fewer_than_eight_seeds_is_descriptive():
+    few = {v.name: v for v in claims.evaluate(table(MONOTONE, protocol="common"), "jena")}
+    assert few["residual_helps"].numbers["arm_seeds"] == 6 and not claims.decides(few["residual_helps"].numbers)
+    assert claims.decides({v.name: v for v in claims.evaluate(table(EIGHT), "jena")}["residual_helps"].numbers)
 
 
 def test_factorial_names_the_skip_that_carries_the_effect_with_holm():
@@ -174,9 +223,13 @@ def test_verdicts_round_trip_and_missing_file_is_named(tmp_path):
     assert row["verdict"] == "fails" and row["data"] == "real" and row["chance"] == pytest.approx(2 / 64)
     assert set(loaded.loc[loaded["dataset"] == "jena", "data"]) == {"synthetic stand-in"}
     counts = claims.verdict_counts(loaded).set_index("protocol")
-    assert counts.loc["common", "K"] == 6 and counts.loc["theory c=0.5", "K"] == 7
-    assert counts.loc["common", ["holds", "fails", "undecided"]].sum() == 6
-    assert 0 < counts.loc["common", "decided_by_chance"] < 6 * 0.1
+    # the common arms (6 seeds) are descriptive; theory's 8-seed arms decide
+    assert counts.loc["common", "K"] == 0 and counts.loc["common", "descriptive"] == 6
+    assert counts.loc["theory c=0.5", "K"] + counts.loc["theory c=0.5", "descriptive"] == 7
+    theory = counts.loc["theory c=0.5"]
+    assert theory[["holds", "fails", "horizon_dependent", "undecided"]].sum() == theory["K"] > 0
+    assert 0 < theory["decided_by_chance"] < theory["K"] * 0.1
+    assert loaded.loc[~loaded["decides"], "seeds_in_arm"].max() < 8 <= loaded.loc[loaded["decides"], "seeds_in_arm"].min()
     with pytest.raises(FileNotFoundError, match="jena_full.json"):
         claims.load_verdicts(tmp_path, mode="full")
     # the interval-rule checks (theory c=0.5 at one layer: (a), (b), factorial) are named as such
@@ -206,7 +259,8 @@ def test_verdict_grid_figure(tmp_path):
                               dataset=dataset, mode="full", meta={"is_standin": dataset == "jena"})
     fig = plot_verdicts(claims.load_verdicts(tmp_path, mode="full"))
     texts = [t.get_text() for t in fig.axes[0].texts]
-    assert texts.count("fails") == 2 and "holds" in texts
+    assert [t.split("\n")[0] for t in texts].count("fails") == 2 and "holds" in texts
+    assert "fails\n(descriptive)" in texts  # the 6-seed common arm
     assert any("SYNTHETIC" in t.get_text() for t in fig.texts)
     plt.close(fig)
     # a real-format file not checked against the published one is stamped too; verified data is not

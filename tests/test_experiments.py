@@ -253,9 +253,20 @@ def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     per_run = results.per_run()
     # β sweep: 3 β × (2 seeds common + 8 interval seeds theory 0.5) + 2 β × 2 seeds × (c = 0.25, 1);
     # factorial 4 × 8 interval seeds; depth: 2 L × 2 seeds × 2 models × 2 protocols + 2 L × 1 seed for each of the
-    # He-scaled and the dead twin (sensitivity rows)
+    # He-scaled and the dead twin (sensitivity rows); the plain init of β = 0.5 under theory c = 0.5, 2 seeds
     assert len(s.interval_seeds) == 8 and s.interval_seeds[:2] == s.seeds
-    assert len(per_run) == 6 + 24 + 8 + 32 + 16 + 2 + 2
+    assert len(per_run) == 6 + 24 + 8 + 32 + 16 + 2 + 2 + 2
+    plain = per_run[(per_run["experiment"] == "beta") & (per_run["twin_init"] == "living")]
+    assert set(plain["beta"]) == {0.5} and set(plain["protocol"]) == {"theory c=0.5"}
+    init = ex.beta_init_table(results)
+    assert set(init["init"]) == {"matched (design)", "plain (sensitivity)"} and (init["seeds"] == 2).all()
+    assert {"mu", "rate", "rate_per_mu"} <= set(init.columns)
+    horizons = ex.horizon_table(results)
+    assert {"T/4", "T/2", "T", "verdict", "decides", "earlier rule at T"} <= set(horizons.columns)
+    assert set(horizons["verdict"]) <= {"holds", "fails", "horizon-dependent", "undecided"}
+    assert horizons.loc[horizons["protocol"] == "common", "decides"].eq(False).all()  # 2 seeds: descriptive
+    regime = ex.regime_table(results)
+    assert (regime["left"] <= regime["runs"]).all() and (regime["diverged"] <= regime["left"]).all()
     assert {"engine_engine", "engine_mkl_path", "engine_isa", "engine_torch"} <= set(per_run.columns)  # the path of every run
     assert set(per_run["protocol"]) == {"common", "theory c=0.25", "theory c=0.5", "theory c=1"}
     assert set(per_run["outcome"]) <= {"learning", "stalled", "diverged"}
@@ -274,7 +285,7 @@ def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     assert ("theory c=0.5", "factorial") in names and ("common", "depth_residual_helps") in names
     numbers = ex.page_numbers(results)
     assert {"theory-a", "common-b", "theory-f-carried", "common-L3-dead-lossT", "common-L3-living-lossT", "theory-a-level",
-            "theory-c-positive", "replay-changed"} <= set(numbers)
+            "theory-c-positive", "replay-changed", "horizon-dependent", "descriptive", "theory-left"} <= set(numbers)
     predictions = results.readout()  # one row per distinct run (the factorial's corners are β-sweep runs)
     assert len(predictions) == len(per_run.drop_duplicates(["twin_init", "beta", "beta_ffn", "n_layers", "seed", "lr"]))
     assert (predictions["predicted"] > 0).all() and set(predictions["experiment"]) == {"beta", "factorial", "depth"}
@@ -303,6 +314,35 @@ def test_per_run_measures_on_hand_made_histories():
     assert per_run.loc[0, "iterations_to_target"] == 7  # first t with exp(-0.1 t) <= 1/2
     assert per_run.loc[1, "outcome"] == "stalled" and per_run.loc[1, "iterations_to_target"] == math.inf
     assert per_run.loc[0, "loss_ratio_T"] == pytest.approx(math.exp(-1.0))
+
+
+def _history(losses, *, diverged_at=math.nan, seed=0):
+    T = len(losses) - 1 if math.isnan(diverged_at) else 20
+    return [{"experiment": "beta", "protocol": "theory c=0.5", "twin_init": "matched", "dataset": "toy", "beta": 1.0,
+             "beta_ffn": 1.0, "n_layers": 1, "lr": 0.1, "seed": seed, "iteration": t, "loss": loss, "ratio": math.nan,
+             "iterations": T, "diverged": not math.isnan(diverged_at), "diverged_at": diverged_at,
+             "sigma_min_Z": 1.0, "sigma_max_Z": 2.0, "test_loss": math.nan, "train_acc": math.nan, "test_acc": math.nan,
+             "is_standin": True, "source_label": "toy"} for t, loss in enumerate(losses)]
+
+
+def test_a_run_read_at_a_shorter_horizon_and_where_it_left_the_regime():
+    from resgd.experiments.tables import left_regime_at
+
+    falling = [2.0 * math.exp(-0.1 * t) for t in range(21)]
+    bumped = falling[:12] + [falling[11] * 1.01] + falling[13:]  # the step 11 -> 12 raised Φ
+    blown = falling[:15] + [1e6]  # diverged at t = 15
+    table = pd.DataFrame(_history(falling) + _history(bumped, seed=1) + _history(blown, diverged_at=15, seed=2))
+    full = ex.per_run_table(table).set_index("seed")
+    assert math.isnan(full.loc[0, "left_regime_at"]) and not full.loc[0, "left_regime"]
+    assert full.loc[1, "left_regime_at"] == 11 and full.loc[1, "left_regime"]
+    assert full.loc[2, "left_regime_at"] == 14 and full.loc[2, "diverged"] and full.loc[2, "rate"] == -math.inf
+    half = ex.per_run_table(table, horizon=0.5).set_index("seed")
+    assert (half["iterations"] == 10).all() and half.loc[0, "rate"] == pytest.approx(0.1)
+    assert not half.loc[1, "left_regime"] and not half.loc[2, "diverged"]  # both happen after t = 10
+    assert half.loc[2, "rate"] == pytest.approx(0.1)
+    assert math.isnan(left_regime_at([1.0, 1.0 + 1e-12, 0.5]))  # rounding at a floor is not a rise
+    with pytest.raises(ValueError, match="horizon"):
+        ex.per_run_table(table, horizon=1.5)
 
 
 def test_the_standins_sensitivity_row_runs_at_the_quick_size_with_the_same_seeds_and_rules():

@@ -12,7 +12,7 @@ import pytest
 
 from resgd.experiments import claims
 from resgd.experiments.design import ALPHA
-from resgd.experiments.null_rates import RULES, null_rates, null_rates_path
+from resgd.experiments.null_rates import CORRELATIONS, REPLAYED, RULES, null_rates, null_rates_path
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -29,18 +29,36 @@ def rates_table() -> pd.DataFrame:
     return null_rates(800, seed=1)
 
 
-def test_every_rule_decides_by_chance_at_most_alpha_each_way():
+def _rows(rules) -> int:
+    """Two directions per rule and correlation (the depth sweep's rules at every correlation)."""
+    return sum(2 * (len(CORRELATIONS) if experiment == "depth" else 1) for _, _, experiment in rules)
+
+
+def test_every_rule_decides_by_chance_at_most_alpha_each_way_at_every_within_seed_correlation():
     table = rates_table()
-    assert len(table) == 2 * len(RULES) and (table["sets"] >= 800).all()
-    assert set(zip(table["check"], table["rule"])) == {(check, rule) for check, rule, _ in RULES}
-    for row in table.itertuples():
-        assert row.rate <= ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / row.sets), (row.check, row.rule, row.direction, row.rate)
+    assert len(table) == _rows(RULES + REPLAYED) and (table["sets"] >= 800).all()
+    design = table[~table["replayed"].astype(bool)]
+    assert set(zip(design["check"], design["rule"])) == {(check, rule) for check, rule, _ in RULES}
+    assert set(design.loc[design["check"].str.startswith("(c)"), "correlation"]) == set(CORRELATIONS)
+    for row in design.itertuples():
+        assert row.rate <= ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / row.sets), (row.check, row.rule, row.correlation,
+                                                                                   row.direction, row.rate)
+
+
+def test_the_earlier_pooled_depth_rule_breaks_under_dependence():
+    """Why (c) reads one statistic per seed: the pooled 8-of-9 rule, when a seed's three depths move
+    together, is "all 3 seeds agree" (12.5 % each way), far above 5 %."""
+    table = rates_table()
+    pooled = table[table["replayed"].astype(bool) & (table["correlation"] == 1.0)]
+    assert len(pooled) == 2
+    for row in pooled.itertuples():
+        assert row.rate > ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / row.sets), (row.direction, row.rate)
 
 
 def test_the_simulation_counts_each_direction():
-    """The simulation itself, on a few sets (the rates above come from the book's 1000)."""
+    """The simulation itself, on a few sets (the rates above come from the book's)."""
     table = null_rates(40, seed=2)
-    assert len(table) == 2 * len(RULES) and (table["sets"] == 40).all()
+    assert len(table) == _rows(RULES + REPLAYED) and (table["sets"] == 40).all()
     assert set(table["direction"]) == {"holds", "fails"}
     assert ((table["rate"] >= 0) & (table["rate"] <= 1)).all()
     assert table.equals(null_rates(40, seed=2))  # seeded

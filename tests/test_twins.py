@@ -43,6 +43,30 @@ def test_matched_twin_keeps_its_signal_at_every_seed_and_depth(dataset):
             assert 1 / GRAD_FACTOR < grad0 / grad1 < GRAD_FACTOR, (L, seed, grad0 / grad1)  # below the read-out
 
 
+@pytest.mark.parametrize("dataset", ["jena", "sst2"])
+def test_every_beta_of_the_sweep_starts_at_the_residual_models_signal(dataset):
+    """Design v4: 0 < β < 1 are matched too (partial skip: the root of a quadratic), so the β sweep
+    compares skip weights at one signal scale; under the plain init (``living``) they are not."""
+    s = ex.settings(dataset, False)
+    plain = ex.settings(dataset, False, twin_init="living")
+    for seed in s.interval_seeds:
+        rms1, _ = _state(s, 1.0, 1, seed)
+        for beta in (0.25, 0.5, 0.75):
+            assert all(g != 1.0 for g in s.model(beta, 1, seed=seed).gains[0])
+            assert _state(s, beta, 1, seed)[0][0] == pytest.approx(rms1[0], rel=RMS_TOLERANCE), (seed, beta)
+    assert plain.model(0.5, 1, seed=0).gains == ()
+    assert _state(plain, 0.25, 1, 0)[0][0] < (1 - 1e-2) * _state(s, 1.0, 1, 0)[0][0]
+
+
+def test_a_partial_skip_that_alone_exceeds_the_target_is_a_clear_error():
+    from resgd.experiments.twin import _gain
+
+    skip, branch = torch.ones(1, 2, 3), -torch.ones(1, 2, 3)
+    assert _gain(skip, branch, 2.0, None) == pytest.approx(3.0)  # RMS(1 - g) = 2: g = 3
+    with pytest.raises(ValueError, match="no gain brings this sublayer"):
+        _gain(2.0 * skip, -branch, 1.0, None)  # RMS(2 + g) = 1 has no root g > 0
+
+
 def test_he_scaled_twin_does_not_keep_it():
     """The earlier "living" twin (He's √2 on both FFN matrices) doubles the squared norm per layer."""
     s = ex.settings("sst2", False, twin_init="living").depth()

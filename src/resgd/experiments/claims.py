@@ -35,7 +35,7 @@ from ..atomic import json_text, write_json
 from ..core.stats import median_interval, spearman
 from ..pipeline.cache import resolve_results_dir
 from ..validation import check_choice
-from .design import ALPHA, MIN_COVERAGE, MIN_INTERVAL_SEEDS, RULES, SPEARMAN_BOUND, rule as arm_rule
+from .design import ALPHA, HORIZONS, MIN_COVERAGE, MIN_INTERVAL_SEEDS, RULES, SPEARMAN_BOUND, VERDICTS, rule as arm_rule
 
 CLAIMS = {
     "residual_helps": "(a) A single-layer model with the residual connection (β = 1) trains faster than without (β = 0) (the paper: residual connections matter).",
@@ -98,11 +98,12 @@ def _check_table(table: pd.DataFrame) -> None:
 def _rates(table: pd.DataFrame, experiment: str, beta: float, L: int, beta_ffn: float | None = None,
            twin_init: str = "matched") -> pd.Series:
     """The primary rate per seed of one configuration (empty if absent)."""
-    rows = table[(table["experiment"] == experiment) & (table["beta"] == beta) & (table["n_layers"] == L)
-                 & (table["beta_ffn"] == (beta if beta_ffn is None else beta_ffn))]
-    if "twin_init" in rows.columns and beta == 0:
-        rows = rows[rows["twin_init"] == twin_init]
-    return pd.Series(rows["rate"].astype(float).to_numpy(), index=rows["seed"].to_numpy())
+    col = lambda name: table[name].to_numpy()  # noqa: E731 - numpy masks: the null simulation calls this ~10⁵ times
+    keep = ((col("experiment") == experiment) & (col("beta") == beta) & (col("n_layers") == L)
+            & (col("beta_ffn") == (beta if beta_ffn is None else beta_ffn)))
+    if "twin_init" in table.columns and beta == 0:
+        keep &= col("twin_init") == twin_init
+    return pd.Series(col("rate").astype(float)[keep], index=col("seed")[keep])
 
 
 def binomial_tail(n: int, k: int) -> float:
@@ -121,12 +122,13 @@ def sign_test(d) -> dict[str, Any]:
     ``undecided``. NaN values are dropped; zeros count on neither side. ``chance``: the exact
     probability of a decided outcome under no effect (0 when n is too small to decide)."""
     d = np.asarray(d, dtype=float).ravel()
+    excluded = int(np.isnan(d).sum())
     d = d[~np.isnan(d)]
     n, up, down = int(d.size), int(np.sum(d > 0)), int(np.sum(d < 0))
     p_up, p_down = binomial_tail(n, up), binomial_tail(n, down)
     outcome = "holds" if n and p_up <= ALPHA else ("fails" if n and p_down <= ALPHA else "undecided")
     k = sign_threshold(n)
-    return {"outcome": outcome, "rule": "sign", "seeds": n, "positive": up, "negative": down,
+    return {"outcome": outcome, "rule": "sign", "seeds": n, "excluded": excluded, "positive": up, "negative": down,
             "p_up": p_up, "p_down": p_down, "threshold": k,
             "chance": 2.0 * binomial_tail(n, k) if k is not None else 0.0,
             "median": float(np.median(d)) if n else math.nan, "values": [float(x) for x in d]}
@@ -169,7 +171,8 @@ def interval_rule(values, what: str) -> dict[str, Any]:
     lo, hi, level = median_interval(x, MIN_COVERAGE)
     outcome = "undecided" if math.isnan(lo) else ("holds" if lo > 0 else "fails" if hi < 0 else "undecided")
     kept = x[~np.isnan(x)]
-    return {"outcome": outcome, "rule": "interval", "seeds": int(x.size), "lo": lo, "hi": hi, "level": level,
+    return {"outcome": outcome, "rule": "interval", "seeds": int(x.size), "excluded": int(np.isnan(x).sum()),
+            "lo": lo, "hi": hi, "level": level,
             "chance": 1.0 - level if not math.isnan(level) else math.nan,
             "median": float(np.median(kept)) if kept.size else math.nan,
             "positive": int(np.sum(kept > 0)), "negative": int(np.sum(kept < 0)), "values": [float(v) for v in x]}
@@ -262,26 +265,57 @@ def check_beta_monotone(per_run: pd.DataFrame, *, dataset: str = "", figure: str
                    str(per_run["protocol"].iloc[0]), figure)
 
 
-def check_depth_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "") -> Verdict:
-    """Claim (c), L = 2, 6, 10 treated alike: one sign test (:func:`sign_test`) over the differences
-    d = r(β = 1) − r(matched twin) of every (L, seed) pair; the per-depth counts are shown, not decisive."""
+def _depth_pairs(per_run: pd.DataFrame) -> tuple[dict[str, dict[str, Any]], pd.DataFrame]:
+    """Per depth of the depth sweep, the paired sign rule of r(β = 1) − r(matched twin), and the
+    differences as a table (rows: seeds, columns: depths; NaN where a seed lacks a run)."""
     _check_table(per_run)
     rows = per_run[per_run["experiment"] == "depth"]
     depths = sorted(int(L) for L in rows["n_layers"].unique())
     if not depths:
         raise ValueError("claims: claim (c) needs the depth sweep's runs; the table has none")
-    twin = "matched"
-    by_depth = {str(L): paired(_need(_rates(rows, "depth", 1.0, L), f"claim (c), L = {L}, β = 1"),
-                               _need(_rates(rows, "depth", 0.0, L, twin_init=twin), f"claim (c), L = {L}, twin"))
-                for L in depths}
+    by_depth, diffs = {}, {}
+    for L in depths:
+        res = _need(_rates(rows, "depth", 1.0, L), f"claim (c), L = {L}, β = 1")
+        twin = _need(_rates(rows, "depth", 0.0, L, twin_init="matched"), f"claim (c), L = {L}, twin")
+        by_depth[str(L)], diffs[L] = paired(res, twin), res - twin
+    return by_depth, pd.DataFrame(diffs).sort_index()
+
+
+def _median_or_nan(values: np.ndarray) -> float:
+    kept = values[~np.isnan(values)]
+    return float(np.median(kept)) if kept.size else math.nan
+
+
+def check_depth_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "", rule: str = "sign") -> Verdict:
+    """Claim (c), one statistic per seed (the runs of a seed share data and first-layer weights):
+    D_s = the median over L of d_L = r(β = 1) − r(matched twin), then the arm's rule on the D_s
+    (:func:`sign_test` or :func:`interval_rule`); the per-depth counts are shown, not decisive."""
+    _check_rule(rule)
+    by_depth, d = _depth_pairs(per_run)
+    per_seed = np.array([_median_or_nan(row) for row in d.to_numpy(dtype=float)])
+    r = sign_test(per_seed) if rule == "sign" else {**sign_test(per_seed), **interval_rule(per_seed, "claim (c)")}
+    k = r.get("threshold")
+    detail = (f"per-seed median over L of the difference > 0 in {r['positive']} of {r['seeds']} seeds"
+              + (f"; {_interval_text(r)}" if rule == "interval" else
+                 f" (decides at ≥ {k})" if k is not None else f" ({r['seeds']} seeds cannot decide at 5 %)")
+              + "; per depth: " + "; ".join(f"L={L}: faster in {v['faster_in']}/{v['seeds']} (median rate "
+                                            f"{_fmt(v['median_rate_with'])} vs {_fmt(v['median_rate_without'])})"
+                                            for L, v in by_depth.items()))
+    return Verdict("depth_residual_helps", CLAIMS["depth_residual_helps"], r["outcome"],
+                   {**r, "statistic": "per-seed median over L", "by_depth": by_depth}, detail, dataset,
+                   str(per_run["protocol"].iloc[0]), figure)
+
+
+def check_depth_pooled(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "") -> Verdict:
+    """The earlier rule for claim (c), replayed beside the design's (never deciding): one sign test
+    over every (L, seed) pair as if they were independent. Under no effect it decides more often than
+    5 % when a seed's pairs are correlated (``null_rates`` measures how often)."""
+    by_depth, _ = _depth_pairs(per_run)
     pooled = sign_test(np.concatenate([v["differences"] for v in by_depth.values()]))
-    outcome = pooled["outcome"]
-    detail = (f"all (L, seed) pairs: residual faster in {pooled['positive']} of {pooled['seeds']} "
-              f"(decides at ≥ {pooled['threshold'] if pooled['threshold'] is not None else '—'}); per depth: "
-              + "; ".join(f"L={L}: faster in {v['faster_in']}/{v['seeds']} (median rate "
-                          f"{_fmt(v['median_rate_with'])} vs {_fmt(v['median_rate_without'])})" for L, v in by_depth.items()))
-    return Verdict("depth_residual_helps", CLAIMS["depth_residual_helps"], outcome,
-                   {**pooled, "by_depth": by_depth}, detail, dataset, str(per_run["protocol"].iloc[0]), figure)
+    detail = f"all (L, seed) pairs: residual faster in {pooled['positive']} of {pooled['seeds']}"
+    return Verdict("depth_residual_helps", CLAIMS["depth_residual_helps"], pooled["outcome"],
+                   {**pooled, "statistic": "pooled (L, seed) pairs", "by_depth": by_depth}, detail, dataset,
+                   str(per_run["protocol"].iloc[0]), figure)
 
 
 def check_factorial(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "", rule: str = "sign") -> Verdict:
@@ -332,22 +366,72 @@ def figure_label(dataset: str, name: str) -> str:
     return f"fig-{dataset}-{FIGURE_KIND[name]}"
 
 
+def out_of_regime_removed(per_run: pd.DataFrame) -> pd.DataFrame:
+    """Under a ``theory`` protocol, the rate of every run that left the theorem's regime
+    (``left_regime``, :func:`resgd.experiments.tables.left_regime_at`) set to NaN: its pair drops out
+    of a check instead of counting as a win for the other arm (the design's rule). ``common`` runs
+    and tables without the column are returned as they are."""
+    if "left_regime" not in per_run.columns:
+        return per_run
+    out = per_run.copy()
+    theory = out["protocol"].astype(str).str.startswith("theory") & out["left_regime"].astype(bool)
+    out.loc[theory, "rate"] = math.nan
+    return out
+
+
 def evaluate(per_run: pd.DataFrame, dataset: str) -> list[Verdict]:
     """Every claim on one data set, under every protocol whose runs the table holds (claims (a)
     and (b) need the protocol's β sweep, (c) its depth sweep, the factorial its four cells), each
-    by its arm's rule (:func:`resgd.experiments.design.rule`)."""
+    by its arm's rule (:func:`resgd.experiments.design.rule`), after :func:`out_of_regime_removed`.
+    ``numbers["arm_seeds"]``: the seeds the check's arm trained (fewer than 8: descriptive)."""
     checks = (("residual_helps", check_residual_helps, "beta"), ("beta_monotone", check_beta_monotone, "beta"),
               ("depth_residual_helps", check_depth_residual_helps, "depth"), ("factorial", check_factorial, "factorial"))
     out = []
+    per_run = out_of_regime_removed(per_run)
     for protocol, rows in per_run.groupby("protocol", sort=False):
         for name, check, experiment in checks:
             part = rows[rows["experiment"] == experiment]
             if name == "beta_monotone" and part["beta"].nunique() < 3:
                 continue  # a sensitivity arm with β ∈ {0, 1} only: (a) is checked, (b) is not
             if not part.empty:
-                out.append(check(rows, dataset=dataset, figure=figure_label(dataset, name),
-                                 **({} if name == "depth_residual_helps" else {"rule": arm_rule(experiment, str(protocol))})))
+                v = check(rows, dataset=dataset, figure=figure_label(dataset, name), rule=arm_rule(experiment, str(protocol)))
+                left = int(part["left_regime"].astype(bool).sum()) if "left_regime" in part.columns else 0
+                out.append(Verdict(v.name, v.claim, v.outcome,
+                                   {**v.numbers, "arm_seeds": int(part["seed"].nunique()), "runs_out_of_regime": left},
+                                   v.detail, v.dataset, v.protocol, v.figure))
     return out
+
+
+def horizon_outcome(outcomes: Sequence[str]) -> str:
+    """The design's reading of one check at every horizon: ``holds`` (``fails``) when all agree,
+    ``horizon-dependent`` when some horizon decided and not all agree, else ``undecided``."""
+    outcomes = list(outcomes)
+    if outcomes and all(o == outcomes[0] for o in outcomes) and outcomes[0] in ("holds", "fails"):
+        return outcomes[0]
+    return "horizon-dependent" if any(o in ("holds", "fails") for o in outcomes) else "undecided"
+
+
+def evaluate_horizons(tables: dict[float, pd.DataFrame], dataset: str) -> list[Verdict]:
+    """:func:`evaluate` at every horizon of ``tables`` (fraction of T → per-run table read there,
+    :data:`resgd.experiments.design.HORIZONS`), combined by :func:`horizon_outcome`. Each verdict
+    keeps the numbers of the full horizon T, plus ``horizons`` (fraction → outcome) and
+    ``outcome_at_T``."""
+    if 1.0 not in tables:
+        raise ValueError(f"claims.evaluate_horizons: the full horizon 1.0 is needed, got {sorted(tables)}")
+    at = {h: {(v.name, v.protocol): v for v in evaluate(t, dataset)} for h, t in sorted(tables.items())}
+    out = []
+    for key, v in at[1.0].items():
+        outcomes = {f"{h:g}": at[h][key].outcome for h in at if key in at[h]}
+        combined = horizon_outcome(list(outcomes.values()))
+        words = ", ".join(f"{_horizon_name(float(h))}: {o}" for h, o in outcomes.items())
+        out.append(Verdict(v.name, v.claim, combined, {**v.numbers, "outcome": combined, "outcome_at_T": v.outcome,
+                                                       "horizons": outcomes},
+                           f"{v.detail}; at {words}", v.dataset, v.protocol, v.figure))
+    return out
+
+
+def _horizon_name(fraction: float) -> str:
+    return "T" if fraction == 1 else f"T/{round(1 / fraction):d}" if abs(1 / fraction - round(1 / fraction)) < 1e-9 else f"{fraction:g}T"
 
 
 def verdicts_table(verdicts: Iterable[Verdict]) -> pd.DataFrame:
@@ -421,14 +505,24 @@ def _chance(numbers: dict) -> float:
     return float(numbers.get("chance", "nan"))
 
 
+def decides(numbers: dict) -> bool:
+    """Whether a check enters the verdict table: its arm trained at least
+    :data:`~resgd.experiments.design.MIN_INTERVAL_SEEDS` seeds (else it is descriptive)."""
+    return int(numbers.get("arm_seeds", 0)) >= MIN_INTERVAL_SEEDS
+
+
 def verdict_counts(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """Per protocol: how many claims hold, fail or stay undecided (of K checks), and how many
-    decided outcomes no effect at all would give in expectation (the sum of each check's chance)."""
-    table = verdicts.groupby("protocol", sort=False).agg(
-        K=("verdict", "size"), holds=("verdict", lambda v: int((v == "holds").sum())),
-        fails=("verdict", lambda v: int((v == "fails").sum())), undecided=("verdict", lambda v: int((v == "undecided").sum())),
-        decided_by_chance=("chance", "sum"))
-    return table.reset_index()
+    """Per protocol, over the deciding checks (``decides``): how many claims hold, fail, are
+    horizon-dependent or undecided (of K checks), how many decided outcomes no effect at all would
+    give in expectation (the sum of each check's chance); and how many checks are descriptive."""
+    deciding = verdicts["decides"] if "decides" in verdicts.columns else pd.Series(True, index=verdicts.index)
+    rows = []
+    for protocol, g in verdicts.groupby("protocol", sort=False):
+        counted = g[deciding[g.index]]
+        rows.append({"protocol": protocol, "K": int(len(counted)),
+                     **{v.replace("-", "_"): int((counted["verdict"] == v).sum()) for v in VERDICTS},
+                     "decided_by_chance": float(counted["chance"].sum()), "descriptive": int(len(g) - len(counted))})
+    return pd.DataFrame(rows)
 
 
 def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick",
@@ -455,7 +549,10 @@ def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick
                 "claim": v.claim, "name": v.name, "dataset": payload.get("dataset", dataset),
                 "data": _data_kind(payload), "source": str(payload.get("source_label", "")),
                 "protocol": v.protocol, "figure": v.figure, "notebook": NOTEBOOK.get(dataset, dataset),
-                "verdict": v.outcome, "chance": _chance(v.numbers),
+                "verdict": v.outcome, "chance": _chance(v.numbers), "decides": decides(v.numbers),
+                "seeds_in_arm": int(v.numbers.get("arm_seeds", 0)),
+                "horizons": ", ".join(f"{_horizon_name(float(h))} {o}" for h, o in v.numbers.get("horizons", {}).items()),
+                "out_of_regime": int(v.numbers.get("runs_out_of_regime", 0)),
                 "rule": "interval" if _interval_parts(v.numbers) else "sign",
                 "skips": _skip_effects(v.numbers),
                 "seeds": min((int(q["seeds"]) for q in _interval_parts(v.numbers)), default=None),

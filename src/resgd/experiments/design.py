@@ -5,7 +5,11 @@ commit (``book/choices.md``). Nothing here may be changed to make a claim pass.
 Arms (one :class:`Arm` per group of runs that share protocol, step factor and twin init):
 
 * ``beta`` — L = 1, every β of ``Settings.betas``, under ``common`` and ``theory`` c = 0.5; the
-  theory factors c = 0.25 and 1 at β ∈ {0, 1} only (a sensitivity check of the step);
+  theory factors c = 0.25 and 1 at β ∈ {0, 1} only (a sensitivity check of the step). Every β < 1
+  is **matched** to the β = 1 model's signal at t = 0 (:mod:`resgd.experiments.twin`), so that only
+  the skip weight differs; the plain init of 0 < β < 1 (the earlier design's, where ‖Z‖ and so
+  L̂ were smaller and μ larger) is a sensitivity row under ``theory`` c = 0.5 with
+  :data:`PLAIN_INIT_SEEDS` seeds (``twin_init="living"``), never in a verdict;
 * ``factorial`` — L = 1, attention skip × FFN skip, (β, β_ffn) ∈ {0, 1}², under ``theory`` c = 0.5;
 * seeds: the two arms where the theorem's protocol decides at L = 1 (``beta`` and ``factorial``
   under ``theory`` c = 0.5, :data:`INTERVAL_ARMS`) train ``Settings.interval_seeds`` seeds (8 in
@@ -51,13 +55,34 @@ every rule the book uses):
   with its seed counts, and is **undecided** by design;
 * (b) in a ``sign`` arm: Spearman ρ between β and the median rate over seeds: **holds** when ρ ≥
   :data:`SPEARMAN_BOUND`, **fails** when ρ ≤ −:data:`SPEARMAN_BOUND` (five β: 4.2 % each way);
-* (c) treats L = 2, 6, 10 alike: one sign test over all (L, seed) pairs of the depth sweep (3 × 3 in
-  full mode: holds when ≥ 8 of 9 differences are > 0, 2.0 % by chance); the per-depth counts are
-  shown beside it and decide nothing (the 8-seed per-depth verdicts are the robustness map's);
+* (c) one statistic per seed: D_s = the median over L = 2, 6, 10 of d_L = r(β = 1) − r(matched twin)
+  of seed s, then the arm's rule on the D_s (the sign rule with its 3 seeds: it cannot decide, by
+  design). Why per seed: the runs of one seed share the data and the first layers' initial weights,
+  so its three differences are not independent; a test that pooled the 3 × 3 (L, seed) pairs (the
+  earlier rule, :func:`resgd.experiments.claims.check_depth_pooled`, replayed) decides "holds" 12.5 %
+  of the time under no effect when they are fully dependent. The per-depth counts are shown beside
+  it and decide nothing (the 8-seed per-depth verdicts are the robustness map's);
 * factorial: each skip's effect by the arm's rule, with **Holm's correction** over the two skips in
   each direction (a skip **speeds up** when its one-sided sign p-value is ≤ 2.5 % for the smaller, then
   ≤ 5 %); the verdict **holds** when some skip speeds up. Theorem 1's α carries β_ffn² (the FFN
   skip), its σ_min(Z) the attention skip.
+
+Horizons (:data:`HORIZONS`): every check is made at T/4, T/2 and T of the same runs (each run read as
+if it had stopped there, :func:`resgd.experiments.tables.per_run_table`); a verdict **holds** (or
+**fails**) only when it does at all three, is **horizon-dependent** when some horizon decides and
+another does not agree, else **undecided**. Requiring agreement can only lower a rule's chance of a
+decision under no effect. Why not 2T: training every run twice as long does not fit the book's time
+budget; the three horizons span the same factor of 4.
+
+The theorem's regime along the path (:func:`resgd.experiments.tables.left_regime_at`): a run whose
+GD step raised Φ at some t < horizon had μ ≥ 2/L on that step's segment, so it left the regime of
+Theorem 1 (which needs μ < 2/L̂ everywhere on the path); every diverged run is such a run. Under the
+``theory`` protocols such a run's rate is set to NaN, so its pair (or its seed's statistic) drops
+out of the check instead of counting as a win for the other arm; the pages count these runs. Under
+``common`` (one step for all, not the theorem's) a diverged run stays the slower one.
+
+Which arms decide: an arm with fewer than :data:`MIN_INTERVAL_SEEDS` seeds is **descriptive**: its
+checks are shown beside the verdicts, in their own table, and enter no count of verdicts.
 
 Which protocol the theorem speaks to: ``theory`` (μ = c / L̂(θ⁰ of each seed), the step of its
 guarantee).
@@ -82,6 +107,8 @@ ALPHA = 0.05
 MEASURES = ("rate", "rate_half")
 """The primary speed (``rate``: −log(Φ(T)/Φ(0))/T) and the earlier one (``rate_half``), replayed beside it."""
 SENSITIVITY_FACTORS = (0.25, 1.0)
+PLAIN_INIT_SEEDS = 3
+"""Seeds of the β sweep's plain-init sensitivity row (0 < β < 1 without gains, as before this design)."""
 SENSITIVITY_BETAS = (0.0, 1.0)
 FACTORIAL_CELLS = ((0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0))
 MIN_COVERAGE = 0.9
@@ -92,7 +119,11 @@ INTERVAL_ARMS = (("beta", f"theory c={THEORY_PRIMARY:g}"), ("factorial", f"theor
 """(experiment, protocol label) of the arms decided by the interval rule; every other arm: the sign rule."""
 RULES = ("sign", "interval")
 OUTCOMES = ("learning", "stalled", "diverged")
-VERDICTS = ("holds", "fails", "undecided")
+VERDICTS = ("holds", "fails", "horizon-dependent", "undecided")
+HORIZONS = (0.25, 0.5, 1.0)
+"""The fractions of T at which every check is made; a verdict holds or fails only when all agree."""
+REGIME_TOL = 1e-9
+"""A step raised Φ when Φ(t+1) > (1 + REGIME_TOL) Φ(t): above float64 rounding of a loss near its floor."""
 
 
 @dataclass(frozen=True)
@@ -118,9 +149,9 @@ class Arm:
 
     def seeds(self, s) -> tuple[int, ...]:
         """The seeds this arm trains, from :class:`resgd.experiments.study.Settings` ``s``."""
-        if self.rule == "interval":
-            return tuple(s.interval_seeds)
-        return tuple(s.seeds[: self.n_seeds] if self.n_seeds else s.seeds)
+        if self.n_seeds:
+            return tuple(s.seeds[: self.n_seeds])
+        return tuple(s.interval_seeds) if self.rule == "interval" else tuple(s.seeds)
 
 
 def rule(experiment: str, protocol: str) -> str:
@@ -140,6 +171,7 @@ def arms(betas: tuple[float, ...], depths: tuple[int, ...]) -> list[Arm]:
         Arm("beta", "common", None, "matched", beta_points),
         Arm("beta", "theory", c0, "matched", beta_points),
         *(Arm("beta", "theory", c, "matched", ends) for c in SENSITIVITY_FACTORS),
+        Arm("beta", "theory", c0, "living", tuple(p for p in beta_points if 0 < p[0] < 1), n_seeds=PLAIN_INIT_SEEDS),
         Arm("factorial", "theory", c0, "matched", factorial),
         Arm("depth", "common", None, "matched", depth_points),
         Arm("depth", "theory", c0, "matched", depth_points),

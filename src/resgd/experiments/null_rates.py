@@ -3,8 +3,11 @@
 Why: a verdict's false-decision rate is a property of the rule as the book applies it (seed counts,
 the union of tests inside one verdict, the correction), not of one test inside it. So every check
 of :mod:`resgd.experiments.claims` is run, as the pages run it, on per-run tables whose rates are
-i.i.d. draws (no configuration is faster than another), and the fractions of "holds" and "fails"
-are counted. The design promises at most :data:`~resgd.experiments.design.ALPHA` in each direction;
+draws with no effect (no configuration is faster than another), and the fractions of "holds" and
+"fails" are counted. The runs of one seed share data and weights, so each simulated seed draws one
+effect per configuration shared by its depths: the rates of one configuration at its depths have
+correlation ``rho`` (:data:`CORRELATIONS`: 0, 0.5, 1), and so have the seed's differences at its
+depths. The earlier pooled rule for claim (c) is simulated beside the design's (``replayed``). The design promises at most :data:`~resgd.experiments.design.ALPHA` in each direction;
 ``tests/test_null_rates.py`` checks it and the claims page shows the table.
 """
 
@@ -17,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .claims import check_beta_monotone, check_depth_residual_helps, check_factorial, check_residual_helps
+from .claims import check_beta_monotone, check_depth_pooled, check_depth_residual_helps, check_factorial, check_residual_helps
 from .design import ALPHA, FACTORIAL_CELLS
 
 RULES = (
@@ -26,12 +29,16 @@ RULES = (
     ("(a) residual helps", "sign", "beta"),
     ("(b) larger β faster", "interval", "beta"),
     ("(b) larger β faster", "sign", "beta"),
-    ("(c) residual helps at every depth", "sign", "depth"),
+    ("(c) residual helps at depth", "interval", "depth"),
+    ("(c) residual helps at depth", "sign", "depth"),
     ("factorial: some skip speeds up", "interval", "factorial"),
 )
+REPLAYED = (("(c) earlier rule: pooled (L, seed) pairs", "sign", "depth"),)
+"""Rules no longer used, simulated to show why they were replaced (never checked against the bound)."""
+CORRELATIONS = (0.0, 0.5, 1.0)
 
 
-def _table(rng: np.random.Generator, experiment: str, seeds: int, betas, depths) -> pd.DataFrame:
+def _table(rng: np.random.Generator, experiment: str, seeds: int, betas, depths, rho: float = 0.0) -> pd.DataFrame:
     if experiment == "beta":
         points = [(b, b, 1) for b in betas]
     elif experiment == "depth":
@@ -40,7 +47,10 @@ def _table(rng: np.random.Generator, experiment: str, seeds: int, betas, depths)
         points = [(b, f, 1) for b, f in FACTORIAL_CELLS]
     rows = [(experiment, "null", b, f, L, s, "matched") for b, f, L in points for s in range(seeds)]
     table = pd.DataFrame(rows, columns=["experiment", "protocol", "beta", "beta_ffn", "n_layers", "seed", "twin_init"])
-    table["rate"] = rng.standard_normal(len(table))
+    shared = {key: rng.standard_normal() for key in set(zip(table["beta"], table["beta_ffn"], table["seed"]))}
+    own = rng.standard_normal(len(table))
+    common = np.array([shared[key] for key in zip(table["beta"], table["beta_ffn"], table["seed"])])
+    table["rate"] = math.sqrt(rho) * common + math.sqrt(1.0 - rho) * own
     return table
 
 
@@ -49,28 +59,34 @@ def _check(name: str, rule: str, table: pd.DataFrame):
         return check_residual_helps(table, rule=rule)
     if name.startswith("(b)"):
         return check_beta_monotone(table, rule=rule)
+    if name.startswith("(c) earlier"):
+        return check_depth_pooled(table)
     if name.startswith("(c)"):
-        return check_depth_residual_helps(table)
+        return check_depth_residual_helps(table, rule=rule)
     return check_factorial(table, rule=rule)
 
 
 def null_rates(n_sets: int = 5000, *, seeds: int = 3, interval_seeds: int = 8,
-               betas=(0.0, 0.25, 0.5, 0.75, 1.0), depths=(2, 6, 10), seed: int = 0) -> pd.DataFrame:
-    """Per rule: the fraction of ``n_sets`` no-effect data sets on which the verdict says "holds" and
+               betas=(0.0, 0.25, 0.5, 0.75, 1.0), depths=(2, 6, 10), correlations=CORRELATIONS, seed: int = 0) -> pd.DataFrame:
+    """Per rule (the design's :data:`RULES` and the :data:`REPLAYED` ones) and within-seed
+    correlation: the fraction of ``n_sets`` no-effect data sets on which the verdict says "holds" and
     "fails", with the Monte Carlo standard error and the design's bound :data:`ALPHA`."""
     rng = np.random.default_rng(seed)
     rows = []
-    for name, rule, experiment in RULES:
-        n = interval_seeds if rule == "interval" else seeds
-        counts = {"holds": 0, "fails": 0}
-        for _ in range(n_sets):
-            outcome = _check(name, rule, _table(rng, experiment, n, betas, depths)).outcome
-            if outcome in counts:
-                counts[outcome] += 1
-        for direction, count in counts.items():
-            p = count / n_sets
-            rows.append({"check": name, "rule": rule, "seeds": n, "direction": direction, "rate": p,
-                         "se": math.sqrt(max(p * (1 - p), 1e-12) / n_sets), "bound": ALPHA, "sets": n_sets})
+    for replayed, rules in ((False, RULES), (True, REPLAYED)):
+        for name, rule, experiment in rules:
+            n = interval_seeds if rule == "interval" else seeds
+            for rho in (correlations if experiment == "depth" else correlations[:1]):
+                counts = {"holds": 0, "fails": 0}
+                for _ in range(n_sets):
+                    outcome = _check(name, rule, _table(rng, experiment, n, betas, depths, rho)).outcome
+                    if outcome in counts:
+                        counts[outcome] += 1
+                for direction, count in counts.items():
+                    p = count / n_sets
+                    rows.append({"check": name, "rule": rule, "seeds": n, "correlation": rho, "direction": direction,
+                                 "rate": p, "se": math.sqrt(max(p * (1 - p), 1e-12) / n_sets), "bound": ALPHA,
+                                 "sets": n_sets, "replayed": replayed})
     return pd.DataFrame(rows)
 
 

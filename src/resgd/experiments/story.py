@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .design import MIN_INTERVAL_SEEDS
+
 NAMES = {"jena": "Jena", "sst2": "SST-2"}
 THEORY = "theory c=0.5"
 
@@ -18,14 +20,23 @@ def _outcomes(verdicts: pd.DataFrame, name: str, protocol: str) -> dict[str, str
     return dict(zip(rows["dataset"], rows["verdict"]))
 
 
-def _per_dataset(outcomes: dict[str, str], holds: str, fails: str, undecided: str) -> str:
+def _per_dataset(outcomes: dict[str, str], holds: str, fails: str, undecided: str,
+                 horizon: str = "faster or not depending on the horizon (T/4, T/2, T)") -> str:
     """One clause for all data sets when they agree, else one per data set."""
-    words = {"holds": holds, "fails": fails, "undecided": undecided}
+    words = {"holds": holds, "fails": fails, "undecided": undecided, "horizon-dependent": horizon}
     present = [d for d in NAMES if d in outcomes]
     if present and len({outcomes[d] for d in present}) == 1:
         both = "either data set" if outcomes[present[0]] == "undecided" else "both data sets"
         return f"{words[outcomes[present[0]]]} on {both if len(present) > 1 else NAMES[present[0]]}"
     return " and ".join(f"{words[outcomes[d]]} on {NAMES[d]}" for d in present)
+
+
+def _descriptive(verdicts: pd.DataFrame, name: str, protocol: str) -> str:
+    """' (descriptive: n seeds, fewer than a verdict needs)' when the check's arm cannot decide, else ''."""
+    rows = verdicts[(verdicts["name"] == name) & (verdicts["protocol"] == protocol)]
+    if "decides" not in rows.columns or rows["decides"].all():
+        return ""
+    return f" (descriptive: {int(rows['seeds_in_arm'].min())} seeds, fewer than the {MIN_INTERVAL_SEEDS} a verdict needs)"
 
 
 def sentences(verdicts: pd.DataFrame) -> list[str]:
@@ -38,7 +49,8 @@ def sentences(verdicts: pd.DataFrame) -> list[str]:
         "Under the same step, a larger residual weight β " + _per_dataset(
             _outcomes(verdicts, "beta_monotone", THEORY), "trains faster", "trains slower",
             "is not decidedly faster or slower") + ".",
-        "With 2, 6 and 10 layers, models with residual connections against their matched twins without: "
+        "With 2, 6 and 10 layers, models with residual connections against their matched twins without"
+        + _descriptive(verdicts, "depth_residual_helps", THEORY) + ": "
         + _per_dataset(_outcomes(verdicts, "depth_residual_helps", THEORY), "faster", "slower", "undecided") + ".",
     ]
     rows = verdicts[(verdicts["name"] == "factorial") & (verdicts["protocol"] == THEORY)]

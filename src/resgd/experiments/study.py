@@ -44,7 +44,7 @@ from ..pipeline.presets import experiments as preset
 from ..pipeline.reproduce import Outputs, publish, reproduce_part
 from .run_config import RunConfig, config_key  # noqa: F401 - re-exported: the map builds runs through the study
 from .runs import CONFIG_COLUMNS, run, runs_table, sweep, sweep_frames  # noqa: F401
-from .design import ALPHA, MEASURES, MIN_COVERAGE, RATE_WINDOW, RELATIVE_TARGET, SPEARMAN_BOUND, STALL_RATIO, arms
+from .design import ALPHA, HORIZONS, MEASURES, MIN_COVERAGE, RATE_WINDOW, RELATIVE_TARGET, SPEARMAN_BOUND, STALL_RATIO, arms
 from .step_size import (  # noqa: F401
     PROTOCOLS, THEORY_FACTORS, THEORY_PRIMARY, check_protocol, choose_lr, probe_stable, theory_lr, warm_smoothness,
 )
@@ -276,7 +276,8 @@ class ExperimentResults:
     lr: pd.DataFrame
     probes: pd.DataFrame
     runs: pd.DataFrame
-    _per_run: pd.DataFrame | None = field(default=None, repr=False)
+    _per_run_at: dict[float, pd.DataFrame] = field(default_factory=dict, repr=False)
+    _verdicts_at: dict[tuple, list] = field(default_factory=dict, repr=False)
     _readout: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
@@ -287,10 +288,11 @@ class ExperimentResults:
     def source_label(self) -> str:
         return str(self.data.get("source_label", ""))
 
-    def per_run(self) -> pd.DataFrame:
-        if self._per_run is None:
-            self._per_run = per_run_table(self.runs)
-        return self._per_run
+    def per_run(self, horizon: float = 1.0) -> pd.DataFrame:
+        """One row per run (:func:`resgd.experiments.tables.per_run_table`), read at ``horizon`` · T."""
+        if horizon not in self._per_run_at:
+            self._per_run_at[horizon] = per_run_table(self.runs, horizon)
+        return self._per_run_at[horizon]
 
     def summary(self) -> pd.DataFrame:
         return summary_table(self.per_run())
@@ -314,15 +316,22 @@ class ExperimentResults:
                  "depth sweep": pred[pred["experiment"] == "depth"]}
         return pd.DataFrame([{"runs of": name, **link_summary(part)} for name, part in parts.items()])
 
-    def verdicts(self, measure: str = "rate"):
+    def verdicts(self, measure: str = "rate", horizons: Sequence[float] = HORIZONS):
         """Every claim's verdict on the pre-registered ``measure`` (``design.MEASURES``: the primary
-        ``rate``, or ``rate_half`` replayed on the same runs to show where the measure matters)."""
-        from .claims import evaluate
+        ``rate``, or ``rate_half`` replayed on the same runs to show where the measure matters), at
+        every horizon of ``horizons`` and combined by :func:`resgd.experiments.claims.horizon_outcome`."""
+        from .claims import evaluate_horizons
 
         check_choice("measure", measure, MEASURES)
-        runs = self.per_run()
-        runs = runs[runs["twin_init"] == "matched"].assign(rate=lambda t: t[measure])
-        return evaluate(runs, self.settings.dataset)
+        key = (measure, tuple(horizons))
+        if key not in self._verdicts_at:
+            self._verdicts_at[key] = evaluate_horizons({h: self._decided(h, measure) for h in horizons}, self.settings.dataset)
+        return self._verdicts_at[key]
+
+    def _decided(self, horizon: float, measure: str = "rate") -> pd.DataFrame:
+        """The runs that enter verdicts (matched twins), with ``rate`` the chosen measure."""
+        runs = self.per_run(horizon)
+        return runs[runs["twin_init"] == "matched"].assign(rate=lambda t: t[measure])
 
 
 def run_experiments(
@@ -336,13 +345,14 @@ def run_experiments(
 ) -> ExperimentResults:
     """Every arm of the pre-registered design (:func:`resgd.experiments.design.arms`) for one data
     set: the step sizes of each protocol, then the runs, all cached. Tags each run with its
-    arm (``experiment``, ``protocol``, ``c``, ``twin_init``, ``beta_ffn``). ``only``: the arms to run,
+    arm (``experiment``, ``protocol``, ``c``, ``twin_init``, ``beta_ffn``). ``only``: the matched arms to run,
     as (experiment, protocol label) pairs (the Jena stand-in's sensitivity row runs the L = 1 arms of
     the theorem's protocol only)."""
     data = load_dataset(s.spec, s.dtype)
     engine = {"n_jobs": n_jobs, "cache_dir": cache_dir, "progress": progress, "scheduler": scheduler}
     sizes = {"beta": s, "factorial": s, "depth": s.depth()}
-    chosen = [arm for arm in arms(s.betas, s.depths) if only is None or (arm.experiment, arm.label) in set(only)]
+    chosen = [arm for arm in arms(s.betas, s.depths)
+              if only is None or ((arm.experiment, arm.label) in set(only) and arm.twin_init == "matched")]
     common = {}
     probes = []
     for experiment, depths in (("beta", [1]), ("depth", list(s.depths))):
@@ -406,6 +416,7 @@ def make_figure(results: ExperimentResults, kind: str):
         label_standin(fig, banner_text(runs))
         plots.label_source(fig, runs)
         return fig
+    runs = runs[(runs["experiment"] == "depth") | (runs["twin_init"] == "matched")]  # the β sweep's plain-init row: a table
     if kind == "residual":
         part = runs[(runs["experiment"] == "beta") & runs["beta"].isin([0.0, 1.0])]
         return plots.plot_residual(loss_curves(part), dataset=name)
@@ -426,6 +437,7 @@ def make_figure(results: ExperimentResults, kind: str):
     if kind == "conditioning":
         return plots.plot_conditioning(conditioning_curves(primary), dataset=name)
     per_run = results.per_run()
+    per_run = per_run[(per_run["experiment"] == "depth") | (per_run["twin_init"] == "matched")]
     return plots.plot_rate(per_run[(per_run["protocol"] == PRIMARY) & (per_run["experiment"] != "factorial")], dataset=name)
 
 
@@ -457,6 +469,60 @@ def replay_table(results: ExperimentResults) -> pd.DataFrame:
     rows = [{"claim": name, "protocol": protocol, "rate (deciding)": outcome, "rate_half (replayed)": replay.get((name, protocol), "—"),
              "changed": replay.get((name, protocol)) != outcome} for (name, protocol), outcome in primary.items()]
     return pd.DataFrame(rows)
+
+
+def beta_init_table(results: ExperimentResults) -> pd.DataFrame:
+    """The β sweep under the theorem's step (c = 0.5) with every β matched to β = 1's signal at t = 0
+    (the design) beside the plain init of 0 < β < 1 (the earlier design, a sensitivity row), on the
+    seeds both have: per β and init, the median step μ, rate r and speed per unit step r/μ."""
+    runs = results.per_run()
+    runs = runs[(runs["experiment"] == "beta") & (runs["protocol"] == PRIMARY)]
+    plain = runs[runs["twin_init"] == "living"]
+    seeds = sorted(set(plain["seed"])) or sorted(set(runs["seed"]))
+    runs = runs[runs["seed"].isin(seeds)]
+    rows = []
+    for (init, beta), g in runs.groupby(["twin_init", "beta"], sort=True):
+        rows.append({"init": "matched (design)" if init == "matched" else "plain (sensitivity)", "beta": beta,
+                     "seeds": len(g), "mu": float(g["lr"].median()), "rate": float(g["rate"].median()),
+                     "rate_per_mu": float(g["rate_per_lr"].median())})
+    return pd.DataFrame(rows).sort_values(["init", "beta"], ignore_index=True)
+
+
+def horizon_table(results: ExperimentResults) -> pd.DataFrame:
+    """Each check (claim × protocol) at every horizon of :data:`~resgd.experiments.design.HORIZONS`,
+    the design's combined verdict, whether its arm decides (≥ 8 seeds) and, for claim (c), the
+    earlier pooled rule replayed at T (:func:`resgd.experiments.claims.check_depth_pooled`)."""
+    from .claims import _horizon_name, check_depth_pooled, decides, out_of_regime_removed
+
+    pooled = {}
+    decided = out_of_regime_removed(results._decided(1.0))
+    for protocol, rows in decided.groupby("protocol", sort=False):
+        if (rows["experiment"] == "depth").any():
+            pooled[protocol] = check_depth_pooled(rows).outcome
+    rows = []
+    for v in results.verdicts():
+        row = {"claim": v.name, "protocol": v.protocol, "seeds": v.numbers.get("arm_seeds"),
+               **{_horizon_name(float(h)): o for h, o in v.numbers["horizons"].items()},
+               "verdict": v.outcome, "decides": decides(v.numbers),
+               "theory runs out of regime": v.numbers.get("runs_out_of_regime", 0) if v.protocol.startswith("theory") else "",
+               "earlier rule at T": pooled.get(v.protocol, "") if v.name == "depth_residual_helps" else v.numbers["outcome_at_T"]}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def regime_table(results: ExperimentResults) -> pd.DataFrame:
+    """Per protocol and experiment: the runs, how many left the theorem's regime before T
+    (a step raised Φ: :func:`resgd.experiments.tables.left_regime_at`) and before T/2, how many of
+    those diverged, and the median iteration at which they left."""
+    runs = results.per_run()
+    runs = runs[runs["twin_init"] == "matched"]
+    frac = runs["left_regime_at"] / runs["iterations"]
+    out = (runs.assign(before_half=frac < 0.5)
+           .groupby(["protocol", "experiment"], sort=False)
+           .agg(runs=("left_regime", "size"), left=("left_regime", "sum"), left_before_half=("before_half", "sum"),
+                diverged=("diverged", "sum"), median_left_at=("left_regime_at", "median"))
+           .reset_index())
+    return out.astype({"left": int, "left_before_half": int, "diverged": int})
 
 
 def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[str, Any]:
@@ -493,6 +559,15 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
             out[f"{slug}-c-threshold"] = "—" if v.numbers["threshold"] is None else int(v.numbers["threshold"])
     replay = replay_table(results)
     out["replay-changed"], out["replay-K"] = int(replay["changed"].sum()), int(len(replay))
+    horizons = horizon_table(results)
+    out["horizon-dependent"] = int((horizons["verdict"] == "horizon-dependent").sum())
+    out["horizon-K"] = int(len(horizons))
+    out["descriptive"] = int((~horizons["decides"]).sum())
+    theory_runs = results.per_run()
+    theory_runs = theory_runs[(theory_runs["twin_init"] == "matched") & theory_runs["protocol"].str.startswith("theory")]
+    out["theory-runs"] = int(len(theory_runs))
+    out["theory-left"] = int(theory_runs["left_regime"].sum())
+    out["theory-left-diverged"] = int((theory_runs["left_regime"] & theory_runs["diverged"]).sum())
     twins = twins_table(results)
     for _, row in twins.iterrows():
         model = {"residual": "res", **{name: slug for slug, name in zip(("twin", "living", "dead"), TWIN_NAMES.values())}}[row["model"]]

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..core.stats import empirical_rate
 
-from .design import OUTCOMES, RATE_WINDOW, RELATIVE_TARGET, STALL_RATIO
+from .design import OUTCOMES, RATE_WINDOW, REGIME_TOL, RELATIVE_TARGET, STALL_RATIO
 
 RUN_KEYS = ["experiment", "protocol", "twin_init", "dataset", "beta", "beta_ffn", "n_layers", "lr", "seed"]
 CONFIG_KEYS = ["experiment", "protocol", "twin_init", "n_layers", "beta", "beta_ffn"]
@@ -31,17 +31,42 @@ def outcome(diverged: bool, loss_ratio_T: float) -> str:
     return "stalled" if not loss_ratio_T < STALL_RATIO else "learning"
 
 
-def per_run_table(runs: pd.DataFrame) -> pd.DataFrame:
+def left_regime_at(loss: np.ndarray) -> float:
+    """The first iteration t whose GD step raised the loss, Φ(t+1) > (1 + :data:`REGIME_TOL`) Φ(t)
+    (a non-finite Φ(t+1) counts), or NaN if none: from t on the run is proven to have left the
+    theorem's regime. Why this proves it: where Φ is L-smooth along the step, GD with μ < 2/L
+    lowers Φ (the descent lemma), so a rise shows μ ≥ 2/L on that segment. The converse does not
+    hold: a run never flagged may still have had μ > 2/L somewhere (the count is a lower bound)."""
+    loss = np.asarray(loss, dtype=float)
+    with np.errstate(invalid="ignore"):
+        up = ~np.isfinite(loss[1:]) | (loss[1:] > (1.0 + REGIME_TOL) * loss[:-1])
+    hits = np.flatnonzero(up)
+    return float(hits[0]) if hits.size else math.nan
+
+
+def per_run_table(runs: pd.DataFrame, horizon: float = 1.0) -> pd.DataFrame:
     """One row per run, with the pre-registered measures (:mod:`resgd.experiments.design`): the
     primary rate ``rate`` = −log(Φ(T)/Φ(0))/T (−∞ when diverged), the secondary ``rate_half`` (minus
     the slope of log Φ over the first half of the run), the iterations to Φ ≤ ½ Φ(0) (+∞ when never),
-    the outcome, Φ(T)/Φ(0) and the loss at T, loss spikes, the spectrum of Z⁽⁰⁾ and the end-of-run metrics."""
+    the outcome, Φ(T)/Φ(0) and the loss at T, loss spikes, where the run left the theorem's regime
+    (:func:`left_regime_at`), the spectrum of Z⁽⁰⁾ and the end-of-run metrics.
+
+    ``horizon`` < 1 reads every run as if it had stopped at h = round(horizon · T) (the
+    design's :data:`~resgd.experiments.design.HORIZONS`): the history up to h, diverged only if
+    it diverged by h; the end-of-run metrics stay those of T."""
+    if not 0 < horizon <= 1:
+        raise ValueError(f"per_run_table: horizon is a fraction of T in (0, 1], got {horizon!r}")
     rows = []
     for keys, h in runs.groupby(RUN_KEYS, sort=False):
         h = h.sort_values("iteration")
         first = h.iloc[0]
         T = int(first["iterations"])
+        left_at = left_regime_at(h["loss"].to_numpy(dtype=float))
         diverged = bool(first["diverged"])
+        if horizon < 1:
+            T = int(round(horizon * T))
+            diverged = diverged and float(first["diverged_at"]) <= T
+            h = h[h["iteration"] <= T]
         loss_0 = float(first["loss"])
         loss_T = math.inf if diverged else float(h["loss"].iloc[-1])
         ratio_T = loss_T / loss_0 if loss_0 > 0 else math.nan
@@ -58,6 +83,8 @@ def per_run_table(runs: pd.DataFrame) -> pd.DataFrame:
             "outcome": outcome(diverged, ratio_T),
             "diverged": diverged,
             "diverged_at": first["diverged_at"],
+            "left_regime_at": left_at,
+            "left_regime": bool(left_at < T),
             "loss_0": loss_0,
             "loss_T": loss_T,
             "loss_ratio_T": ratio_T,
@@ -90,6 +117,7 @@ def summary_table(per_run: pd.DataFrame) -> pd.DataFrame:
                **{o: int(counts.get(o, 0)) for o in OUTCOMES},
                "rate": float(g["rate"].median()),
                "rate_half": float(g["rate_half"].median()),
+               "rate_per_lr": float(g["rate_per_lr"].median()),
                "iterations_to_target": float(g["iterations_to_target"].median()),
                "loss_ratio_T": float(g["loss_ratio_T"].median()),
                "loss_0": float(g["loss_0"].mean()),

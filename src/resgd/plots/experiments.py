@@ -267,7 +267,7 @@ def plot_rate(per_run: pd.DataFrame, dataset: str = "") -> plt.Figure:
     return fig
 
 
-VERDICT_COLORS = {"holds": 2, "fails": 3, "undecided": 7}
+VERDICT_COLORS = {"holds": 2, "fails": 3, "horizon-dependent": 4, "undecided": 7}
 
 
 def plot_verdicts(verdicts: pd.DataFrame) -> plt.Figure:
@@ -284,7 +284,9 @@ def plot_verdicts(verdicts: pd.DataFrame) -> plt.Figure:
         i, j = rows.index((row["dataset"], row["protocol"])), names.index(row["name"])
         ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=palette[VERDICT_COLORS[row["verdict"]]], alpha=0.75,
                                    edgecolor="white", linewidth=2))
-        ax.text(j + 0.5, i + 0.5, row["verdict"], ha="center", va="center", color="black")
+        descriptive = "decides" in row and not bool(row["decides"])
+        ax.text(j + 0.5, i + 0.5, row["verdict"] + ("\n(descriptive)" if descriptive else ""), ha="center", va="center",
+                color="black", fontsize="small" if descriptive else None)
     ax.set_xlim(0, len(names))
     ax.set_ylim(len(rows), 0)
     short = {"residual_helps": "(a) residual\nfaster", "beta_monotone": "(b) larger β\nfaster",
@@ -308,10 +310,10 @@ def plot_verdicts(verdicts: pd.DataFrame) -> plt.Figure:
 DECIDED_BY = {
     "residual_helps": "per-seed r(β = 1) − r(β = 0)",
     "beta_monotone": "per-seed Spearman(β, r)",
-    "depth_residual_helps": "r(residual) − r(matched twin), every (L, seed) pair",
+    "depth_residual_helps": "r(residual) − r(matched twin) per (L, seed) (dots); per-seed median over L (◆, decides)",
     "factorial": "per-seed mean effect of a skip on r",
 }
-OUTCOME_COLORS = {"holds": "#1a7f37", "fails": "#b42318", "undecided": "#57606a"}
+OUTCOME_COLORS = {"holds": "#1a7f37", "fails": "#b42318", "horizon-dependent": "#8250df", "undecided": "#57606a"}
 
 
 def _rule_text(numbers: dict) -> str:
@@ -367,6 +369,11 @@ def plot_decision(verdicts, claim: str, dataset: str = "", measure: str = "r = �
                 values += list(part["differences"])
                 colors += [palette[i % len(palette)]] * len(part["differences"])
             _strip(ax, values, n, v.outcome, v.protocol, colors)
+            finite = np.asarray(values, dtype=float)
+            finite = finite[np.isfinite(finite)]
+            edge = 1.15 * (float(np.max(np.abs(finite))) if finite.size and np.max(np.abs(finite)) > 0 else 1.0)
+            medians = np.clip(np.nan_to_num(np.asarray(n.get("values", []), dtype=float), posinf=edge, neginf=-edge), -edge, edge)
+            ax.plot(medians, np.full(len(medians), -0.45), marker="D", color="black", ms=5, ls="none")
             names = ["blue", "orange", "green", "red", "purple"]
             if ax is axes[0, 0]:
                 ax.set_title("colour: " + ", ".join(f"L = {L} ({names[i % len(names)]})" for i, L in enumerate(n["by_depth"])),
