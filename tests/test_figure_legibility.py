@@ -151,7 +151,8 @@ def _verdicts():
     for d, p in itertools.product(("jena", "sst2"), ("common", "theory c=0.25", "theory c=0.5", "theory c=1")):
         names = ["residual_helps"] + (["beta_monotone", "depth_residual_helps"] if p in ("common", "theory c=0.5") else []) \
             + (["factorial"] if p == "theory c=0.5" else [])
-        rows += [{"dataset": d, "protocol": p, "name": n, "verdict": str(RNG.choice(["holds", "fails", "undecided"])),
+        rows += [{"dataset": d, "protocol": p, "name": n, "verdict": str(RNG.choice(["holds", "fails", "horizon-dependent", "undecided"])),
+                  "decides": p == "theory c=0.5" and n != "depth_residual_helps",
                   "data": "synthetic stand-in" if d == "jena" else "real"} for n in names]
     return pd.DataFrame(rows)
 

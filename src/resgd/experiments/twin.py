@@ -114,3 +114,61 @@ def matched_gains(cfg: ModelConfig, ref_cfg: ModelConfig, seed: int, spec: Datas
             H_ref = ref_trace.H
             gains.append((g_v, g_2))
     return tuple(gains)
+
+
+TWIN_MODELS = (("residual", 1.0, "matched"), ("matched twin", 0.0, "matched"), ("He-scaled twin", 0.0, "living"))
+
+
+def twin_table(s, *, cache_dir=None, smoothness: bool = True, n_jobs: int = 2):
+    """At t = 0, per depth and seed of ``s`` (a :class:`resgd.experiments.study.Settings`; give its
+    ``depth()`` sizes): the RMS of the last hidden state, the gradient norm (whole, the read-out's, the
+    rest's) and L̂ of the residual model, its matched twin and the earlier He-scaled twin, with the
+    twins' ratios to the residual model. L̂ comes from the run cache; the missing ones (the He-scaled
+    twin's, which no arm trains under the theorem's step) are computed first on ``n_jobs`` workers."""
+    import math
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from ..core.train import loss_and_grad
+    from .step_size import smoothness as smoothness_of, warm_smoothness
+
+    if smoothness:
+        warm_smoothness([(replace(s, twin_init=init), beta, L, None, seed) for L in s.depths for seed in s.seeds
+                         for _, beta, init in TWIN_MODELS], n_jobs=n_jobs, cache_dir=cache_dir)
+    data = load_dataset(s.spec, "float64")
+    rows = []
+    for L in s.depths:
+        for seed in s.seeds:
+            for model, beta, init in TWIN_MODELS:
+                ss = replace(s, twin_init=init)
+                cfg = ss.model(beta, L, seed=seed)
+                _, grads, trace = loss_and_grad(init_params(cfg, seed), cfg, data.X_train, data.Y_train,
+                                                data.mask_train, s.reduction)
+                readout = float(grads["W_U"].norm())
+                body = math.sqrt(sum(float(g.pow(2).sum()) for k, g in grads.items() if k != "W_U"))
+                rows.append({"n_layers": L, "seed": seed, "model": model,
+                             "rms_H": _rms(trace.layers[-1].H, data.mask_train),
+                             "grad": math.hypot(readout, body), "grad_readout": readout, "grad_rest": body,
+                             "L_hat": smoothness_of(ss, beta, L, seed=seed, cache_dir=cache_dir) if smoothness else math.nan})
+    table = pd.DataFrame(rows)
+    ref = table[table["model"] == "residual"].set_index(["n_layers", "seed"])
+    for column in ("rms_H", "grad", "grad_rest", "L_hat"):
+        table[f"{column}_ratio"] = table[column].to_numpy() / ref.loc[list(zip(table["n_layers"], table["seed"])), column].to_numpy()
+    return table
+
+
+def twin_summary(table) -> dict[str, float]:
+    """The ranges a page states about :func:`twin_table`: over every depth and seed, the matched twin's
+    RMS deviation, gradient and L̂ ratios, and the He-scaled twin's."""
+    out = {}
+    for model, slug in (("matched twin", "twin"), ("He-scaled twin", "he")):
+        part = table[table["model"] == model]
+        out[f"{slug}-rms-dev"] = float((part["rms_H_ratio"] - 1).abs().max())
+        out[f"{slug}-rms-max"] = float(part["rms_H_ratio"].max())
+        for column in ("grad", "grad_rest", "L_hat"):
+            out[f"{slug}-{column.replace('_', '')}-min"] = float(part[f"{column}_ratio"].min())
+            out[f"{slug}-{column.replace('_', '')}-max"] = float(part[f"{column}_ratio"].max())
+    out["res-lhat-max"] = float(table.loc[table["model"] == "residual", "L_hat"].max())
+    out["he-lhat-abs-max"] = float(table.loc[table["model"] == "He-scaled twin", "L_hat"].max())
+    return out

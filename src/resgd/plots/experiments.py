@@ -285,8 +285,9 @@ def plot_verdicts(verdicts: pd.DataFrame) -> plt.Figure:
         ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=palette[VERDICT_COLORS[row["verdict"]]], alpha=0.75,
                                    edgecolor="white", linewidth=2))
         descriptive = "decides" in row and not bool(row["decides"])
-        ax.text(j + 0.5, i + 0.5, row["verdict"] + ("\n(descriptive)" if descriptive else ""), ha="center", va="center",
-                color="black", fontsize="small" if descriptive else None)
+        word = str(row["verdict"]).replace("horizon-dependent", "horizon-\ndependent")
+        ax.text(j + 0.5, i + 0.5, word + ("\n(descriptive)" if descriptive else ""), ha="center", va="center",
+                color="black", fontsize="small" if descriptive or "\n" in word else None)
     ax.set_xlim(0, len(names))
     ax.set_ylim(len(rows), 0)
     short = {"residual_helps": "(a) residual\nfaster", "beta_monotone": "(b) larger β\nfaster",
