@@ -148,6 +148,14 @@ def test_a_theory_run_out_of_the_regime_drops_out_and_a_common_one_does_not():
     assert a.numbers["seeds"] == 8 and a.numbers["excluded"] == 0 and a.numbers["faster_in"] == 8
 
 
+def test_a_dropped_run_leaves_its_seed_out_of_claim_b_and_keeps_the_rule():
+    rates = {**EIGHT, 0.5: [math.nan] + EIGHT[0.5][1:]}  # seed 0's β = 0.5 run left the regime
+    b = claims.check_beta_monotone(table(rates), rule="interval")
+    assert b.numbers["seeds"] == 8 and b.numbers["excluded"] == 1 and b.outcome == "holds"  # 7 of 8 agree
+    rates = {**EIGHT, 0.5: [math.nan] * 5 + EIGHT[0.5][5:]}
+    assert claims.check_beta_monotone(table(rates), rule="interval").outcome == "undecided"  # 3 left: no interval at 90 %
+
+
 def test_an_arm_of_fewer_than_eight_seeds_is_descriptive():
     few = {v.name: v for v in claims.evaluate(table(MONOTONE, protocol="common"), "jena")}
     assert few["residual_helps"].numbers["arm_seeds"] == 6 and not claims.decides(few["residual_helps"].numbers)

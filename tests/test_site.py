@@ -130,6 +130,21 @@ def tracebacks(page: str, html: str) -> list[str]:
     return bad
 
 
+LEAKED_REPR = ("PosixPath(", "WindowsPath(", "ModelConfig(")
+"""Python reprs that show the build machine's paths or internals on a page (a cell that ends in a
+call whose return value nobody asked to see)."""
+
+
+def leaked_reprs(page: str, html: str) -> list[str]:
+    """Leaked reprs, and pandas tables cut short (a "..." column header hides columns)."""
+    tree = content(soup(html))
+    text = tree.get_text(" ")
+    bad = [f"{page}: output shows {needle!r}" for needle in LEAKED_REPR if needle in text]
+    bad += [f"{page}: a table hides columns behind '...'" for table in tree.select("table.dataframe")
+            if any(cell.get_text(strip=True) in ("...", "…") for cell in table.select("thead th"))]
+    return bad
+
+
 def glued_figure_problems(page: str, html: str) -> list[str]:
     """Figures shown twice, figures rendered as text, and <figure>s without an image."""
     tree = content(soup(html))
@@ -274,6 +289,20 @@ def test_no_raw_markup_or_tracebacks():
     require_site()
     problems = [p for page in toc_pages() for check in (leftover_markup, tracebacks) for p in check(page, read(page))]
     assert not problems, report(problems)
+
+
+@pytest.mark.site
+def test_no_output_leaks_a_python_repr():
+    require_site()
+    problems = [p for page in toc_pages() for p in leaked_reprs(page, read(page))]
+    assert not problems, report(problems)
+
+
+def test_checker_finds_a_leaked_path_and_a_cut_table():
+    page = '<article class="bd-article"><pre>{"png": PosixPath("/home/x/figures/a.png")}</pre></article>'
+    assert leaked_reprs("notebooks/x.html", page) and not leaked_reprs("notebooks/x.html", '<article class="bd-article">ok</article>')
+    cut = '<article class="bd-article"><table class="dataframe"><thead><tr><th>a</th><th>...</th></tr></thead></table></article>'
+    assert leaked_reprs("notebooks/x.html", cut)
 
 
 @pytest.mark.site

@@ -66,6 +66,9 @@ def test_execution_page_renders_every_key_the_records_have(tmp_path):
     assert "| notebooks/02_b | quick | 2.0 | ✗ **failed** |  |" in text
     assert "ValueError | boom" in text.split("## Failures")[1]  # errors below, unescaped in their code block
     assert "No execution report" in ext.execution_markdown(None)
+    assert "at a time" not in text  # one notebook at a time: wall time is the rows' sum
+    overlapped = ext.execution_markdown({**REPORT, "jobs": 2})
+    assert "up to 2 notebooks at a time, so the rows' seconds add up to 3.2" in overlapped
     page = ext.write_execution_page(tmp_path)  # no report: the page says so
     assert page == tmp_path / "book" / "execution.md" and "No execution report" in page.read_text()
     (tmp_path / "_build").mkdir()

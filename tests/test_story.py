@@ -12,7 +12,8 @@ def _verdicts(**changes) -> pd.DataFrame:
     for name in ("residual_helps", "beta_monotone", "depth_residual_helps", "factorial"):
         for dataset in ("jena", "sst2"):
             rows.append(dict(name=name, protocol="theory c=0.5", dataset=dataset, verdict=changes.get(f"{name}-{dataset}", "undecided"),
-                             skips="attention skip undecided, FFN skip undecided" if name == "factorial" else ""))
+                             skips="attention skip undecided, FFN skip undecided" if name == "factorial" else "",
+                             shape=changes.get(f"shape-{dataset}", "rises with β") if name == "beta_monotone" else ""))
     for name in ("beta_monotone", "depth_residual_helps"):
         for dataset in ("jena", "sst2"):
             rows.append(dict(name=name, protocol="common", dataset=dataset, verdict=changes.get(f"common-{name}-{dataset}", "holds"), skips=""))
@@ -28,3 +29,20 @@ def test_each_sentence_follows_its_verdicts():
     assert "faster than without it on Jena and not decidedly faster or slower than without it on SST-2" in changed[0]
     assert "undecided on Jena and slower on SST-2" in changed[2]
     assert changed[1] == plain[1]
+
+
+def test_the_beta_sentence_names_the_shape():
+    plain = sentences(_verdicts(**{"shape-sst2": "is an inverted U in β (peak at β = 0.25)"}))
+    assert "the median rate over seeds rises with β on Jena and is an inverted U in β (peak at β = 0.25) on SST-2" in plain[1]
+
+
+def test_rate_shape_names_monotone_inverted_u_and_flat():
+    from resgd.experiments.claims import rate_shape
+
+    assert rate_shape({"0": 1.0, "0.5": 2.0, "1": 3.0}) == "rises with β"
+    assert rate_shape({"0": 3.0, "0.5": 2.0, "1": 1.0}) == "falls with β"
+    assert rate_shape({"0": 1.0, "0.25": 3.0, "0.5": 2.5, "0.75": 2.0, "1": 0.5}) == "is an inverted U in β (peak at β = 0.25)"
+    assert rate_shape({"0": 3.0, "0.5": 1.0, "1": 2.0}) == "is a U in β (lowest at β = 0.5)"
+    assert rate_shape({"0": 1.0, "0.5": 1.001, "1": 0.999}) == "is flat in β"
+    assert rate_shape({"0": 1.0, "0.25": 2.0, "0.5": 1.0, "0.75": 2.0, "1": 1.0}) == "has no single shape in β"
+    assert rate_shape({"0": float("-inf"), "0.5": 1.0, "1": 2.0}) == "rises with β"  # a diverged median is the lowest

@@ -243,12 +243,14 @@ def check_beta_monotone(per_run: pd.DataFrame, *, dataset: str = "", figure: str
     if len(medians) < 3:
         raise ValueError(f"claims: claim (b) needs at least 3 values of β at L = 1, got {list(medians.index)}")
     if rule == "interval":
-        table = rows.pivot_table(index="seed", columns="beta", values="rate", aggfunc="first").sort_index(axis=1)
+        table = (rows.pivot_table(index="seed", columns="beta", values="rate", aggfunc="first", dropna=False)
+                 .reindex(index=sorted(set(rows["seed"]))).sort_index(axis=1))  # a seed with a dropped run stays, as NaN
         table = table.replace(-math.inf, -np.finfo(float).max)
         betas = table.columns.to_numpy(dtype=float)
         rhos = [spearman(betas, row) if np.isfinite(row).all() else math.nan for row in table.to_numpy(dtype=float)]
         r = interval_rule(rhos, "claim (b)")
-        numbers = {**r, "spearman": r["median"], "rate_by_beta": {f"{b:g}": float(v) for b, v in medians.items()}}
+        by_beta = {f"{b:g}": float(v) for b, v in medians.items()}
+        numbers = {**r, "spearman": r["median"], "rate_by_beta": by_beta, "shape": rate_shape(by_beta)}
         detail = (f"per-seed Spearman(β, rate): {_interval_text(r)}; median rates "
                   + ", ".join(f"β={b:g}: {_fmt(v)}" for b, v in medians.items()))
         return Verdict("beta_monotone", CLAIMS["beta_monotone"], r["outcome"], numbers, detail, dataset,
@@ -257,8 +259,9 @@ def check_beta_monotone(per_run: pd.DataFrame, *, dataset: str = "", figure: str
     rho = float(spearman(ranked.index.to_numpy(dtype=float), ranked.to_numpy(dtype=float)))
     outcome = ("holds" if rho >= SPEARMAN_BOUND else "fails" if rho <= -SPEARMAN_BOUND else "undecided") \
         if math.isfinite(rho) else "undecided"
+    by_beta = {f"{b:g}": float(v) for b, v in medians.items()}
     numbers = {"outcome": outcome, "spearman": rho, "bound": SPEARMAN_BOUND, "chance": spearman_chance(len(medians)),
-               "rate_by_beta": {f"{b:g}": float(v) for b, v in medians.items()}}
+               "rate_by_beta": by_beta, "shape": rate_shape(by_beta)}
     detail = (f"Spearman(β, median rate) = {rho:.3g} (holds ≥ {SPEARMAN_BOUND:g}, fails ≤ −{SPEARMAN_BOUND:g}); "
               + ", ".join(f"β={b:g}: {_fmt(v)}" for b, v in medians.items()))
     return Verdict("beta_monotone", CLAIMS["beta_monotone"], outcome, numbers, detail, dataset,
@@ -284,6 +287,34 @@ def _depth_pairs(per_run: pd.DataFrame) -> tuple[dict[str, dict[str, Any]], pd.D
 def _median_or_nan(values: np.ndarray) -> float:
     kept = values[~np.isnan(values)]
     return float(np.median(kept)) if kept.size else math.nan
+
+
+def rate_shape(rate_by_beta: dict[str, float], tolerance: float = 0.02) -> str:
+    """The shape of the median rate over β as a verb phrase: "rises with β", "falls with β", "is an
+    inverted U in β (peak at β = b)", "is a U in β (lowest at β = b)", "is flat in β" or "has no
+    single shape in β". A step smaller than ``tolerance`` times the largest finite |rate| is level; a
+    diverged median (−∞) is the lowest. Why: "a larger β trains slower" misreads an inverted U; a
+    sentence must name the shape it describes."""
+    items = sorted(((float(b), float(v)) for b, v in rate_by_beta.items()), key=lambda bv: bv[0])
+    betas, rates = [b for b, _ in items], np.array([v for _, v in items])
+    finite = rates[np.isfinite(rates)]
+    if len(items) < 3 or finite.size == 0 or np.isnan(rates).any():
+        return "has no single shape in β"
+    top = float(np.max(np.abs(finite)))
+    rates = np.where(rates == -math.inf, float(finite.min()) - 1.0 - top, rates)
+    diffs = np.diff(rates)
+    moves = np.sign(diffs[np.abs(diffs) > tolerance * top])
+    if moves.size == 0:
+        return "is flat in β"
+    if (moves > 0).all():
+        return "rises with β"
+    if (moves < 0).all():
+        return "falls with β"
+    if np.count_nonzero(np.diff(moves)) == 1:
+        if moves[0] > 0:
+            return f"is an inverted U in β (peak at β = {betas[int(np.argmax(rates))]:g})"
+        return f"is a U in β (lowest at β = {betas[int(np.argmin(rates))]:g})"
+    return "has no single shape in β"
 
 
 def check_depth_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "", rule: str = "sign") -> Verdict:
@@ -553,6 +584,7 @@ def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick
                 "seeds_in_arm": int(v.numbers.get("arm_seeds", 0)),
                 "horizons": ", ".join(f"{_horizon_name(float(h))} {o}" for h, o in v.numbers.get("horizons", {}).items()),
                 "out_of_regime": int(v.numbers.get("runs_out_of_regime", 0)),
+                "shape": str(v.numbers.get("shape", "")),
                 "rule": "interval" if _interval_parts(v.numbers) else "sign",
                 "skips": _skip_effects(v.numbers),
                 "seeds": min((int(q["seeds"]) for q in _interval_parts(v.numbers)), default=None),

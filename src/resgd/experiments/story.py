@@ -31,6 +31,15 @@ def _per_dataset(outcomes: dict[str, str], holds: str, fails: str, undecided: st
     return " and ".join(f"{words[outcomes[d]]} on {NAMES[d]}" for d in present)
 
 
+def _shapes(verdicts: pd.DataFrame, protocol: str) -> str:
+    """'; the median rate over seeds rises with β on Jena and …' (the shape, claim (b)'s rows)."""
+    if "shape" not in verdicts.columns:
+        return ""
+    rows = verdicts[(verdicts["name"] == "beta_monotone") & (verdicts["protocol"] == protocol) & (verdicts["shape"] != "")]
+    parts = [f"{r.shape} on {NAMES.get(r.dataset, r.dataset)}" for r in rows.itertuples()]
+    return "; the median rate over seeds " + " and ".join(parts) if parts else ""
+
+
 def _descriptive(verdicts: pd.DataFrame, name: str, protocol: str) -> str:
     """' (descriptive: n seeds, fewer than a verdict needs)' when the check's arm cannot decide, else ''."""
     rows = verdicts[(verdicts["name"] == name) & (verdicts["protocol"] == protocol)]
@@ -48,7 +57,7 @@ def sentences(verdicts: pd.DataFrame) -> list[str]:
                                                     "not decidedly faster or slower than without it") + ".",
         "Under the same step, a larger residual weight β " + _per_dataset(
             _outcomes(verdicts, "beta_monotone", THEORY), "trains faster", "trains slower",
-            "is not decidedly faster or slower") + ".",
+            "is not decidedly faster or slower") + _shapes(verdicts, THEORY) + ".",
         "With 2, 6 and 10 layers, models with residual connections against their matched twins without"
         + _descriptive(verdicts, "depth_residual_helps", THEORY) + ": "
         + _per_dataset(_outcomes(verdicts, "depth_residual_helps", THEORY), "faster", "slower", "undecided") + ".",

@@ -552,6 +552,7 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
             out[f"{slug}-a-chance"] = float(v.numbers["chance"])
         if key == "b":
             out[f"{slug}-b-rho"] = float(v.numbers["spearman"])
+            out[f"{slug}-b-shape"] = str(v.numbers["shape"])
         if key == "f":
             out[f"{slug}-f-carried"] = v.numbers["carried_by"]
         if key == "c":

@@ -405,12 +405,13 @@ def kill_tree(proc: subprocess.Popen) -> None:
         pass
 
 
-def write_report(path: Path, records: Sequence[Record], mode: str, total: float) -> None:
-    """Write the execution report atomically (:mod:`resgd.atomic`)."""
+def write_report(path: Path, records: Sequence[Record], mode: str, total: float, jobs: int = 1) -> None:
+    """Write the execution report atomically (:mod:`resgd.atomic`); ``jobs``: notebooks run at a time."""
     report = {
         "mode": mode,
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "total_seconds": round(total, 2),
+        "jobs": int(jobs),
         "ok": all(r.ok for r in records),
         "notebooks": [asdict(r) for r in records],
     }
@@ -487,7 +488,7 @@ def build(
         log(f"  {rec.notebook:<32} {rec.seconds:8.1f} s  {'ok' if rec.ok else 'FAILED'}")
         merged = {**earlier, **{r.notebook: r for r in done.values()}}
         in_order = [merged[k] for k in (f"{NOTEBOOK_DIR}/{n}" for n in toc) if k in merged]
-        write_report(root / REPORT, in_order, mode, time.perf_counter() - start)
+        write_report(root / REPORT, in_order, mode, time.perf_counter() - start, jobs)
 
     with futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         running: dict[futures.Future, str] = {}

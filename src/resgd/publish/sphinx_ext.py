@@ -101,6 +101,15 @@ def _cell(value: Any) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def _jobs_text(report: dict, records: list[dict]) -> str:
+    """' (up to 2 notebooks at a time: the rows' seconds add up to 2190.0)' when notebooks overlapped."""
+    jobs = report.get("jobs")
+    if not isinstance(jobs, int) or jobs < 2:
+        return ""
+    summed = sum(float(r.get("seconds") or 0) for r in records)
+    return f" (up to {jobs} notebooks at a time, so the rows' seconds add up to {summed:.1f})"
+
+
 def execution_markdown(report: dict | None) -> str:
     """The execution report page: one row per notebook and a column for every key its records have
     (``error`` goes below the table, being long)."""
@@ -114,7 +123,8 @@ def execution_markdown(report: dict | None) -> str:
     for r in records:
         columns += [k for k in r if k not in columns and k != "error"]
     lines = [f"Mode: **{_cell(report.get('mode'))}**; finished {_cell(report.get('finished'))}; "
-             f"{_cell(float(report.get('total_seconds') or 0))} s in all; "
+             f"{_cell(float(report.get('total_seconds') or 0))} s of wall time in all"
+             f"{_jobs_text(report, records)}; "
              f"{'every notebook ran to the end' if report.get('ok') else 'at least one notebook **failed**'}.", "",
              "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in records]
