@@ -134,6 +134,12 @@ def sign_test(d) -> dict[str, Any]:
             "median": float(np.median(d)) if n else math.nan, "values": [float(x) for x in d]}
 
 
+def _median_or_nan(values: np.ndarray) -> float:
+    """The median of the values that are not NaN (a run that dropped out); NaN when none is left."""
+    kept = values[~np.isnan(values)]
+    return float(np.median(kept)) if kept.size else math.nan
+
+
 def paired(faster: pd.Series, slower: pd.Series) -> dict[str, Any]:
     """The sign rule on d = faster − slower per common seed (:func:`sign_test`), with the medians."""
     common = faster.index.intersection(slower.index)
@@ -142,8 +148,8 @@ def paired(faster: pd.Series, slower: pd.Series) -> dict[str, Any]:
     r = sign_test(d)
     n = int(len(d))
     return {**r, "seeds": n, "faster_in": r["positive"], "slower_in": r["negative"],
-            "median_rate_with": float(np.median(faster[common])) if n else math.nan,
-            "median_rate_without": float(np.median(slower[common])) if n else math.nan,
+            "median_rate_with": _median_or_nan(faster[common].to_numpy(dtype=float)),
+            "median_rate_without": _median_or_nan(slower[common].to_numpy(dtype=float)),
             "differences": [float(x) for x in d]}
 
 
@@ -282,11 +288,6 @@ def _depth_pairs(per_run: pd.DataFrame) -> tuple[dict[str, dict[str, Any]], pd.D
         twin = _need(_rates(rows, "depth", 0.0, L, twin_init="matched"), f"claim (c), L = {L}, twin")
         by_depth[str(L)], diffs[L] = paired(res, twin), res - twin
     return by_depth, pd.DataFrame(diffs).sort_index()
-
-
-def _median_or_nan(values: np.ndarray) -> float:
-    kept = values[~np.isnan(values)]
-    return float(np.median(kept)) if kept.size else math.nan
 
 
 def rate_shape(rate_by_beta: dict[str, float], tolerance: float = 0.02) -> str:

@@ -158,6 +158,11 @@ def plot_theory_link(cells: pd.DataFrame, standin: str | None = None) -> plt.Fig
     return _stamped(fig, standin)
 
 
+PREDICTED_EDGE = 1e3
+"""A predicted Φ(T)/Φ(0) above this (the read-out alone diverges at the run's step) is drawn at this
+edge as ▷, so the axis keeps the range of the runs it is about."""
+
+
 def plot_readout_link(predictions: pd.DataFrame, standin: str | None = None) -> plt.Figure:
     """Measured against predicted Φ(T)/Φ(0) (read-out closed form on frozen H or H̄ at θ⁰), one
     point per single-layer run, one panel per data set, colour = protocol, log axes."""
@@ -166,12 +171,19 @@ def plot_readout_link(predictions: pd.DataFrame, standin: str | None = None) -> 
                              constrained_layout=True)
     for ax, dataset in zip(axes[0], datasets):
         at = predictions[predictions["dataset"] == dataset]
+        edge = 0
         for i, (protocol, g) in enumerate(at.groupby("protocol")):
-            keep = (g["predicted"] > 0) & (g["measured"] > 0) & np.isfinite(g["predicted"]) & np.isfinite(g["measured"])
+            measured = (g["measured"] > 0) & np.isfinite(g["measured"])
+            keep = measured & (g["predicted"] > 0) & (g["predicted"] <= PREDICTED_EDGE)
+            beyond = measured & (g["predicted"] > PREDICTED_EDGE)  # inf included: the read-out alone diverges
             ax.scatter(g.loc[keep, "predicted"], g.loc[keep, "measured"], s=10, alpha=0.6, color=f"C{i}", label=protocol)
+            ax.scatter(np.full(int(beyond.sum()), PREDICTED_EDGE), g.loc[beyond, "measured"], s=18, marker=">",
+                       facecolors="none", color=f"C{i}")
+            edge += int(beyond.sum())
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(dataset)
+        ax.set_title(dataset + (f"\n(▷ at the right edge: {edge} run(s) predicted > {PREDICTED_EDGE:g})" if edge else ""),
+                     fontsize="small" if edge else None)
         ax.set_xlabel("predicted Φ(T)/Φ(0)\n(read-out only, features frozen at θ⁰)")
     axes[0, 0].set_ylabel("measured Φ(T)/Φ(0)")
     axes[0, -1].legend(fontsize=9, loc="best")
