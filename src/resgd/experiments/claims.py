@@ -24,7 +24,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from ..atomic import json_text, write_json
 from ..core.stats import median_interval, spearman
 from ..pipeline.cache import resolve_results_dir
 from ..validation import check_choice
-from .design import ALPHA, HORIZONS, MIN_COVERAGE, MIN_INTERVAL_SEEDS, RULES, SPEARMAN_BOUND, VERDICTS, rule as arm_rule
+from .design import ALPHA, MIN_COVERAGE, MIN_INTERVAL_SEEDS, RULES, SPEARMAN_BOUND, VERDICTS, rule as arm_rule
 
 CLAIMS = {
     "residual_helps": "(a) A single-layer model with the residual connection (β = 1) trains faster than without (β = 0) (the paper: residual connections matter).",
@@ -180,7 +180,7 @@ def interval_rule(values, what: str) -> dict[str, Any]:
     return {"outcome": outcome, "rule": "interval", "seeds": int(x.size), "excluded": int(np.isnan(x).sum()),
             "lo": lo, "hi": hi, "level": level,
             "chance": 1.0 - level if not math.isnan(level) else math.nan,
-            "median": float(np.median(kept)) if kept.size else math.nan,
+            "median": _median_or_nan(x),
             "positive": int(np.sum(kept > 0)), "negative": int(np.sum(kept < 0)), "values": [float(v) for v in x]}
 
 
@@ -248,6 +248,7 @@ def check_beta_monotone(per_run: pd.DataFrame, *, dataset: str = "", figure: str
     medians = rows.groupby("beta")["rate"].median().sort_index()
     if len(medians) < 3:
         raise ValueError(f"claims: claim (b) needs at least 3 values of β at L = 1, got {list(medians.index)}")
+    by_beta = {f"{b:g}": float(v) for b, v in medians.items()}
     if rule == "interval":
         table = (rows.pivot_table(index="seed", columns="beta", values="rate", aggfunc="first", dropna=False)
                  .reindex(index=sorted(set(rows["seed"]))).sort_index(axis=1))  # a seed with a dropped run stays, as NaN
@@ -255,7 +256,6 @@ def check_beta_monotone(per_run: pd.DataFrame, *, dataset: str = "", figure: str
         betas = table.columns.to_numpy(dtype=float)
         rhos = [spearman(betas, row) if np.isfinite(row).all() else math.nan for row in table.to_numpy(dtype=float)]
         r = interval_rule(rhos, "claim (b)")
-        by_beta = {f"{b:g}": float(v) for b, v in medians.items()}
         numbers = {**r, "spearman": r["median"], "rate_by_beta": by_beta, "shape": rate_shape(by_beta)}
         detail = (f"per-seed Spearman(β, rate): {_interval_text(r)}; median rates "
                   + ", ".join(f"β={b:g}: {_fmt(v)}" for b, v in medians.items()))
@@ -265,7 +265,6 @@ def check_beta_monotone(per_run: pd.DataFrame, *, dataset: str = "", figure: str
     rho = float(spearman(ranked.index.to_numpy(dtype=float), ranked.to_numpy(dtype=float)))
     outcome = ("holds" if rho >= SPEARMAN_BOUND else "fails" if rho <= -SPEARMAN_BOUND else "undecided") \
         if math.isfinite(rho) else "undecided"
-    by_beta = {f"{b:g}": float(v) for b, v in medians.items()}
     numbers = {"outcome": outcome, "spearman": rho, "bound": SPEARMAN_BOUND, "chance": spearman_chance(len(medians)),
                "rate_by_beta": by_beta, "shape": rate_shape(by_beta)}
     detail = (f"Spearman(β, median rate) = {rho:.3g} (holds ≥ {SPEARMAN_BOUND:g}, fails ≤ −{SPEARMAN_BOUND:g}); "
@@ -428,9 +427,8 @@ def evaluate(per_run: pd.DataFrame, dataset: str) -> list[Verdict]:
             if not part.empty:
                 v = check(rows, dataset=dataset, figure=figure_label(dataset, name), rule=arm_rule(experiment, str(protocol)))
                 left = int(part["left_regime"].astype(bool).sum()) if "left_regime" in part.columns else 0
-                out.append(Verdict(v.name, v.claim, v.outcome,
-                                   {**v.numbers, "arm_seeds": int(part["seed"].nunique()), "runs_out_of_regime": left},
-                                   v.detail, v.dataset, v.protocol, v.figure))
+                out.append(replace(v, numbers={**v.numbers, "arm_seeds": int(part["seed"].nunique()),
+                                               "runs_out_of_regime": left}))
     return out
 
 
@@ -455,14 +453,14 @@ def evaluate_horizons(tables: dict[float, pd.DataFrame], dataset: str) -> list[V
     for key, v in at[1.0].items():
         outcomes = {f"{h:g}": at[h][key].outcome for h in at if key in at[h]}
         combined = horizon_outcome(list(outcomes.values()))
-        words = ", ".join(f"{_horizon_name(float(h))}: {o}" for h, o in outcomes.items())
-        out.append(Verdict(v.name, v.claim, combined, {**v.numbers, "outcome": combined, "outcome_at_T": v.outcome,
-                                                       "horizons": outcomes},
-                           f"{v.detail}; at {words}", v.dataset, v.protocol, v.figure))
+        words = ", ".join(f"{horizon_name(float(h))}: {o}" for h, o in outcomes.items())
+        out.append(replace(v, outcome=combined, detail=f"{v.detail}; at {words}",
+                           numbers={**v.numbers, "outcome": combined, "outcome_at_T": v.outcome, "horizons": outcomes}))
     return out
 
 
-def _horizon_name(fraction: float) -> str:
+def horizon_name(fraction: float) -> str:
+    """A horizon's name from its fraction of T: "T", "T/2", "T/4" (else "0.3T")."""
     return "T" if fraction == 1 else f"T/{round(1 / fraction):d}" if abs(1 / fraction - round(1 / fraction)) < 1e-9 else f"{fraction:g}T"
 
 
@@ -583,7 +581,7 @@ def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick
                 "protocol": v.protocol, "figure": v.figure, "notebook": NOTEBOOK.get(dataset, dataset),
                 "verdict": v.outcome, "chance": _chance(v.numbers), "decides": decides(v.numbers),
                 "seeds_in_arm": int(v.numbers.get("arm_seeds", 0)),
-                "horizons": ", ".join(f"{_horizon_name(float(h))} {o}" for h, o in v.numbers.get("horizons", {}).items()),
+                "horizons": ", ".join(f"{horizon_name(float(h))} {o}" for h, o in v.numbers.get("horizons", {}).items()),
                 "out_of_regime": int(v.numbers.get("runs_out_of_regime", 0)),
                 "shape": str(v.numbers.get("shape", "")),
                 "rule": "interval" if _interval_parts(v.numbers) else "sign",

@@ -7,7 +7,8 @@ draws with no effect (no configuration is faster than another), and the fraction
 "fails" are counted. The runs of one seed share data and weights, so each simulated seed draws one
 effect per configuration shared by its depths: the rates of one configuration at its depths have
 correlation ``rho`` (:data:`CORRELATIONS`: 0, 0.5, 1), and so have the seed's differences at its
-depths. The earlier pooled rule for claim (c) is simulated beside the design's (``replayed``). The design promises at most :data:`~resgd.experiments.design.ALPHA` in each direction;
+depths. The earlier pooled rule for claim (c) is simulated beside the design's (``replayed``).
+The design promises at most :data:`~resgd.experiments.design.ALPHA` in each direction;
 ``tests/test_null_rates.py`` checks it and the claims page shows the table.
 """
 

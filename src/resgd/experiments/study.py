@@ -401,6 +401,12 @@ def figure_name(kind: str, dataset: str) -> str:
     return f"{dataset}_{kind}"
 
 
+def _without_plain_init(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows the figures draw: every depth-sweep row (its twins are figure rows), and the matched
+    runs of the other sweeps (the β sweep's plain-init row is a table: :func:`beta_init_table`)."""
+    return frame[(frame["experiment"] == "depth") | (frame["twin_init"] == "matched")]
+
+
 def make_figure(results: ExperimentResults, kind: str):
     """The figure ``kind`` ∈ FIGURE_KINDS of ``results``, drawn by :mod:`resgd.plots.experiments`:
     Φ(t)/Φ(0) curves per protocol (residual, beta, depth, factorial), the conditioning of Z⁽ᵗ⁾
@@ -416,7 +422,7 @@ def make_figure(results: ExperimentResults, kind: str):
         label_standin(fig, banner_text(runs))
         plots.label_source(fig, runs)
         return fig
-    runs = runs[(runs["experiment"] == "depth") | (runs["twin_init"] == "matched")]  # the β sweep's plain-init row: a table
+    runs = _without_plain_init(runs)
     if kind == "residual":
         part = runs[(runs["experiment"] == "beta") & runs["beta"].isin([0.0, 1.0])]
         return plots.plot_residual(loss_curves(part), dataset=name)
@@ -436,8 +442,7 @@ def make_figure(results: ExperimentResults, kind: str):
     primary = runs[(runs["protocol"] == PRIMARY) & (runs["experiment"] != "factorial")]
     if kind == "conditioning":
         return plots.plot_conditioning(conditioning_curves(primary), dataset=name)
-    per_run = results.per_run()
-    per_run = per_run[(per_run["experiment"] == "depth") | (per_run["twin_init"] == "matched")]
+    per_run = _without_plain_init(results.per_run())
     return plots.plot_rate(per_run[(per_run["protocol"] == PRIMARY) & (per_run["experiment"] != "factorial")], dataset=name)
 
 
@@ -492,7 +497,7 @@ def horizon_table(results: ExperimentResults) -> pd.DataFrame:
     """Each check (claim × protocol) at every horizon of :data:`~resgd.experiments.design.HORIZONS`,
     the design's combined verdict, whether its arm decides (≥ 8 seeds) and, for claim (c), the
     earlier pooled rule replayed at T (:func:`resgd.experiments.claims.check_depth_pooled`)."""
-    from .claims import _horizon_name, check_depth_pooled, decides, out_of_regime_removed
+    from .claims import check_depth_pooled, horizon_name, decides, out_of_regime_removed
 
     pooled = {}
     decided = out_of_regime_removed(results._decided(1.0))
@@ -502,7 +507,7 @@ def horizon_table(results: ExperimentResults) -> pd.DataFrame:
     rows = []
     for v in results.verdicts():
         row = {"claim": v.name, "protocol": v.protocol, "seeds": v.numbers.get("arm_seeds"),
-               **{_horizon_name(float(h)): o for h, o in v.numbers["horizons"].items()},
+               **{horizon_name(float(h)): o for h, o in v.numbers["horizons"].items()},
                "verdict": v.outcome, "decides": decides(v.numbers),
                "theory runs out of regime": v.numbers.get("runs_out_of_regime", 0) if v.protocol.startswith("theory") else "",
                "earlier rule at T": pooled.get(v.protocol, "") if v.name == "depth_residual_helps" else v.numbers["outcome_at_T"]}

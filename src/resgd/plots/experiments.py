@@ -329,15 +329,25 @@ def _rule_text(numbers: dict) -> str:
     return f"{numbers.get('positive', 0)} of {numbers['seeds']} > 0\n{need}"
 
 
+def _span(x: np.ndarray) -> float:
+    """The largest finite |value| of a strip (1 when there is none, or it is 0): its x-axis half-width."""
+    finite = x[np.isfinite(x)]
+    span = float(np.max(np.abs(finite))) if finite.size else 1.0
+    return span if span > 0 else 1.0
+
+
+def _at_edges(x: np.ndarray, edge: float) -> np.ndarray:
+    """Values as drawn on a strip: ±∞ (and anything beyond) at ±``edge``, NaN at 0."""
+    return np.clip(np.nan_to_num(x, nan=0.0, posinf=edge, neginf=-edge), -edge, edge)
+
+
 def _strip(ax: plt.Axes, values, numbers: dict, outcome: str, label: str, colors=None, text: str | None = None) -> None:
     """One verdict's per-seed values as dots (−∞ drawn at the left edge as ◀), its interval, zero, and the outcome."""
     x = np.asarray(values, dtype=float)
-    finite = x[np.isfinite(x)]
-    span = float(np.max(np.abs(finite))) if finite.size else 1.0
-    span = span if span > 0 else 1.0
+    span = _span(x)
     edge = 1.15 * span
     y = np.linspace(-0.25, 0.25, len(x)) if len(x) > 1 else np.zeros(len(x))
-    shown = np.clip(np.nan_to_num(x, nan=0.0, posinf=edge, neginf=-edge), -edge, edge)
+    shown = _at_edges(x, edge)
     cols = colors if colors is not None else ["#0969da"] * len(x)
     for xi, yi, c, raw in zip(shown, y, cols, x):
         ax.plot([xi], [yi], marker="<" if raw == -np.inf else ">" if raw == np.inf else "o", color=c, ms=6, ls="none")
@@ -370,10 +380,7 @@ def plot_decision(verdicts, claim: str, dataset: str = "", measure: str = "r = �
                 values += list(part["differences"])
                 colors += [palette[i % len(palette)]] * len(part["differences"])
             _strip(ax, values, n, v.outcome, v.protocol, colors)
-            finite = np.asarray(values, dtype=float)
-            finite = finite[np.isfinite(finite)]
-            edge = 1.15 * (float(np.max(np.abs(finite))) if finite.size and np.max(np.abs(finite)) > 0 else 1.0)
-            medians = np.clip(np.nan_to_num(np.asarray(n.get("values", []), dtype=float), posinf=edge, neginf=-edge), -edge, edge)
+            medians = _at_edges(np.asarray(n.get("values", []), dtype=float), 1.15 * _span(np.asarray(values, dtype=float)))
             ax.plot(medians, np.full(len(medians), -0.45), marker="D", color="black", ms=5, ls="none")
             names = ["blue", "orange", "green", "red", "purple"]
             if ax is axes[0, 0]:
