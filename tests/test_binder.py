@@ -2,7 +2,7 @@
 
 repo2docker cannot run here (no network for its image), so its configuration files are checked:
 pip's own parser reads ``binder/requirements.txt`` (the same constraints file as ``make install``),
-``binder/postBuild`` runs in a scratch copy of the repository, and the URL of each launch button
+``binder/postBuild`` runs on a ``git archive`` of HEAD (what Binder clones), and the URL of each launch button
 (from ``_config.yml``, and from the built pages when the site is there) must name a file that
 exists after it.
 """
@@ -94,8 +94,13 @@ def built_image(tmp_path_factory):
     """A scratch copy of the repository after binder/postBuild, with its NB_PYTHON_PREFIX."""
     repo = tmp_path_factory.mktemp("repo")
     prefix = tmp_path_factory.mktemp("prefix")
-    for folder in ("binder", "notebooks", SETTINGS_DIR):
-        shutil.copytree(ROOT / folder, repo / folder, ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints"))
+    if (ROOT / ".git").exists():  # what Binder gets: the committed tree, not the working tree
+        archive = subprocess.run(["git", "archive", "--format=tar", "HEAD", "binder", "notebooks", SETTINGS_DIR],
+                                 cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(repo)], input=archive, check=True)
+    else:  # a source tree without git (an sdist): its files are all there is
+        for folder in ("binder", "notebooks", SETTINGS_DIR):
+            shutil.copytree(ROOT / folder, repo / folder, ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints"))
     env = {**os.environ, "NB_PYTHON_PREFIX": str(prefix),
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     result = subprocess.run(["bash", "binder/postBuild"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)

@@ -448,9 +448,12 @@ def build(
     """
     if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
         raise BookBuildError(f"--jobs: expected an integer >= 1, got {jobs!r}")
-    from .pages import write_pages
+    from .pages import TemplateError, write_pages
 
-    write_pages(root)  # 04_jena.md and 05_sst2.md from their one template
+    try:
+        write_pages(root)  # 04_jena.md and 05_sst2.md from their one template (a hand-edited page stops here)
+    except TemplateError as exc:
+        raise BookBuildError(str(exc)) from None
     toc = toc_notebooks(root / "_toc.yml")
     names = select(toc, only)
     needs = {}

@@ -47,9 +47,6 @@ def lab_command(root: Path, extra: Sequence[str] = ()) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     root = find_root()
-    from .pages import write_pages
-
-    write_pages(root)  # the experiment pages from their template, so they open as notebooks
     env = lab_env(root)
     data = env.get("RESGD_DATA_DIR") or "unset: downloads into the cache"
     print(f"resgd.publish.lab: JupyterLab on {root}; open notebooks/*.md (they open as notebooks)\n"
