@@ -76,6 +76,7 @@ def visit(driver, url: str, shot: str, lands_on: str | None = None) -> dict:
         WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
     browser.wait_for_page(driver)
     facts = driver.execute_script(PAGE_FACTS)
+    facts["console"] = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     # Full-page screenshot: make the window as tall as the page, then capture it.
     driver.set_window_size(1280, min(int(facts["height"]) + 100, MAX_SHOT_HEIGHT))
     browser.wait_for_page(driver)  # lazily loaded images now in view
@@ -87,6 +88,7 @@ def visit(driver, url: str, shot: str, lands_on: str | None = None) -> dict:
 
 def assert_page_ok(facts: dict, page: str) -> None:
     assert not facts["broken"], f"{page}: images that did not load: {facts['broken']}"
+    assert not facts["console"], f"{page}: console errors: {facts['console']}"
     if facts["mathSource"]:
         assert facts["typeset"] > 0, f"{page}: has math but MathJax typeset nothing"
     text = facts["text"]

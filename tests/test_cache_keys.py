@@ -59,3 +59,55 @@ def test_the_key_names_kind_data_code_and_engine(monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(source_hash, "compute_hash", lambda: "other code")
     assert entry_key(config) != run
+
+
+RUNTIME_MODULES = """
+import json, sys
+from resgd.experiments import study as ex
+from resgd.experiments.step_size import warm_smoothness
+from resgd.robustness import map_runs, limits  # noqa: F401
+s = ex.settings("toy", True)
+ex.run(s.config(1.0, 1, 0, 0.1), sys.argv[1])
+warm_smoothness([(s, 1.0, 1, None, 0)], n_jobs=1, cache_dir=sys.argv[1])
+print(json.dumps(sorted(m.__file__ for n, m in list(sys.modules.items()) if n.startswith("resgd") and getattr(m, "__file__", None))))
+"""
+
+
+def test_the_cache_key_covers_every_module_a_cached_number_is_computed_with(tmp_path):
+    """Found from the code: every module of the package that a run and an L̂ import while they are
+    computed (study, tables and plots are imported too, and are allowed not to be covered: they only
+    read cached numbers) is in :func:`compute_modules`."""
+    import json
+    import subprocess
+    import sys
+
+    from resgd.source_hash import compute_modules, package_root
+
+    out = subprocess.run([sys.executable, "-c", RUNTIME_MODULES, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    root = package_root()
+    loaded = {Path(f).resolve().relative_to(root).as_posix() for f in json.loads(out.stdout.strip().splitlines()[-1])}
+    covered = set(compute_modules())
+    readers = {m for m in loaded if m.startswith(("plots/", "experiments/study.py", "experiments/tables.py",
+                                                   "experiments/claims.py", "experiments/design.py",
+                                                   "experiments/readout_link.py", "pipeline/reproduce.py"))}
+    assert loaded - readers <= covered, sorted(loaded - readers - covered)
+    assert "experiments/metrics.py" in covered  # computes the cached test loss and accuracies
+    assert not covered & readers  # editing a table or a figure keeps the cache
+
+
+def test_an_edited_compute_module_changes_the_key_and_an_edited_figure_does_not(tmp_path):
+    import shutil
+
+    from resgd import source_hash
+
+    copy = tmp_path / "resgd"
+    shutil.copytree(source_hash.package_root(), copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    before = source_hash.compute_hash(copy)
+    assert before == source_hash.compute_hash()
+    (copy / "plots" / "experiments.py").write_text((copy / "plots" / "experiments.py").read_text() + "\n# a figure edit\n")
+    source_hash._compute_hash.cache_clear(), source_hash._compute_files.cache_clear()
+    assert source_hash.compute_hash(copy) == before
+    (copy / "experiments" / "metrics.py").write_text((copy / "experiments" / "metrics.py").read_text() + "\n# a metric edit\n")
+    source_hash._compute_hash.cache_clear(), source_hash._compute_files.cache_clear()
+    assert source_hash.compute_hash(copy) != before

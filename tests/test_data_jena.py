@@ -387,6 +387,28 @@ def test_unreadable_cache_entry_is_rebuilt(small_real):
     assert torch.equal(first.X_train, second.X_train)
 
 
+def test_an_entry_of_another_parse_under_the_default_name_is_not_served(small_real):
+    """An entry holds its key: the hourly mean's arrays copied over the hourly last's entry are parsed again."""
+    last = load_small(small_real, n_tokens=6, n_train=20, n_test=10)
+    (entry,) = (small_real["cache_dir"] / "processed").glob("jena_hourly_*.npz")
+    load_small(small_real, n_tokens=6, n_train=20, n_test=10, hourly="mean")
+    (other,) = set((small_real["cache_dir"] / "processed").glob("jena_hourly_*.npz")) - {entry}
+    entry.write_bytes(other.read_bytes())
+    again = load_small(small_real, n_tokens=6, n_train=20, n_test=10)
+    assert torch.equal(last.X_train, again.X_train)
+
+
+def test_an_edited_parser_parses_again(small_real, monkeypatch):
+    """The parser's version is its source's digest: no number to forget to bump."""
+    load_small(small_real, n_tokens=6, n_train=20, n_test=10)
+    monkeypatch.setattr(jena_module, "parser_version", lambda: "an edited parser")
+    parsed = []
+    real = jena_module.parse_jena_csv
+    monkeypatch.setattr(jena_module, "parse_jena_csv", lambda path: parsed.append(path) or real(path))
+    load_small(small_real, n_tokens=6, n_train=20, n_test=10)
+    assert parsed
+
+
 @pytest.mark.parametrize("damage", ["cut at a line end", "cut inside a line", "first rows lost", "header changed", "empty"])
 def test_a_damaged_standin_copy_is_written_again(tmp_path, damage):
     """A cached stand-in cut short (e.g. a full disk while copying the cache) was used as it was."""

@@ -129,5 +129,7 @@ def test_a_tiny_book_gets_footer_year_report_page_and_alt_text(tmp_path):
     assert "© Copyright 2026, The authors." in intro  # not the "2025" typed into _config.yml
     assert 'alt="A grey square."' in intro
     assert intro.count('_static/resgd.css') == 1  # the captions' and the footer's style
+    assert intro.count("const THEBE_JS_URL") == 1  # declared twice, it is a console error on every page
+    assert intro.count("var togglebuttonSelector") == 1
     execution = (tmp_path / "_build" / "html" / "book" / "execution.html").read_text()
     assert "No execution report" in execution

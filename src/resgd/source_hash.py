@@ -2,7 +2,7 @@
 
 Why: a Dask worker (or a cache entry) computed by other ``resgd`` code gives other results under
 the same key; comparing :func:`code_identity` before a task runs catches that. The hash covers
-every ``.py`` and ``.cpp`` file under the installed ``resgd`` package (path and content), so an
+every ``.py`` file under the installed ``resgd`` package (path and content), so an
 edited step changes it even when the version string does not. Computed once per process.
 """
 
@@ -12,7 +12,7 @@ import functools
 import hashlib
 from pathlib import Path
 
-SUFFIXES = (".py", ".cpp")
+SUFFIXES = (".py",)
 CHUNK_BYTES = 1 << 20
 
 
@@ -44,7 +44,7 @@ def _hash_of(root: str) -> str:
 
 
 def source_hash(root: str | Path | None = None) -> str:
-    """SHA-256 (hex) over the ``.py`` and ``.cpp`` files of the package at ``root`` (default: the
+    """SHA-256 (hex) over the ``.py`` files of the package at ``root`` (default: the
     imported ``resgd``), each as its relative path then its bytes, in sorted order; cached per root."""
     return _hash_of(str(Path(root).resolve() if root is not None else package_root()))
 
@@ -54,29 +54,72 @@ def code_identity() -> dict[str, str]:
     return {"version": package_version(), "source": source_hash()}
 
 
-COMPUTE_SOURCES = ("core", "data", "experiments/runs.py", "experiments/run_config.py", "experiments/twin.py",
-                   "experiments/step_size.py", "robustness/map_runs.py", "robustness/limits.py", "settings.py",
-                   "threads.py", "mkl_path.py", "__init__.py")
-"""The sources a cached result's numbers come from (the model, the trainers, the data, the step
-sizes, the run tables): what :func:`compute_hash` covers. Verdicts, tables, figures and pages read
-cached results without changing them, so editing them keeps the cache."""
+COMPUTE_ENTRIES = ("experiments/runs.py", "experiments/step_size.py", "robustness/limits.py", "robustness/map_runs.py")
+"""The modules whose functions write cached numbers (the runs, L̂, the map's probes and runs). What a
+cached number depends on is found from them (:func:`compute_modules`), not listed by hand."""
+
+
+def _module_file(base: Path, dotted: str) -> Path | None:
+    """The file of module ``resgd.a.b`` under the package folder ``base`` (None if not a module of it)."""
+    path = base.joinpath(*dotted.split(".")[1:])
+    if (path / "__init__.py").is_file():
+        return path / "__init__.py"
+    return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
+
+
+def _imported_files(base: Path, path: Path) -> set[Path]:
+    """The files of the ``resgd`` modules that ``path`` imports anywhere in its text (function-level
+    imports included), with the packages that hold them (their ``__init__`` runs too)."""
+    import ast
+
+    package = ["resgd", *path.relative_to(base).parent.parts]  # what a relative import starts from
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            anchor = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join(anchor + ([node.module] if node.module else []))
+            names.add(module)
+            names |= {f"{module}.{a.name}" for a in node.names}  # `from . import runs` names a module
+    files = set()
+    for name in names:
+        if name == "resgd" or name.startswith("resgd."):
+            pieces = name.split(".")
+            files |= {f for i in range(1, len(pieces) + 1) if (f := _module_file(base, ".".join(pieces[:i])))}
+    return files
+
+
+@functools.lru_cache(maxsize=None)
+def _compute_files(root: str) -> tuple[Path, ...]:
+    base = Path(root)
+    todo, seen = [base / entry for entry in COMPUTE_ENTRIES], set()
+    while todo:
+        path = todo.pop()
+        if path not in seen:
+            seen.add(path)
+            todo += sorted(_imported_files(base, path) - seen)
+    return tuple(sorted(seen))
+
+
+def compute_modules(root: str | Path | None = None) -> list[str]:
+    """The package's files (relative paths) that a cached number can depend on: :data:`COMPUTE_ENTRIES`
+    and everything they import, directly or not. Tables, verdicts, figures and pages are outside it
+    (they read cached numbers without changing them), so editing them keeps the cache."""
+    base = Path(root).resolve() if root is not None else package_root()
+    return [p.relative_to(base).as_posix() for p in _compute_files(str(base))]
 
 
 @functools.lru_cache(maxsize=None)
 def _compute_hash(root: str) -> str:
     digest = hashlib.sha256()
     base = Path(root)
-    files = []
-    for part in COMPUTE_SOURCES:
-        target = base / part
-        files += [target] if target.is_file() else sorted(
-            p for p in target.rglob("*") if p.suffix in SUFFIXES and p.is_file() and "__pycache__" not in p.parts)
-    for path in files:
+    for path in _compute_files(root):
         digest.update(path.relative_to(base).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
 def compute_hash(root: str | Path | None = None) -> str:
-    """SHA-256 (hex) over :data:`COMPUTE_SOURCES` of the package at ``root`` (default: the imported
+    """SHA-256 (hex) over :func:`compute_modules` of the package at ``root`` (default: the imported
     ``resgd``): part of every cache key (:func:`resgd.experiments.run_config.entry_key`)."""
     return _compute_hash(str(Path(root).resolve() if root is not None else package_root()))

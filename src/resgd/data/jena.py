@@ -86,11 +86,15 @@ from .locations import (
     download_cache_dir,
     resolve_data_dir,
 )
-from .npzcache import cache_writable, entry_path, file_fingerprint, load_entry, save_entry
+from .npzcache import cache_writable, entry_path, file_fingerprint, load_entry, save_entry, source_digest
 from .standin import DEFAULT_STANDIN_DAYS, ensure_standin
 
-PARSER_VERSION = 3
-"""Bumped whenever parsing or cleaning changes, so cached hourly arrays are rebuilt."""
+def parser_version() -> str:
+    """The parsing and cleaning code's own digest (this module and its checks and schema): an edit
+    to any of them rebuilds the cached hourly arrays, with no number to bump by hand."""
+    from . import jena_checks, jena_schema
+
+    return source_digest(__file__, jena_checks, jena_schema)
 
 EXCERPT_LABEL = "Jena climate, real measurements: January 2009 excerpt (28 days, 11 variables)"
 REAL_LABEL = "Jena climate, real measurements: January 2009 of the full 2009–2016 file (28 days, 11 variables)"
@@ -424,10 +428,10 @@ def hourly_arrays(
         "hourly": hourly,
         "check": check,
         "period": period,
-        "version": PARSER_VERSION,
+        "version": parser_version(),
     }
     entry = entry_path(cache_dir, "jena_hourly", key)
-    stored = load_entry(entry)
+    stored = load_entry(entry, key)
     if stored is not None and stored["counts"].shape == (len(FACTS),):
         facts = dict(zip(FACTS, map(int, stored["counts"])))
         return stored["times"].astype("datetime64[s]"), stored["values"], facts
@@ -449,7 +453,7 @@ def hourly_arrays(
              **frame.attrs["checks"], "canonical": int(verified), "excerpt": int(excerpt)}
     counts = np.array([facts[name] for name in FACTS], dtype=np.int64)
     if cache_writable(entry.parent):
-        save_entry(entry, {"times": times.astype(np.int64), "values": values, "counts": counts})
+        save_entry(entry, {"times": times.astype(np.int64), "values": values, "counts": counts}, key)
     return times, values, facts
 
 

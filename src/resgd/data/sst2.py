@@ -33,7 +33,7 @@ from .errors import DataError, DownloadError
 from .glove import GLOVE_DIM, GloveTable, load_glove
 from .glove import verified as verified_glove
 from .locations import bad_file_advice, check_regular, downloads_allowed, how_to_provide, download_cache_dir, resolve_data_dir
-from .npzcache import cache_writable, entry_path, file_fingerprint, load_entry, save_entry
+from .npzcache import cache_writable, entry_path, file_fingerprint, load_entry, save_entry, source_digest
 
 SST2_URL = "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip"
 SST2_HEADER = ("sentence", "label")
@@ -45,7 +45,6 @@ SHA256 = {
 """sha256 of the uncompressed official GLUE ``train.tsv`` and ``dev.tsv``."""
 ROWS = {"train": 67_349, "dev": 872}
 ZIP_MEMBERS = {"train": "SST-2/train.tsv", "dev": "SST-2/dev.tsv"}
-CACHE_VERSION = 1
 REAL_LABEL = "SST-2 (GLUE) with fixed GloVe 6B 50-d word vectors"
 NOT_VERIFIED_LABEL = (
     "SST-2-format files NOT verified against the published SST-2 and GloVe checksums (loaded with verify_checksums=False)"
@@ -242,12 +241,12 @@ def _parsed(
         "files": {split: file_fingerprint(path) for split, path in paths.items()},
         "glove": glove.source,
         "verify": verify,
-        "version": CACHE_VERSION,
+        "version": source_digest(__file__),  # the parser's own code
     }
     if Path(glove.source).is_file():
         key["glove_file"] = file_fingerprint(Path(glove.source))
     entry = entry_path(cache_root, "sst2_tokens", key)
-    stored = load_entry(entry)
+    stored = load_entry(entry, key)
     if stored is not None:
         return stored
     arrays: dict[str, np.ndarray] = {}
@@ -257,7 +256,7 @@ def _parsed(
         ids, offsets = _token_ids(sentences, index)
         arrays.update({f"{split}_ids": ids, f"{split}_offsets": offsets, f"{split}_labels": labels})
     if cache_writable(entry.parent):
-        save_entry(entry, arrays)
+        save_entry(entry, arrays, key)
     return arrays
 
 

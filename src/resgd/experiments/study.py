@@ -38,9 +38,8 @@ from ..data.spec import (  # noqa: F401 - re-exported: the experiments' public n
 from .tables import (  # noqa: F401
     RUN_KEYS, SPIKE_FACTOR, conditioning_curves, loss_curves, per_run_table, summary_table,
 )
-from ..core.model import ModelConfig
 from ..pipeline.cache import RESULTS_ENV, resolve_cache_dir, resolve_results_dir  # noqa: F401
-from ..pipeline.presets import experiments as preset
+from ..pipeline.presets import experiments as preset  # noqa: F401 - re-exported: the pages name study.preset
 from ..pipeline.reproduce import Outputs, publish, reproduce_part
 from .run_config import RunConfig, config_key  # noqa: F401 - re-exported: the map builds runs through the study
 from .runs import CONFIG_COLUMNS, run, runs_table, sweep, sweep_frames  # noqa: F401
@@ -48,9 +47,10 @@ from .design import ALPHA, HORIZONS, MEASURES, MIN_COVERAGE, RATE_WINDOW, RELATI
 from .step_size import (  # noqa: F401
     PROTOCOLS, THEORY_FACTORS, THEORY_PRIMARY, check_protocol, choose_lr, probe_stable, theory_lr, warm_smoothness,
 )
-from ..core.train import GDConfig
-from .twin import matched_gains, needs_gains
-from ..validation import ConfigError, check_choice
+from ..validation import ConfigError, check_choice  # noqa: F401 - re-exported
+from .experiment_settings import (  # noqa: F401 - re-exported: the study's public names
+    LIVING_SCALES, STARTS, TWIN_INITS, TWIN_NAMES, Settings, branch_scales, settings,
+)
 
 DECISIONS = {"decide-a": "residual_helps", "decide-b": "beta_monotone", "decide-c": "depth_residual_helps",
              "decide-f": "factorial"}
@@ -61,180 +61,6 @@ PRIMARY = f"theory c={THEORY_PRIMARY:g}"
 SLUGS = {"common": "common", f"theory c={THEORY_PRIMARY:g}": "theory",
          **{f"theory c={c:g}": f"theory-{'low' if c < THEORY_PRIMARY else 'high'}" for c in THEORY_FACTORS if c != THEORY_PRIMARY}}
 """Protocol label → the short name in glue keys (``<dataset>-<slug>-...``)."""
-
-
-@dataclass(frozen=True)
-class Settings:
-    """One data set's experiment settings (from :func:`preset`, with overrides)."""
-
-    dataset: str
-    quick: bool
-    N: int
-    n: int
-    n_test: int | None
-    iterations: int
-    seeds: tuple[int, ...]
-    betas: tuple[float, ...]
-    depths: tuple[int, ...]
-    d_qk: int
-    m: int
-    lr_grid: tuple[float, ...]
-    probe_iterations: int
-    safety: float
-    reduction: str
-    record_every: int
-    target_fraction: float
-    depth_N: int
-    depth_iterations: int
-    qk_scale: float
-    out_scale: float
-    branch_scale: str
-    activation: str
-    logit_scale: str
-    dtype: str
-    interval_seeds: tuple[int, ...] = ()
-    twin_init: str = "matched"
-    start: str = "equal"
-    equal_out_scale: float = 0.01
-    data_seed: int = 0
-    test_metrics: bool = True
-
-    def __post_init__(self) -> None:
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise ConfigError(f"Settings.seeds: expected distinct seeds, got {self.seeds!r}")
-        if len(set(self.interval_seeds)) != len(self.interval_seeds):
-            raise ConfigError(f"Settings.interval_seeds: expected distinct seeds, got {self.interval_seeds!r}")
-        if not self.betas or not self.depths:
-            raise ConfigError("Settings: betas and depths must not be empty")
-        if not 0 < self.safety <= 1:
-            raise ConfigError(f"Settings.safety: expected 0 < safety <= 1, got {self.safety!r}")
-        check_choice("Settings.branch_scale", self.branch_scale, ("1/sqrt(L)", "1"))
-        check_choice("Settings.twin_init", self.twin_init, TWIN_INITS)
-        check_choice("Settings.start", self.start, STARTS)
-        if not 0 < self.equal_out_scale <= 1:
-            raise ConfigError(f"Settings.equal_out_scale: expected 0 < scale <= 1, got {self.equal_out_scale!r}")
-
-    def depth(self) -> "Settings":
-        """The depth sweep's settings: ``depth_N`` samples, ``depth_iterations`` iterations."""
-        return replace(self, N=self.depth_N, iterations=self.depth_iterations)
-
-    @property
-    def mode(self) -> str:
-        return "quick" if self.quick else "full"
-
-    @property
-    def spec(self) -> DatasetSpec:
-        return DatasetSpec(self.dataset, n_train=self.N, n_tokens=self.n, n_test=self.n_test, seed=self.data_seed)
-
-    def model(self, beta: float, n_layers: int, beta_ffn: float | None = None, *, seed: int | None = None) -> ModelConfig:
-        """The model at (β, L) (β_ffn: the FFN skip's weight, β when None), with the init scales
-        of :func:`branch_scales`, the read-out scale of ``start`` and, for a ``"matched"`` twin,
-        the gains of :func:`resgd.experiments.twin.matched_gains` at ``seed`` (required then)."""
-        v_scale, ffn_scale = branch_scales(self.branch_scale, self.twin_init, n_layers, beta,
-                                           beta if beta_ffn is None else beta_ffn)
-        cfg = self._model(beta, n_layers, beta_ffn, v_scale, ffn_scale)
-        if self.twin_init == "matched" and needs_gains(cfg):
-            if seed is None:
-                raise ConfigError("Settings.model: a matched twin's gains depend on its seed; pass seed=")
-            branch = branch_scales(self.branch_scale, self.twin_init, n_layers, 1.0, 1.0)
-            reference = self._model(1.0, n_layers, None, *branch)
-            cfg = cfg.replace(gains=matched_gains(cfg, reference, int(seed), self.spec, "float64"))
-        return cfg
-
-    def _model(self, beta, n_layers, beta_ffn, v_scale, ffn_scale) -> ModelConfig:
-        return ModelConfig(
-            d=FEATURES[self.dataset], d_qk=self.d_qk, m=self.m, k=1, n_layers=n_layers, beta=float(beta),
-            beta_ffn=None if beta_ffn is None else float(beta_ffn),
-            logit_scale=self.logit_scale, activation=self.activation, pooling=POOLING[self.dataset],
-            qk_scale=self.qk_scale, v_scale=v_scale, ffn_scale=ffn_scale,
-            out_scale=self.equal_out_scale if self.start == "equal" else self.out_scale,
-        )
-
-    def config(self, beta: float, n_layers: int, seed: int, lr: float, iterations: int | None = None, *,
-               beta_ffn: float | None = None) -> RunConfig:
-        iterations = self.iterations if iterations is None else iterations
-        gd = GDConfig(lr=float(lr), iterations=iterations, reduction=self.reduction,
-                      record_every=min(self.record_every, max(iterations, 1)))
-        return RunConfig(self.spec, self.model(beta, n_layers, beta_ffn, seed=seed), gd, seed=seed, dtype=self.dtype,
-                         test_metrics=self.test_metrics)
-
-
-TWIN_INITS = ("matched", "living", "scaled")
-"""How a sublayer without its skip (coefficient 0) is initialised: ``"matched"`` (the book's) gets
-gains on W_V / W_2 so that every hidden state has the residual model's RMS at t = 0
-(:mod:`resgd.experiments.twin`); ``"living"`` (an earlier choice, a sensitivity row) the fixed
-scales :data:`LIVING_SCALES`, which multiply the squared norm by about 2 per FFN; ``"scaled"``
-gives it the residual model's depth scaling, which at L = 6, 10 leaves the model without residual
-dead at initialisation (its loss never moves)."""
-STARTS = ("equal", "free")
-"""``"equal"``: a small read-out (``Settings.equal_out_scale``) so Ŷ⁰ ≈ 0 and every β starts from the
-loss of the zero predictor; ``"free"``: the read-out scale ``Settings.out_scale``."""
-TWIN_NAMES = {"matched": "matched twin", "living": "He-scaled twin", "scaled": "1/√L-init twin"}
-"""The depth figure's and tables' names of the models without residual, by ``twin_init``."""
-LIVING_SCALES = (1.0, math.sqrt(2.0))
-"""(W_V, W_1 and W_2) init scales of a sublayer without skip under ``twin_init="living"`` and the
-base scales that ``"matched"`` then corrects: He's √2 on both FFN matrices multiplies the squared
-norm by about 2 per layer (√2 on W_1 alone would keep it in expectation, not per seed)."""
-
-
-def branch_scales(branch_scale: str, twin_init: str, n_layers: int, beta: float, beta_ffn: float) -> tuple[float, float]:
-    """(v_scale, ffn_scale): the depth scaling ``branch_scale`` for a sublayer with its skip; for
-    one without (coefficient 0) the same under ``twin_init="scaled"``, :data:`LIVING_SCALES` under
-    ``"living"``."""
-    branch = 1.0 / math.sqrt(n_layers) if branch_scale == "1/sqrt(L)" else 1.0
-    living = twin_init in ("living", "matched")
-    v_scale = LIVING_SCALES[0] if living and beta == 0 else branch
-    ffn_scale = LIVING_SCALES[1] if living and beta_ffn == 0 else branch
-    return v_scale, ffn_scale
-
-
-def settings(
-    dataset: str,
-    quick: bool = True,
-    *,
-    seed: int = 0,
-    seeds: Sequence[int] | int | None = None,
-    iterations: int | None = None,
-    n_train: int | None = None,
-    betas: Sequence[float] | None = None,
-    depths: Sequence[int] | None = None,
-    **overrides: Any,
-) -> Settings:
-    """:func:`preset` turned into :class:`Settings`; ``None`` arguments keep the preset's value.
-
-    ``seed`` shifts everything random: the data sample (``data_seed = seed``) and the
-    initialization seeds (``seed + s`` for each preset seed ``s``, and for each of the preset's
-    ``interval_seeds``, the seeds of the interval-rule arms). ``seeds`` (a list, or a
-    count) replaces the preset's seeds (not the interval arms'); ``betas``/``depths`` replace the swept values. Any other
-    field of :class:`Settings` can be overridden by keyword.
-    """
-    values = preset(dataset, quick)
-    widths = values.pop("widths")
-    values.update(d_qk=widths["d_qk"], m=widths["m"])
-    if seeds is None:
-        seeds = tuple(seed + s for s in values["seeds"])
-    elif isinstance(seeds, int):
-        if seeds < 1:
-            raise ConfigError(f"seeds: expected a count >= 1 or a list of seeds, got {seeds!r}")
-        seeds = tuple(seed + s for s in range(seeds))
-    values["seeds"] = tuple(int(s) for s in seeds)
-    values["interval_seeds"] = tuple(seed + int(s) for s in values["interval_seeds"])
-    if iterations is not None:
-        values["iterations"] = int(iterations)
-    if n_train is not None:
-        values["N"] = int(n_train)
-    if betas is not None:
-        values["betas"] = tuple(float(b) for b in betas)
-    if depths is not None:
-        values["depths"] = tuple(int(L) for L in depths)
-    values["data_seed"] = int(seed)
-    unknown = set(overrides) - set(Settings.__dataclass_fields__)
-    if unknown:
-        raise ConfigError(f"settings: unknown setting(s) {sorted(unknown)}; known: {sorted(Settings.__dataclass_fields__)}")
-    values.update(overrides)
-    for name in ("betas", "depths", "lr_grid", "interval_seeds"):
-        values[name] = tuple(values[name])
-    return Settings(**values)
 
 
 def choices_table(s: Settings) -> pd.DataFrame:

@@ -89,6 +89,7 @@ def chromium(timeout_s: float = 60) -> Iterator:
     options.binary_location = str(CHROMIUM)
     for flag in CHROME_FLAGS + [f"--user-data-dir={profile}"]:
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, for driver.get_log("browser")
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
     try:
         driver.set_page_load_timeout(timeout_s)

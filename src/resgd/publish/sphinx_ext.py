@@ -224,7 +224,23 @@ def _config_inited(app, config) -> None:
     write_execution_page(root)
 
 
+def unique_scripts(scripts: list) -> list:
+    """The page's scripts with repeats removed (first kept). Why: an inline script that sphinx-thebe or
+    sphinx-togglebutton adds after the builder started reaches the page twice, once with no file name
+    (None) and once with an empty one, which Sphinx's own check for repeats tells apart; a second
+    ``const THEBE_JS_URL`` is a console error on every page."""
+    seen, out = set(), []
+    for js in scripts:
+        key = (str(getattr(js, "filename", js) or ""), tuple(sorted(getattr(js, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            out.append(js)
+    return out
+
+
 def _page_context(app, pagename, templatename, context, doctree) -> None:
+    if "script_files" in context:
+        context["script_files"] = unique_scripts(list(context["script_files"]))
     info = getattr(app, "env_provenance", None)
     if info is None:
         return

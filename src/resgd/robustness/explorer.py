@@ -11,6 +11,7 @@ from, the interval, the threshold, and each seed's Φ(t)/Φ(0) of the L = 1 pair
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd

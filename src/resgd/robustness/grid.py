@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
-from ..experiments import study as ex
+from ..data.spec import DATASETS, DTYPES
+from ..experiments.experiment_settings import TWIN_INITS, Settings, settings
 from ..validation import ConfigError, check_choice
 
 PROTOCOLS = ("common", "own", "theory")
@@ -97,9 +98,9 @@ class MapGrid:
             raise ConfigError(f"MapGrid.stall_drop: expected a fraction in [0, 1), got {self.stall_drop!r}")
         check_choice("MapGrid.primary", self.primary, ("relative", "loss"))
         if not self.twins or len(set(self.twins)) != len(self.twins):
-            raise ConfigError(f"MapGrid.twins: expected distinct twins from {ex.TWIN_INITS}, got {self.twins!r}")
+            raise ConfigError(f"MapGrid.twins: expected distinct twins from {TWIN_INITS}, got {self.twins!r}")
         for twin in self.twins:
-            check_choice("MapGrid.twins", twin, ex.TWIN_INITS)
+            check_choice("MapGrid.twins", twin, TWIN_INITS)
         check_choice("MapGrid.start", self.start, ("equal", "free"))
         if not self.horizons or max(self.horizons) != self.iterations or min(self.horizons) < 1:
             raise ConfigError(f"MapGrid.horizons: expected values in [1, iterations] ending at {self.iterations}, "
@@ -108,8 +109,8 @@ class MapGrid:
             if not 0 < f <= 1:
                 raise ConfigError(f"MapGrid.fractions: expected fractions in (0, 1], got {self.fractions!r}")
         for name in self.datasets:
-            check_choice("MapGrid.datasets", name, ex.DATASETS)
-        check_choice("MapGrid.dtype", self.dtype, tuple(ex.DTYPES))
+            check_choice("MapGrid.datasets", name, DATASETS)
+        check_choice("MapGrid.dtype", self.dtype, tuple(DTYPES))
 
     def steps(self, protocol: str) -> tuple[float, ...]:
         """The step axis of a protocol: fractions of a limit, or the c of ``theory``."""
@@ -121,10 +122,10 @@ class MapGrid:
                 for p in self.protocols
                 for d, q, f, n in product(self.datasets, self.qk_scales, self.steps(p), self.sizes)]
 
-    def settings(self, dataset: str, qk_scale: float, N: int) -> ex.Settings:
+    def settings(self, dataset: str, qk_scale: float, N: int) -> Settings:
         """The experiment settings of one (data set, sharpness, size): the preset's widths and
         choices, with the map's sizes; no test-set metrics (the map judges training loss only)."""
-        return ex.settings(dataset, True, seeds=self.seeds, iterations=self.iterations, n_train=N,
+        return settings(dataset, True, seeds=self.seeds, iterations=self.iterations, n_train=N,
                            betas=self.betas, depths=self.depths, n=self.n_tokens, qk_scale=float(qk_scale),
                            lr_grid=self.lr_grid, probe_iterations=self.probe_iterations, test_metrics=False,
                            dtype=self.dtype, twin_init=self.twins[0], start=self.start)

@@ -18,7 +18,9 @@ from dataclasses import replace
 
 import pandas as pd
 
-from ..experiments import study as ex
+from ..experiments.experiment_settings import Settings
+from ..experiments.run_config import RunConfig, config_key
+from ..experiments.runs import sweep
 from .grid import MapGrid
 from .outcomes import OUTCOMES, outcome
 
@@ -36,13 +38,13 @@ def model_points(grid: MapGrid) -> list[tuple[float, int, str]]:
             + [point for L in grid.depths for point in [(1.0, L, first)] + [(0.0, L, t) for t in grid.twins]])
 
 
-def point_config(s: ex.Settings, beta: float, n_layers: int, init: str, seed: int, lr: float,
-                 iterations: int | None = None) -> ex.RunConfig:
+def point_config(s: Settings, beta: float, n_layers: int, init: str, seed: int, lr: float,
+                 iterations: int | None = None) -> RunConfig:
     """The run of one model point, its twin initialisation ``init`` (``Settings.twin_init``)."""
     return replace(s, twin_init=init).config(beta, n_layers, seed, lr, iterations=iterations)
 
 
-def probe_items(grid: MapGrid) -> list[tuple[ex.RunConfig, dict]]:
+def probe_items(grid: MapGrid) -> list[tuple[RunConfig, dict]]:
     items = []
     for dataset in grid.datasets:
         for qk in grid.qk_scales:
@@ -77,13 +79,13 @@ def stability_limits(grid: MapGrid, *, n_jobs: int = 2, cache_dir: str | os.Path
     return table
 
 
-def tagged_sweep(items: list[tuple[ex.RunConfig, dict]], **kwargs) -> pd.DataFrame:
+def tagged_sweep(items: list[tuple[RunConfig, dict]], **kwargs) -> pd.DataFrame:
     """:func:`resgd.experiments.study.sweep` of the configs, each run's rows joined with its tags (a run
     with several tags, e.g. shared by two protocols, appears once per tag)."""
     configs = [config for config, _ in items]
-    runs = ex.sweep(configs, **kwargs)
+    runs = sweep(configs, **kwargs)
     if runs.empty:
         return runs
-    tags = pd.DataFrame([{**tag, "key": ex.config_key(config)} for config, tag in items]).drop_duplicates()
+    tags = pd.DataFrame([{**tag, "key": config_key(config)} for config, tag in items]).drop_duplicates()
     shared = ["key"] + [c for c in tags.columns if c in runs.columns and c != "key"]  # e.g. "dataset"
     return runs.merge(tags, on=shared, how="inner")

@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from ..core.stats import empirical_rate
-from ..experiments import study as ex
+from ..experiments.run_config import RunConfig
+from ..pipeline.presets import experiments as preset
 from ..experiments.step_size import theory_lr, warm_smoothness as warm
 from .grid import MapGrid
 from .limits import POINT_KEYS, model_points, point_config, tagged_sweep
@@ -48,7 +49,7 @@ def warm_smoothness(grid: MapGrid, *, n_jobs: int = 2, cache_dir: str | os.PathL
 
 
 def run_items(grid: MapGrid, limits: pd.DataFrame, *, cache_dir: str | os.PathLike | None = None,
-              ) -> tuple[list[tuple[ex.RunConfig, dict]], pd.DataFrame]:
+              ) -> tuple[list[tuple[RunConfig, dict]], pd.DataFrame]:
     """The runs to train (config, tags) and the table of configurations left untrained (no
     learning step size), with the same tags and their probes' ``status``. Under ``theory`` the
     step is the experiments' rule :func:`resgd.experiments.step_size.theory_lr` (L̂ at each seed's
@@ -129,6 +130,6 @@ def map_runs(grid: MapGrid, limits: pd.DataFrame, *, n_jobs: int = 2, cache_dir:
     items, missing = run_items(grid, limits, cache_dir=cache_dir)
     runs = tagged_sweep(items, n_jobs=n_jobs, cache_dir=cache_dir, progress=progress, scheduler=scheduler,
                         desc="robustness: map runs")
-    targets = {d: ex.preset(d, True)["target_fraction"] for d in grid.datasets}
+    targets = {d: preset(d, True)["target_fraction"] for d in grid.datasets}
     table = summarize_runs(runs, grid, targets) if not runs.empty else pd.DataFrame()
     return pd.concat([table, untrained_rows(missing, grid)], ignore_index=True)
