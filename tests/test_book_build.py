@@ -173,16 +173,25 @@ def test_report_is_written_atomically(tmp_path):
 # ---------------------------------------------------------------- execution (a kernel each: a few seconds)
 
 
-def test_build_runs_in_toc_order_with_quick_parameter(tmp_path, capsys):
+def test_build_runs_in_toc_order_with_quick_parameter_and_publishes_only_finished_notebooks(tmp_path, capsys):
+    """One build of two notebooks: the parameters reach the kernel, the executed notebook is the
+    .md's jupytext pair, nothing is in notebooks/ while a notebook runs (``make html`` renders
+    notebooks/*.ipynb), and a notebook without a ``parameters`` cell is run with a warning."""
     src = (
         "import json, os, pathlib\n"
         "pathlib.Path('seen.json').write_text(json.dumps({'quick': quick, 'mode': os.environ['RESGD_MODE'],"
-        " 'figures': os.environ['RESGD_FIGURES_DIR'], 'cwd': os.getcwd()}))"
+        " 'figures': os.environ['RESGD_FIGURES_DIR'], 'cwd': os.getcwd()}))\n"
+        "pathlib.Path('during.json').write_text(json.dumps(sorted(p.name for p in pathlib.Path('.').glob('*.ipynb'))))"
     )
-    root = make_book(tmp_path, {"01_ok": src})
-    assert bb.main(["--root", str(root), "--mode", "quick"]) == 0
+    root = make_book(tmp_path, {"01_ok": src, "02_noparams": "x = quick"})
+    md = root / "notebooks" / "02_noparams.md"
+    md.write_text(md.read_text().replace(":tags: [parameters]\n", ""))
+    assert bb.main(["--root", str(root), "--mode", "quick"]) == 0  # papermill injects the parameters at the top
     seen = json.loads((root / "notebooks" / "seen.json").read_text())
     assert seen == {"quick": True, "mode": "quick", "figures": str(root / "figures"), "cwd": str(root / "notebooks")}
+    assert json.loads((root / "notebooks" / "during.json").read_text()) == []  # nothing while it ran
+    assert (root / "notebooks" / "01_ok.ipynb").is_file()  # published when it finished
+    assert not list((root / "_build").rglob("01_ok.ipynb.*.part"))
     executed = nbformat.read(root / "notebooks" / "01_ok.ipynb", as_version=4)
     source = jupytext.read(root / "notebooks" / "01_ok.md")
     # the executed notebook is the .md's jupytext pair: the same cells with the same tags, and no
@@ -195,21 +204,36 @@ def test_build_runs_in_toc_order_with_quick_parameter(tmp_path, capsys):
     assert jupytext_cli(["--sync", str(md)]) == 0
     assert md.read_text() == text
     report = json.loads((root / "_build" / "execution_report.json").read_text())
-    assert report["ok"] and report["notebooks"][0]["notebook"] == "notebooks/01_ok"
-    assert "notebooks/01_ok" in capsys.readouterr().out  # per-notebook wall time printed
+    assert report["ok"] and [r["notebook"] for r in report["notebooks"]] == ["notebooks/01_ok", "notebooks/02_noparams"]
+    out = capsys.readouterr()
+    assert "notebooks/01_ok" in out.out  # per-notebook wall time printed
+    assert "no cell tagged `parameters`" in out.err
 
 
-def test_failing_notebook_is_named_with_its_cell(tmp_path, capsys):
+def test_a_failing_notebook_is_named_with_its_cell_and_the_last_good_outputs_stay(tmp_path, capsys):
+    """One build, stopped by its second notebook: the error names the notebook and its cell; the build
+    stops there; the failed notebook's previous .ipynb stays and its partial output is kept outside
+    notebooks/; the report keeps the earlier record of the notebook the build did not reach."""
     root = make_book(tmp_path, {"01_ok": "x = 1", "02_bad": "raise ValueError('deliberate failure')", "03_after": "y = 2"})
-    assert bb.main(["--root", str(root), "--mode", "full"]) == 1
+    (root / "notebooks" / "02_bad.ipynb").write_text("{}")  # an output of an earlier run
+    (root / "notebooks" / "03_after.ipynb").write_text("{}")
+    bb.write_report(root / bb.REPORT, [bb.Record("notebooks/03_after", "full", 3.0, True)], "full", 3.0)
+    # a long timeout, so that a slow start-up cannot turn the failure into a timeout
+    assert bb.main(["--root", str(root), "--mode", "full", "--timeout", "120"]) == 1
     err = capsys.readouterr().err
     assert "notebooks/02_bad.md failed" in err
     assert "ValueError: deliberate failure" in err
     assert "code cell 2 `raise ValueError('deliberate failure')`" in err  # numbered as in the .md
+    assert "(the previous notebooks/02_bad.ipynb is kept)" in err
     report = json.loads((root / "_build" / "execution_report.json").read_text())
-    assert [(r["notebook"], r["ok"]) for r in report["notebooks"]] == [("notebooks/01_ok", True), ("notebooks/02_bad", False)]
+    assert [(r["notebook"], r["ok"]) for r in report["notebooks"]] == \
+        [("notebooks/01_ok", True), ("notebooks/02_bad", False), ("notebooks/03_after", True)]
     assert report["mode"] == "full" and not report["ok"]
-    assert not (root / "notebooks" / "03_after.ipynb").exists()  # stops at the first failure
+    assert (root / "notebooks" / "03_after.ipynb").read_text() == "{}"  # stops at the first failure: not run
+    assert sorted(p.name for p in (root / "notebooks").iterdir() if p.name.startswith("02")) == ["02_bad.ipynb", "02_bad.md"]
+    assert (root / "notebooks" / "02_bad.ipynb").read_text() == "{}"
+    partial = root / bb.PARTIAL_DIR / "02_bad.ipynb"  # kept for a look, outside the book's sources
+    assert partial.is_file() and str(partial.relative_to(root)) in err
 
 
 def time_out_in_the_slow_cell(root: Path, started: Path) -> bb.Record:
@@ -229,9 +253,10 @@ def time_out_in_the_slow_cell(root: Path, started: Path) -> bb.Record:
     pytest.fail(f"the kernel never began the slow cell within {timeout} s")
 
 
-def test_timeout_kills_the_notebook(tmp_path):
+def test_timeout_kills_the_notebook_and_keeps_the_previous_ipynb(tmp_path):
     src = "import os, pathlib, time\npathlib.Path('kernel.pid').write_text(str(os.getpid()))\ntime.sleep(120)"
     root = make_book(tmp_path, {"01_slow": src})
+    (root / "notebooks" / "01_slow.ipynb").write_text("{}")  # an output of an earlier run
     pid_file = root / "notebooks" / "kernel.pid"
     record = time_out_in_the_slow_cell(root, pid_file)
     assert "code cell 2 `import os, pathlib, time` was running" in record.error
@@ -240,6 +265,11 @@ def test_timeout_kills_the_notebook(tmp_path):
     while psutil.pid_exists(kernel) and psutil.Process(kernel).status() != psutil.STATUS_ZOMBIE:
         assert time.monotonic() < deadline, "the kernel outlived the timeout"
         time.sleep(0.1)
+    assert "(the previous notebooks/01_slow.ipynb is kept)" in record.error
+    assert (root / "notebooks" / "01_slow.ipynb").read_text() == "{}"
+    assert sorted(p.name for p in (root / "notebooks").iterdir()) == ["01_slow.ipynb", "01_slow.md", "kernel.pid"]
+    partial = root / bb.PARTIAL_DIR / "01_slow.ipynb"
+    assert partial.is_file() and str(partial.relative_to(root)) in record.error
 
 
 def test_missing_source_fails(tmp_path):
@@ -259,49 +289,6 @@ def test_only_reruns_one_notebook_and_keeps_the_others_in_the_report(tmp_path):
     report = json.loads((root / bb.REPORT).read_text())
     assert [(r["notebook"], r["mode"]) for r in report["notebooks"]] == [("notebooks/01_a", "full"), ("notebooks/02_b", "quick")]
     assert (root / "notebooks" / "01_a.ipynb").read_text() == "{}"  # not run again
-
-
-def test_warns_about_a_notebook_without_parameters_cell(tmp_path, capsys):
-    root = make_book(tmp_path, {"01_a": "x = quick"})
-    md = root / "notebooks" / "01_a.md"
-    md.write_text(md.read_text().replace(":tags: [parameters]\n", ""))
-    assert bb.build(root, "quick", log=lambda *a: None)[0].ok  # papermill injects at the top
-    assert "no cell tagged `parameters`" in capsys.readouterr().err
-
-
-# ---------------------------------------------------------------- partial outputs stay out of the book's sources
-
-
-def test_a_running_notebook_has_no_output_in_notebooks(tmp_path):
-    """``make html`` renders notebooks/*.ipynb: papermill's output, written cell by cell, must not be there."""
-    src = "import json, pathlib\npathlib.Path('during.json').write_text(json.dumps(sorted(p.name for p in pathlib.Path('.').glob('*.ipynb'))))"
-    root = make_book(tmp_path, {"01_a": src})
-    assert bb.build(root, "quick", log=lambda *a: None)[0].ok
-    assert json.loads((root / "notebooks" / "during.json").read_text()) == []  # nothing while it ran
-    assert (root / "notebooks" / "01_a.ipynb").is_file()  # published when it finished
-    assert not list((root / "_build").rglob("01_a.ipynb.*.part"))
-
-
-@pytest.mark.parametrize("how", ["fails", "times out"])
-def test_a_failed_notebook_keeps_the_previous_ipynb_and_adds_no_partial_one(tmp_path, how):
-    """A failed rebuild used to delete the previous page; now the
-    last good notebooks/NN.ipynb stays (the report says the run failed), and no partial output is there."""
-    started = tmp_path / "started"  # outside notebooks/, whose listing is checked
-    src = ("raise ValueError('deliberate failure')" if how == "fails"
-           else f"import pathlib, time\npathlib.Path({str(started)!r}).write_text('x')\ntime.sleep(120)")
-    root = make_book(tmp_path, {"01_bad": src})
-    (root / "notebooks" / "01_bad.ipynb").write_text("{}")  # an output of an earlier run
-    if how == "fails":  # it ends on its own; a long timeout, so that a slow start-up cannot turn it into one
-        record = bb.build(root, "quick", timeout=120, log=lambda *a: None)[0]
-    else:
-        record = time_out_in_the_slow_cell(root, started)
-    assert not record.ok and "(the previous notebooks/01_bad.ipynb is kept)" in record.error
-    assert sorted(p.name for p in (root / "notebooks").iterdir()) == ["01_bad.ipynb", "01_bad.md"]
-    assert (root / "notebooks" / "01_bad.ipynb").read_text() == "{}"
-    partial = root / bb.PARTIAL_DIR / "01_bad.ipynb"  # kept for a look, outside the book's sources
-    assert partial.is_file() and str(partial.relative_to(root)) in record.error
-    if how == "fails":
-        assert "code cell 2 `raise ValueError('deliberate failure')`" in record.error
 
 
 # ---------------------------------------------------------------- several notebooks at a time
@@ -401,14 +388,3 @@ def test_sigterm_to_the_build_ends_papermill_and_its_kernel_in_one_line(tmp_path
         assert time.monotonic() < deadline, "the kernel outlived the build"
         time.sleep(0.2)
     assert not (root / "notebooks" / "01_slow.ipynb").exists()
-
-
-def test_a_failed_build_keeps_the_report_of_the_notebooks_it_did_not_reach(tmp_path):
-    """Before: the report was rewritten without them. After: their earlier records stay."""
-    root = make_book(tmp_path, {"01_bad": "raise ValueError('deliberate failure')", "02_b": "y = 2"})
-    (root / "notebooks" / "02_b.ipynb").write_text("{}")
-    bb.write_report(root / bb.REPORT, [bb.Record("notebooks/02_b", "quick", 3.0, True)], "quick", 3.0)
-    records = bb.build(root, "quick", timeout=120, log=lambda *a: None)
-    assert [(r.notebook, r.ok) for r in records] == [("notebooks/01_bad", False)]  # 02_b did not start
-    report = json.loads((root / bb.REPORT).read_text())
-    assert [(r["notebook"], r["ok"]) for r in report["notebooks"]] == [("notebooks/01_bad", False), ("notebooks/02_b", True)]
