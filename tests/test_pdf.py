@@ -90,6 +90,23 @@ def test_pdf_holds_the_whole_book(pdf):
     assert not problems, "\n".join(problems)
 
 
+def test_pdf_has_chapter_and_section_bookmarks_and_no_link_to_the_printing_server():
+    from pypdf import PdfReader
+
+    reader = PdfReader(require_pdf())
+    chapters = [item for item in reader.outline if not isinstance(item, list)]
+    sections = [s for item in reader.outline if isinstance(item, list) for s in item if not isinstance(s, list)]
+    titles = page_titles()
+    assert len(chapters) >= len(titles) - 2, f"{len(chapters)} chapter bookmarks for {len(titles)} pages"
+    assert len({c.title for c in chapters}) == len(chapters), "a bookmark twice (the title?)"
+    assert len(sections) > len(chapters), f"{len(sections)} section bookmarks"
+    uris = [a.get_object()["/A"].get_object().get("/URI") for page in reader.pages for a in page.get("/Annots", []) or []
+            if "/A" in a.get_object()]
+    local = [u for u in uris if u and re.match(r"https?://(127\.0\.0\.1|localhost)", u)]
+    assert not local, f"{len(local)} links to the server that printed the PDF, e.g. {local[:3]}"
+    assert "from commit" in (reader.pages[0].extract_text() or ""), "the build's commit is not on the first page"
+
+
 def test_site_links_to_the_pdf():
     require_pdf()
     site_pdf = ROOT / SITE / PDF_NAME

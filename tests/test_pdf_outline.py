@@ -8,7 +8,7 @@ import os
 import pytest
 
 from resgd.publish import browser
-from resgd.publish.pdf import locate, print_pdf
+from resgd.publish.pdf import locate, outline_headings, print_pdf
 
 FILLER = "<p>" + "Gradient descent on a residual Transformer. " * 60 + "</p>"
 
@@ -24,6 +24,15 @@ def test_locate_searches_forward_and_skips_what_it_cannot_find():
                   ["Intro text Theorem Ω", "x", "Intro text"]) == [0, 0]
 
 
+def test_the_single_page_books_chapters_are_its_h2_under_one_title():
+    title = dict(level=1, title="The book", key="The book")
+    heads = [title, title, dict(level=2, title="1 Intro", key=""), dict(level=3, title="1.1 A", key=""),
+             dict(level=4, title="1.1.1 deep", key=""), dict(level=2, title="2 Theorem", key="")]
+    assert [(h["level"], h["title"]) for h in outline_headings(heads)] == [(1, "1 Intro"), (2, "1.1 A"), (1, "2 Theorem")]
+    two = [dict(level=1, title="One", key=""), dict(level=2, title="1.1", key=""), dict(level=1, title="Two", key="")]
+    assert [h["level"] for h in outline_headings(two)] == [1, 2, 1]  # h1 chapters when there are several
+
+
 @pytest.mark.browser
 def test_printed_pdf_has_page_numbers_and_a_two_level_outline(tmp_path):
     if not browser.have_chromium():
@@ -34,17 +43,26 @@ def test_printed_pdf_has_page_numbers_and_a_two_level_outline(tmp_path):
 
     body = ""
     for c in (1, 2):
-        body += f"<section><h1>{c}. Chapter {'one' if c == 1 else 'two'}<a class='headerlink' href='#'>#</a></h1>{FILLER}"
+        # as in the single-page book: one h1 (the title, twice), chapters h2, sections h3
+        body += f"<section><h2>{c}. Chapter {'one' if c == 1 else 'two'}<a class='headerlink' href='#'>#</a></h2>{FILLER}"
         for s in (1, 2):
-            body += f"<section><h2>{c}.{s}. Section {c}{s} about σ</h2>{FILLER * 2}</section>"
+            body += f"<section><h3>{c}.{s}. Section {c}{s} about σ</h3>{FILLER * 2}</section>"
         body += "</section>"
+    links = ("<p><a href='book.html#chapter-two'>to chapter two</a> <a href='_images/fig.png'>a figure</a> "
+             "<a href='https://arxiv.org/abs/2506.05249'>the paper</a></p>")
+    footer = "<footer><p class='resgd-provenance'>Built 2026-01-01 from commit <code>abc1234</code></p></footer>"
     page = tmp_path / "book.html"
-    page.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body><main>{body}</main></body></html>",
-                    encoding="utf8")
+    page.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body><main><h1>The book</h1><h1>The book</h1>{links}"
+                    f"{body.replace('<h2>2.', '<h2 id=chapter-two>2.')}</main>{footer}</body></html>", encoding="utf8")
     out = tmp_path / "book.pdf"
     state = print_pdf(page, out, log=lambda *a: None)
-    assert state["bookmarks"] == 6
+    assert state["bookmarks"] == 6 and state["provenance"]
+    assert (state["inside"], state["dropped"]) == (1, 1)
     reader = PdfReader(out)
+    uris = [a.get_object()["/A"].get_object().get("/URI") for page in reader.pages for a in page.get("/Annots", []) or []
+            if "/A" in a.get_object()]
+    assert "https://arxiv.org/abs/2506.05249" in uris and not [u for u in uris if u and "127.0.0.1" in u]
+    assert "commit abc1234" in reader.pages[0].extract_text()  # the build, under the title
     n = len(reader.pages)
     assert n >= 4
     texts = [p.extract_text() for p in reader.pages]

@@ -8,8 +8,10 @@ then prints that page with Debian's headless Chromium (:mod:`resgd.publish.brows
 Chromium): served from a local port, every image loaded and MathJax finished typesetting, then
 DevTools ``Page.printToPDF``. Jupyter Book's own ``pdfhtml`` builder would need pyppeteer, which
 downloads a Chromium build of its own. Chromium numbers the pages (its print footer) but writes no
-bookmarks: :func:`add_outline` adds them, one per chapter (h1) and section (h2), each found on the
-first page at or after its predecessor's whose text holds the heading (pypdf). The PDF is written
+bookmarks: :func:`add_outline` adds them, one per chapter and section (:func:`outline_headings`), each
+found on the first page at or after its predecessor's whose text holds the heading (pypdf). Links into
+the page become jumps inside the PDF (none points at the local server that served it), wide tables
+wrap inside the margins, and the build's commit is printed under the title. The PDF is written
 atomically to ``_build/pdf/`` and copied into the site (``_build/html/``), whose intro page links to it.
 """
 
@@ -57,9 +59,33 @@ PRINT_CSS = """
 const style = document.createElement('style');
 style.textContent = `@media print {
   pre { white-space: pre-wrap !important; overflow-wrap: anywhere; }
-  .highlight, .cell_output, .output, .table-wrapper, mjx-container { overflow: visible !important; }
+  .highlight, .cell_output, .output, mjx-container { overflow: visible !important; }
+  table { max-width: 100% !important; font-size: 0.78em; }
+  th, td { overflow-wrap: anywhere; word-break: break-word; }
 }`;
 document.head.appendChild(style);
+"""
+
+# Paper has no server: a link into the single page becomes a jump inside the PDF (its fragment),
+# a link to another file of the site (a figure at full size, the PDF itself) plain text. The build's
+# provenance line (commit, date) goes under the title, so the first page says which build it is.
+PRINT_LINKS = """
+let inside = 0, dropped = 0;
+document.querySelectorAll('a[href]').forEach(a => {
+  const u = new URL(a.getAttribute('href'), location.href);
+  if (u.origin !== location.origin) return;
+  if (u.pathname === location.pathname) { if (u.hash) { a.setAttribute('href', u.hash); inside++; } }
+  else { a.removeAttribute('href'); dropped++; }
+});
+const prov = document.querySelector('.resgd-provenance');
+const title = document.querySelector('h1');
+if (prov && title) {
+  const line = document.createElement('p');
+  line.className = 'resgd-pdf-provenance';
+  line.textContent = prov.textContent.trim();
+  title.after(line);
+}
+return {inside: inside, dropped: dropped, provenance: !!(prov && title)};
 """
 
 # What the page shows once settled: math typeset, images loaded; raw TeX left in visible text.
@@ -77,11 +103,11 @@ return {
 """
 
 
-# The page's h1/h2 in document order: the outline's titles (mathematics as its plain text) and the
+# The page's h1/h2/h3 in document order: the outline's titles (mathematics as its plain text) and the
 # text before any mathematics, which is how the heading is found in the PDF's extracted text.
 HEADINGS = """
 const main = document.querySelector('article.bd-article, main, [role=main]') || document.body;
-return Array.from(main.querySelectorAll('h1, h2')).map(h => {
+return Array.from(main.querySelectorAll('h1, h2, h3')).map(h => {
   const copy = h.cloneNode(true);
   copy.querySelectorAll('.headerlink').forEach(n => n.remove());
   const bare = copy.cloneNode(true);
@@ -117,6 +143,17 @@ def locate(headings: Sequence[dict], pages: Sequence[str]) -> list[int | None]:
         out.append(found)
         at = found if found is not None else at
     return out
+
+
+def outline_headings(headings: Sequence[dict]) -> list[dict]:
+    """The headings that get a bookmark, at levels 1 (chapters) and 2 (sections). The chapters are
+    the shallowest level with two or more distinct titles: in the single-page book the one h1 is the
+    book's title (printed twice: the page's and the intro's), its chapters are h2 and sections h3."""
+    levels = sorted({h["level"] for h in headings})
+    top = next((lv for lv in levels if len({h["title"] for h in headings if h["level"] == lv}) >= 2), None)
+    if top is None:
+        return []
+    return [{**h, "level": h["level"] - top + 1} for h in headings if top <= h["level"] <= top + 1]
 
 
 def add_outline(pdf: bytes, headings: Sequence[dict]) -> tuple[bytes, int]:
@@ -182,7 +219,10 @@ def print_pdf(page: Path, out: Path, log=print) -> dict:
             problems.append(f"raw TeX {state['rawTex']} left in the text")
         if problems:
             raise BookPdfError(f"{page}: " + "; ".join(problems))
-        headings = driver.execute_script(HEADINGS)
+        headings = outline_headings(driver.execute_script(HEADINGS))
+        links = driver.execute_script(PRINT_LINKS)
+        log(f"book_pdf: {links['inside']} links made jumps inside the PDF, {links['dropped']} to other files made text")
+        state.update(links)
         pdf = base64.b64decode(driver.execute_cdp_cmd("Page.printToPDF", PRINT_OPTIONS)["data"])
     pdf, marks = add_outline(pdf, headings)
     log(f"book_pdf: {marks} of {len(headings)} headings bookmarked")
