@@ -14,7 +14,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 # failed -W build a second run would pass without any fix.
 JB_BUILD = $(BIN)/jupyter-book build . -W --keep-going --all
 
-.PHONY: book html lab pdf test install chromium clean
+.PHONY: book html lab pdf test lint install chromium clean
 
 book: $(STAMP)  ## execute the notebooks (MODE=quick|full), then render the site with -W
 	$(BIN)/python -m resgd.publish.build --mode $(MODE) --jobs $(BOOK_JOBS)
@@ -29,6 +29,9 @@ pdf: $(STAMP) chromium  ## the whole book as one PDF (after `make book`): _build
 
 lab: $(STAMP)  ## JupyterLab on the project: notebooks/*.md open as notebooks (LAB_ARGS=... for jupyter lab)
 	$(BIN)/python -m resgd.publish.lab $(LAB_ARGS)
+
+lint: $(STAMP)  ## ruff (pinned; rules in pyproject.toml) over src/, tests/ and benchmarks/
+	$(BIN)/ruff check src tests benchmarks
 
 test: $(STAMP) chromium  ## the test suite (site and browser checks need `make book` first)
 	$(BIN)/python -m pytest

@@ -185,7 +185,7 @@ def make_stacked_train(cfg, gd, X, Y, mask, params, lrs, betas, betas_ffn):
         p, rows = jax.lax.scan(body, p, jnp.arange(T_steps))
         value, norm, Z0, _ = evaluate(p, beta, bf, X, Y, mask)  # the last evaluation, always recorded
         last = (value, norm) + sigma(Z0, mask)
-        return tuple(jnp.concatenate([r, l[None]]) for r, l in zip(rows, last)), p
+        return tuple(jnp.concatenate([r, v[None]]) for r, v in zip(rows, last)), p
 
     dtype = X.dtype
     stacked = {k: jnp.asarray(np.stack([q[k].numpy() for q in params])) for k in params[0]}

@@ -12,8 +12,8 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass, replace
-from typing import Any, Callable
+from dataclasses import replace
+from typing import Callable
 
 import pandas as pd
 import pytest

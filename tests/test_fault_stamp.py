@@ -65,7 +65,9 @@ def test_verified_real_data_gets_no_banner_and_the_standin_keeps_its_own(curves_
             plt.close(fig)
     # the banner is the one difference beside the source footer, which names each figure's own data
     assert "data: " + REAL_LABEL in real and "data: " + NOT_CANONICAL_LABEL in flagged
-    body = lambda ts: [t for t in ts if not t.startswith("data: ")]
+    def body(ts):
+        return [t for t in ts if not t.startswith("data: ")]
+
     assert sorted(body(flagged)) == sorted([*body(real), NOT_CANONICAL_LABEL])
     assert banner_text(curves_of(False, REAL_LABEL)) is None
     assert banner_text(curves_of(True, "SYNTHETIC stand-in data (x)")) == "SYNTHETIC stand-in data (x)"

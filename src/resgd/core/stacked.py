@@ -42,7 +42,7 @@ import pandas as pd
 import torch
 
 from .conditioning import gram_singular_values
-from .model import ModelConfig, Params, _activation, fold_logits, init_params, weight_shapes
+from .model import ModelConfig, Params, _activation, fold_logits, weight_shapes
 from .train import ROW_FIELDS, GDConfig, history_frame, output_shape
 from ..validation import ConfigError, check_inputs
 
