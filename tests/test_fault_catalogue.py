@@ -39,5 +39,5 @@ def test_the_catalogue_holds_at_least_the_issue_s_74_faults_each_once():
     assert [k for k, n in Counter((f.family, f.fault) for f in FAULTS).items() if n > 1] == []
     assert {f.family for f in FAULTS} == set(FAMILIES) and {f.status for f in FAULTS} <= set(STATUSES)
     assert all(f.fault and f.expected for f in FAULTS)
-    # the issue's 56 faults that behaved: at least as many entries that passed before this catalogue or now
+    # the review's 56 faults that behaved: at least as many entries that passed before this catalogue or now
     assert sum(f.status in ("covered", "scripted") for f in FAULTS) >= 56

@@ -1,14 +1,14 @@
 """The faults, each with the test that inflicts it on the real code.
 
-The issue tried 74 faults on commit 2acdd27 (quick mode, a real ``dask scheduler`` and two
-``dask worker`` processes on 127.0.0.1): 56 behaved as promised, 18 did not, plus the smaller
-ones of its item 10. Its exact list was not published; this one reconstructs it by family, as a
-demanding user would try them. ``tests/test_fault_catalogue.py`` checks that every entry's test
+A review of the outputs' robustness tried 74 faults (quick mode, a real ``dask scheduler`` and two
+``dask worker`` processes on 127.0.0.1): 56 behaved as promised, 18 did not, plus a group of smaller
+ones. Its exact list was not published; this one reconstructs it by family, as a demanding user
+would try them. ``tests/test_fault_catalogue.py`` checks that every entry's test
 exists and that there are at least 74 entries.
 
 ``status`` says where an entry stands:
 
-* ``fixed``: one of the 18 failures or of item 10, fixed and tested before this catalogue;
+* ``fixed``: one of the 18 failures or of the smaller group, fixed and tested before this catalogue;
 * ``covered``: behaved as promised and was already a test elsewhere;
 * ``scripted``: behaved as promised, scripted now (``tests/test_fault_*.py``);
 * ``bug``: found while scripting, fixed with its test (the expected behaviour is after the fix).
@@ -353,7 +353,7 @@ FAULTS: tuple[Fault, ...] = (
 
 
 def summary() -> dict[str, dict[str, int]]:
-    """family → status → how many faults (for the issue's closing table)."""
+    """family → status → how many faults (the catalogue's table)."""
     table = {family: dict.fromkeys(STATUSES, 0) for family in FAMILIES}
     for fault in FAULTS:
         table[fault.family][fault.status] += 1

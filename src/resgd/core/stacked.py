@@ -67,7 +67,7 @@ def worth_stacking(cfg: ModelConfig, n_train: int, n_tokens: int) -> bool:
 def shape_model(cfg: ModelConfig) -> ModelConfig:
     """What runs of one stack must share: the model without β, β_ffn, the init scales and gains (the
     per-run parts; an explicit β_ffn equal to β is the same model as β_ffn = None). Cached: a
-    stack's check calls it once per run and call, and a fresh validated copy costs 20 µs."""
+    stack's check calls it once per run and call, and each call would build a fresh validated copy."""
     return cfg.replace(beta=1.0, beta_ffn=None, qk_scale=1.0, v_scale=1.0, ffn_scale=1.0, out_scale=1.0, gains=())
 
 
@@ -128,7 +128,8 @@ class _Buffers:
 
     A step's intermediates (about 1 MB each at the map's shapes) came fresh from the allocator
     every step, and glibc hands such blocks back to the system, so every step page-faulted them
-    in again: ``threshold_backward`` and ``relu`` took 10-20x their in-cache time. Every operation
+    in again, and the memory-bound kernels (``threshold_backward``, ``relu``) ran at a fraction of
+    their in-cache speed. Every operation
     writes into a buffer with ``out=`` instead: the same kernels on the same layouts, so every
     result is bit for bit what it was (``tests/test_stack_identity.py``, ``tests/test_engine_reference.py``).
     ``None`` as the store (:func:`predict_stacked`) gives fresh tensors."""
@@ -194,8 +195,8 @@ def _forward(weights: list[torch.Tensor], cfg: ModelConfig, beta: torch.Tensor, 
         if keypad is not None:
             S.view(R, N, n, n).masked_fill_(keypad, float("-inf"))
         # ATen's softmax over the keys, keys-major: its reductions run over dim 1 with the queries
-        # contiguous, 3-9x faster than over rows of a few dozen keys (and each sample's slab is
-        # computed alike whatever R is)
+        # contiguous, faster than over rows of a few dozen keys (benchmarks/README.md); each
+        # sample's slab is computed alike whatever R is
         A = torch._softmax(S, 1, False, out=buf(("A", layer), R * N, n, n))
         V = torch.bmm(X2, W_V, out=buf(("V", layer), R, T, d)).view(R * N, n, d)
         Z = torch.mul(H, b, out=buf(("Z", layer), R, N, n, d))
