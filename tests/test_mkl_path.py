@@ -101,3 +101,12 @@ def test_book_kernels_get_the_stub_only_when_asked(tmp_path, monkeypatch):
     assert "LD_PRELOAD" not in notebook_env(tmp_path, "quick", base={"PATH": "/usr/bin"})
     env = notebook_env(tmp_path, "quick", base={"PATH": "/usr/bin", mkl_path.ENV: "1"})
     assert Path(env["LD_PRELOAD"]).parent.parent == tmp_path
+
+
+def test_a_cache_folder_that_cannot_be_written_is_one_line(tmp_path):
+    """Before: a multi-line OSError traceback from ``python -m resgd info``. (A regular file where the
+    folder should be: root, as in CI, may write into a read-only folder.)"""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    with pytest.raises(ConfigError, match=r"cannot be written .*set \$RESGD_CACHE_DIR to a writable folder"):
+        mkl_path.stub_path(blocker)

@@ -51,11 +51,15 @@ def stub_path(cache_dir: str | os.PathLike | None = None) -> Path:
     if shutil.which(compiler) is None:
         raise ConfigError(f"${ENV}=1 needs a C compiler to build its stub; {compiler!r} was not found "
                           f"(install Debian's gcc, or set $CC, or unset ${ENV})")
-    path.parent.mkdir(parents=True, exist_ok=True)
     source = path.with_suffix(f".{os.getpid()}.c")
     partial = path.with_suffix(f".{os.getpid()}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         source.write_text(SOURCE)
+    except OSError as exc:
+        raise ConfigError(f"${ENV}=1 builds its stub under {path.parent}, which cannot be written ({exc.strerror}): "
+                          f"set $RESGD_CACHE_DIR to a writable folder, or unset ${ENV}") from None
+    try:
         done = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(partial), str(source)],
                               capture_output=True, text=True)
         if done.returncode != 0:

@@ -342,6 +342,21 @@ FAULTS: tuple[Fault, ...] = (
           "hashes, exit 2; nothing cached (was: trained, cached under the client's key)", f"{_OTHER_CODE}[source]", "fixed"),
     Fault("K15", "dask", "a worker over its memory limit, ended by its nanny", "one line, exit 1, saying what to check "
           "(was: a DaskSweepError traceback)", f"{_O}::test_a_dask_worker_over_its_memory_limit_ends_the_sweep_in_one_line", "fixed"),
+    # ------------------------------------------------------------------ outputs that cannot mix (cache keys, settings)
+    Fault("C26", "cache", "metrics.py (the cached test loss and accuracies) edited", "the cache key changes: the runs "
+          "are computed again (was: served the other code's numbers; the key named a hand list of modules)",
+          "tests/test_cache_keys.py::test_an_edited_compute_module_changes_the_key_and_an_edited_figure_does_not", "fixed"),
+    Fault("C27", "cache", "a module imported on the compute path left out of the cache key", "the key covers the import "
+          "closure, checked against the modules a run and an L̂ import",
+          "tests/test_cache_keys.py::test_the_cache_key_covers_every_module_a_cached_number_is_computed_with", "fixed"),
+    Fault("C28", "cache", "a parsed-data entry of another parse (hourly mean) copied over the default one", "not served: "
+          "each entry holds its key, checked on read; parsed again", f"{_J}::test_an_entry_of_another_parse_under_the_"
+          "default_name_is_not_served", "fixed"),
+    Fault("C29", "cache", "jena.py's parser edited without a version bump", "parsed again: the parser's version is its "
+          "source's digest (was: the old parse served)", f"{_J}::test_an_edited_parser_parses_again", "fixed"),
+    Fault("E22", "settings", "RESGD_MKL_INTEL_PATH=1 with a cache folder that cannot be written", "one line naming the "
+          "folder and what to set (was: an OSError traceback)",
+          "tests/test_mkl_path.py::test_a_cache_folder_that_cannot_be_written_is_one_line", "fixed"),
     # ------------------------------------------------------------------ labels of the data on figures
     Fault("L1", "label", "Jena loaded with check_canonical=False, then plotted", "the figure carries the NOT-canonical banner",
           "tests/test_fault_stamp.py::test_a_jena_file_loaded_with_check_canonical_false_is_stamped_on_the_figure", "bug"),
