@@ -388,3 +388,18 @@ def test_sigterm_to_the_build_ends_papermill_and_its_kernel_in_one_line(tmp_path
         assert time.monotonic() < deadline, "the kernel outlived the build"
         time.sleep(0.2)
     assert not (root / "notebooks" / "01_slow.ipynb").exists()
+
+
+@pytest.mark.parametrize("signame, status", [("SIGTERM", 143), ("SIGINT", 130), ("SIGHUP", 129)])
+def test_every_stopping_signal_takes_the_one_stop_path(signame, status):
+    """SIGHUP (a closed terminal) used to end the build silently while papermill and its kernel ran on;
+    it now raises the same stop as SIGTERM, whose clean-up the test above follows end to end."""
+    import os
+
+    from resgd.user_errors import Stopped, describe_stop, stop_on_signals
+
+    with pytest.raises(Stopped) as stop, stop_on_signals():
+        os.kill(os.getpid(), getattr(signal, signame))
+        time.sleep(5)  # interrupted by the handler
+    code, line = describe_stop(stop.value, "book_build")
+    assert code == status and line.startswith(f"book_build stopped by {signame}")

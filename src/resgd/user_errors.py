@@ -96,7 +96,9 @@ class Stopped(KeyboardInterrupt):
 
 @contextmanager
 def stop_on_signals() -> Iterator[None]:
-    """While the block runs (main thread only), SIGTERM and SIGINT raise :class:`Stopped`."""
+    """While the block runs (main thread only), SIGTERM, SIGINT and SIGHUP raise :class:`Stopped`.
+    SIGHUP (the terminal closed) takes SIGTERM's path: the block's clean-up ends every child process
+    (papermill and its kernel run in sessions of their own, which a closed terminal does not reach)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -104,7 +106,7 @@ def stop_on_signals() -> Iterator[None]:
     def stop(signum, frame):
         raise Stopped(signum)
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         yield
     finally:
@@ -113,6 +115,6 @@ def stop_on_signals() -> Iterator[None]:
 
 
 def describe_stop(exc: KeyboardInterrupt, what: str) -> tuple[int, str]:
-    """``(128 + signal number, one line)`` for a stop: 143 for SIGTERM, 130 for SIGINT (Ctrl-C)."""
+    """``(128 + signal number, one line)`` for a stop: 143 for SIGTERM, 130 for SIGINT (Ctrl-C), 129 for SIGHUP."""
     signum = getattr(exc, "signum", signal.SIGINT)
     return 128 + signum, f"{what} stopped by {signal.Signals(signum).name}; its worker processes were ended"

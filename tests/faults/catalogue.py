@@ -55,6 +55,9 @@ FAULTS: tuple[Fault, ...] = (
           f"{_F}::test_reproduce_stops_on_a_signal_in_one_line[SIGINT-130]", "fixed"),
     Fault("I3", "interrupt", "SIGTERM to the book build", "papermill and its kernel ended, one line, exit 143",
           "tests/test_book_build.py::test_sigterm_to_the_build_ends_papermill_and_its_kernel_in_one_line", "fixed"),
+    Fault("I16", "interrupt", "SIGHUP to the book build (a closed terminal)", "the SIGTERM path: papermill and its kernel "
+          "ended, one line, exit 129 (was: the build died silently, the kernel rewrote a figure after it)",
+          "tests/test_book_build.py::test_every_stopping_signal_takes_the_one_stop_path[SIGHUP-129]", "fixed"),
     Fault("I4", "interrupt", "kill -9 between the renames of a part's publish", "the next publish completes them: all new outputs",
           f"{_F}::test_a_publish_killed_between_its_renames_is_completed_by_the_next_one", "fixed"),
     Fault("I5", "interrupt", "a local worker process killed mid-sweep", "its tasks run again on a fresh pool; results complete",
