@@ -49,15 +49,37 @@ def test_each_cell_carries_the_seeds_its_verdict_was_computed_from(data):
     assert len(data["cells"]) == len(GRID.cells()) * len(data["claims"])
     for cell in data["cells"]:
         assert [s["seed"] for s in cell["seeds"]] == list(GRID.seeds)
-        if cell["claim"] in ("residual_helps", "beta_monotone"):  # (c): each depth's interval, then the worst
+        if cell["claim"] in ("residual_helps", "beta_monotone"):
             effects = [s["effect"] for s in cell["seeds"]]
             assert math.isclose(np.median(effects), cell["effect"], rel_tol=1e-4, abs_tol=1e-6), cell["claim"]
-        else:
-            assert cell["columns"] == [f"log ratio L={L}" for L in GRID.depths] + ["min over L"]
+            assert cell["parts"][0]["above"] == sum(e > 0 for e in effects)
+        else:  # (c): the verdict's own per-depth summaries; the cell's median is the median of theirs
+            assert cell["columns"] == [f"log ratio L={L}" for L in GRID.depths]
+            assert [p["label"] for p in cell["parts"]] == [f"L = {L}" for L in GRID.depths]
+            assert math.isclose(np.median([p["effect"] for p in cell["parts"]]), cell["effect"], rel_tol=1e-4, abs_tol=1e-6)
+            assert cell["lo"] == min(p["lo"] for p in cell["parts"]) and cell["hi"] == max(p["hi"] for p in cell["parts"])
+            for p, L in zip(cell["parts"], GRID.depths):
+                per_seed = [s[f"log ratio L={L}"] for s in cell["seeds"]]
+                assert math.isclose(np.median(per_seed), p["effect"], rel_tol=1e-4, abs_tol=1e-6)
+                assert p["above"] == sum(v > 0 for v in per_seed)
         assert cell["lo"] <= cell["effect"] <= cell["hi"]
         assert cell["verdict"] == ("holds" if cell["qk"] == 1.0 else "fails")
-        assert set(cell["curves"]) == {str(s) for s in GRID.seeds}
-        assert cell["curves"]["0"]["with"][0] == [0, 1.0] and len(cell["curves"]["0"]["with"]) == 3
+        labels = [line["label"] for line in cell["curves"]]
+        expected = {"residual_helps": ["L = 1 with residual", "L = 1 without"],
+                    "beta_monotone": [f"β = {b:g}" for b in GRID.betas]}.get(
+            cell["claim"], [f"L = {L} {arm}" for L in GRID.depths for arm in ("with residual", "without")])
+        assert labels == expected, cell["claim"]
+        line = cell["curves"][0]
+        assert set(line["points"]) == {str(s) for s in GRID.seeds}
+        assert line["points"]["0"][0] == [0, 1.0] and len(line["points"]["0"]) == 3
+
+
+def test_a_capped_log_ratio_is_labelled_as_the_cap_of_a_diverged_run():
+    from resgd.robustness.explorer import _capped
+
+    assert _capped(stats.LOG_CAP).startswith("≥20 (cap: a run diverged)")
+    assert _capped(-stats.LOG_CAP).startswith("≤ −20 (cap")
+    assert _capped(0.5) == 0.5 and _capped(float("nan")) is None
 
 
 def test_json_has_no_nan_and_the_html_is_self_contained(data):
@@ -70,6 +92,11 @@ def test_json_has_no_nan_and_the_html_is_self_contained(data):
     assert not re.search(r"(src|href)=\"?https?:", page)  # nothing from a CDN
     assert "@media print" in page and "display: none" in page
     assert explorer_html(data) != page  # ids are unique per widget
+    from bs4 import BeautifulSoup
+
+    fallback = BeautifulSoup(re.search(r"<noscript>(.*?)</noscript>", page, re.S).group(1), "html.parser")
+    assert len(fallback.select("table.rx-static tr")) == len(data["cells"]) + 1  # every cell, without JavaScript
+    assert "best: " in fallback.text or "best" not in data["protocols"]  # each protocol defined
 
 
 @pytest.mark.browser
@@ -92,3 +119,14 @@ def test_clicking_a_cell_lists_its_seeds(data, tmp_path):
         summary = driver.find_element(By.CSS_SELECTOR, ".rx-summary").text
         assert "interval [" in summary and "above 0" in summary
         assert driver.find_elements(By.CSS_SELECTOR, ".rx-detail svg.rx-curves polyline")
+        assert "with residual" in driver.find_element(By.CSS_SELECTOR, ".rx-legend").text
+        assert driver.find_element(By.CSS_SELECTOR, ".rx-protocol-text").text.startswith(GRID.protocols[0])
+        assert not driver.find_elements(By.CSS_SELECTOR, "table.rx-static")  # the fallback stays hidden
+        driver.save_screenshot(str(tmp_path / "explorer-js-on.png"))
+    with browser.serve(tmp_path) as url, browser.chromium(javascript=False) as driver:
+        driver.get(f"{url}/map.html")
+        assert not driver.find_elements(By.CSS_SELECTOR, ".rx-cell")
+        assert not driver.find_element(By.CSS_SELECTOR, ".rx-controls").is_displayed()  # no empty drop-downs
+        static = driver.find_elements(By.CSS_SELECTOR, "table.rx-static tr")
+        assert len(static) == len(data["cells"]) + 1
+        assert driver.save_screenshot(str(tmp_path / "explorer-js-off.png"))

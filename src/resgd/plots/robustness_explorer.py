@@ -46,36 +46,48 @@ SCRIPT = r"""
   const panels = root.querySelector('.rx-panels'), detail = root.querySelector('.rx-detail');
   function curves(cell) {
     const size = [380, 150], pad = 30, all = [];
-    for (const s in cell.curves) for (const arm in cell.curves[s])
-      cell.curves[s][arm].forEach(p => { if (typeof p[1] === 'number' && p[1] > 0) all.push(p); });
+    cell.curves.forEach(line => { for (const s in line.points)
+      line.points[s].forEach(p => { if (typeof p[1] === 'number' && p[1] > 0) all.push(p); }); });
     if (!all.length) return null;
     const tmax = Math.max(...all.map(p => p[0])), ys = all.map(p => Math.log10(p[1]));
     const ylo = Math.min(...ys), yhi = Math.max(...ys, ylo + 1e-3);
     const X = t => pad + (size[0] - pad - 5) * t / tmax, Y = y => 5 + (size[1] - pad) * (yhi - Math.log10(y)) / (yhi - ylo);
     const svg = el('svg', {width: size[0], height: size[1], class: 'rx-curves', role: 'img',
-        'aria-label': 'Φ(t)/Φ(0) of each seed, with residual (solid) and without (dashed), log scale'});
+        'aria-label': 'Φ(t)/Φ(0) of each seed, log scale: ' + cell.curves.map(l => l.label).join(', ')});
     svg.appendChild(el('line', {x1: pad, y1: size[1] - pad + 5, x2: size[0] - 5, y2: size[1] - pad + 5, stroke: '#555'}));
-    svg.appendChild(el('text', {x: pad, y: size[1] - 8, 'font-size': 10},
-        `t = 0 … ${tmax}; log Φ(t)/Φ(0), L = 1: with residual solid, without dashed`));
-    for (const s in cell.curves) for (const arm in cell.curves[s]) {
-      const pts = cell.curves[s][arm].filter(p => typeof p[1] === 'number' && p[1] > 0);
+    svg.appendChild(el('text', {x: pad, y: size[1] - 8, 'font-size': 10}, `t = 0 … ${tmax}; log Φ(t)/Φ(0) of each seed`));
+    cell.curves.forEach(line => { for (const s in line.points) {
+      const pts = line.points[s].filter(p => typeof p[1] === 'number' && p[1] > 0);
       if (pts.length < 2) continue;
       svg.appendChild(el('polyline', {points: pts.map(p => X(p[0]) + ',' + Y(p[1])).join(' '), fill: 'none',
-          stroke: arm === 'with' ? '#1d5fa8' : '#c0392b', 'stroke-width': 1, 'stroke-dasharray': arm === 'with' ? '' : '3,2'}));
-    }
-    return svg;
+          stroke: line.colour, 'stroke-width': 1, 'stroke-dasharray': line.dashed ? '3,2' : ''}));
+    } });
+    const box = document.createElement('div');
+    box.appendChild(svg);
+    const legend = document.createElement('p');
+    legend.className = 'rx-legend';
+    cell.curves.forEach(line => { const item = document.createElement('span');
+      item.style.color = line.colour; item.style.marginRight = '1em';
+      item.textContent = (line.dashed ? '- - ' : '—— ') + line.label; legend.appendChild(item); });
+    box.appendChild(legend);
+    return box;
   }
   function show(cell, g) {
     root.querySelectorAll('.rx-chosen').forEach(n => n.classList.remove('rx-chosen'));
     if (g) g.classList.add('rx-chosen');
     detail.innerHTML = '';
     const h = document.createElement('p');
-    const value = s => 'effect' in s ? s.effect : s['min over L'];
-    const agree = cell.seeds.filter(s => typeof value(s) === 'number' ? value(s) > data.threshold : value(s) === 'inf').length;
+    const level = v => v === null || v === undefined ? '–' : (100 * v).toFixed(1) + ' %';
+    const counts = cell.parts.map(p => (cell.parts.length > 1 ? p.label + ': ' : '') + `${p.above} of ${p.seeds} seeds above ${data.threshold}`);
+    const depth = cell.parts.length > 1
+      ? '; every depth: ' + cell.parts.map(p => `${p.label} median ${fmt(p.effect)}, interval [${fmt(p.lo)}, ${fmt(p.hi)}]`).join('; ')
+        + ` (the cell holds when every depth's interval lies above ${data.threshold}, fails when every one lies below; `
+        + `its median is the median of the depths' medians)`
+      : '';
     h.textContent = `${cell.dataset}, N = ${cell.N}, Q/K scale ${fmt(cell.qk)}, step ${fmt(cell.step)}, protocol '${cell.protocol}', T = ${data.horizon}: `
       + `${cell.verdict} ${data.letter[cell.verdict]} — median ${fmt(cell.effect)}, interval [${fmt(cell.lo)}, ${fmt(cell.hi)}] `
-      + `(exact level ${cell.level === null ? '–' : (100 * cell.level).toFixed(1) + ' %'}; holds when the interval lies above `
-      + `${data.threshold}, fails when below); ${agree} of ${cell.seeds.length} seeds above ${data.threshold}.`;
+      + `(exact level ${level(cell.level)}; holds when the interval lies above ${data.threshold}, fails when below)`
+      + depth + '; ' + counts.join(', ') + '.';
     h.className = 'rx-summary';
     detail.appendChild(h);
     const table = document.createElement('table'), head = table.insertRow();
@@ -114,23 +126,49 @@ SCRIPT = r"""
       panels.appendChild(svg);
     });
   }
-  pick.addEventListener('change', draw); claim.addEventListener('change', draw);
+  const about = root.querySelector('.rx-protocol-text');
+  const describe = () => { about.textContent = data.protocol_text[pick.value] || pick.value; };
+  pick.addEventListener('change', () => { describe(); draw(); }); claim.addEventListener('change', draw);
+  root.querySelector('.rx-controls').hidden = false;
+  describe();
   draw();
 })();
 """
 
 
+def static_table(data: dict) -> str:
+    """Every cell of ``data`` as one HTML table (verdict, median, interval, seeds above the threshold,
+    per depth for (c)): what a reader without JavaScript sees instead of the widget."""
+    def fmt(v) -> str:
+        return "–" if v is None else {"inf": "∞", "-inf": "−∞"}.get(v, f"{v:.3g}" if isinstance(v, float) else str(v))
+
+    head = ("<tr><th>protocol</th><th>claim</th><th>data</th><th>N</th><th>Q/K</th><th>step</th><th>verdict</th>"
+            "<th>median</th><th>interval</th><th>seeds above 0</th></tr>")
+    rows = []
+    for c in data["cells"]:
+        above = ", ".join((f"{p['label']}: " if len(c["parts"]) > 1 else "") + f"{p['above']} of {p['seeds']}" for p in c["parts"])
+        rows.append("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in (
+            c["protocol"], c["claim"], c["dataset"], c["N"], fmt(c["qk"]), fmt(c["step"]), c["verdict"], fmt(c["effect"]),
+            f"[{fmt(c['lo'])}, {fmt(c['hi'])}]", above)) + "</tr>")
+    protocols = "".join(f"<li>{html.escape(text)}</li>" for text in data.get("protocol_text", {}).values())
+    return (f"<p>Without JavaScript: every cell of the map at T = {data['horizon']} (claims: "
+            + html.escape("; ".join(data["claim_text"].values())) + f").</p><ul>{protocols}</ul>"
+            f"<table class=\"rx-static\">{head}{''.join(rows)}</table>")
+
+
 def explorer_html(data: dict) -> str:
     """A self-contained HTML fragment of the explorable map (``data``:
     :func:`resgd.robustness.explorer.explorer_data`); each call gets its own element ids, so a page
-    may hold several."""
+    may hold several. Without JavaScript the controls stay hidden and a static table of every cell
+    (:func:`static_table`) stands in."""
     uid = f"resgd-explorer-{uuid.uuid4().hex[:8]}"
     payload = json.dumps(data, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
     title = html.escape(f"Explore the map: the seeds behind each cell (T = {data['horizon']}, measure {data['measure']})")
     return (f'<div class="resgd-explorer" id="{uid}">\n<style>{STYLE}</style>\n'
             f'<p class="rx-title"><strong>{title}</strong></p>\n'
-            '<div class="rx-controls"><label>protocol <select class="rx-protocol"></select></label>'
-            '<label>claim <select class="rx-claim"></select></label></div>\n'
+            '<div class="rx-controls" hidden><label>protocol <select class="rx-protocol"></select></label>'
+            '<label>claim <select class="rx-claim"></select></label><p class="rx-protocol-text"></p></div>\n'
             '<div class="rx-panels"></div>\n<div class="rx-detail" aria-live="polite"></div>\n'
+            f'<noscript>{static_table(data)}</noscript>\n'
             f'<script type="application/json" id="{uid}-data">{payload}</script>\n'
             f'<script>{SCRIPT.replace("ROOT_ID", json.dumps(uid))}</script>\n</div>\n')

@@ -75,8 +75,9 @@ def serve(directory: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def chromium(timeout_s: float = 60) -> Iterator:
-    """A selenium driver of Debian's headless Chromium, with a throw-away profile."""
+def chromium(timeout_s: float = 60, *, javascript: bool = True) -> Iterator:
+    """A selenium driver of Debian's headless Chromium, with a throw-away profile (``javascript=False``:
+    scripts off, as a reader who blocks them)."""
     if not have_chromium():
         raise FileNotFoundError(f"{CHROMIUM} or {CHROMEDRIVER} missing: run `make chromium`"
                                 " (apt-get install chromium chromium-driver)")
@@ -90,6 +91,8 @@ def chromium(timeout_s: float = 60) -> Iterator:
     for flag in CHROME_FLAGS + [f"--user-data-dir={profile}"]:
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, for driver.get_log("browser")
+    if not javascript:
+        options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
     try:
         driver.set_page_load_timeout(timeout_s)

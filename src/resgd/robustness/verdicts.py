@@ -98,6 +98,12 @@ def _outcomes(rows: pd.DataFrame) -> dict:
     return dict(stalled=int((rows["outcome"] == "stalled").sum()), diverged=int((rows["outcome"] == "diverged").sum()))
 
 
+def depth_summaries(rows: pd.DataFrame, grid: MapGrid, column: str, twin: str) -> list[dict]:
+    """Claim (c)'s parts: per depth L, the median, interval, level and seeds of the per-seed log
+    ratios against ``twin`` (what :func:`cell_effects` combines, and what the explorer shows)."""
+    return [{"depth": int(L), **_summary(_pairs(rows, column, L, twin), grid)} for L in grid.depths]
+
+
 def cell_effects(rows: pd.DataFrame, grid: MapGrid, horizon: int, measure: str) -> list[dict]:
     """The three claims' effects, intervals and verdicts in one cell × protocol at ``horizon``."""
     column = f"{measure}_{horizon}"
@@ -108,7 +114,7 @@ def cell_effects(rows: pd.DataFrame, grid: MapGrid, horizon: int, measure: str) 
     per_seed = -spearman_rows(table.index.to_numpy(dtype=float), table.to_numpy(dtype=float).T)
     out.append(dict(claim="beta_monotone", **_summary(per_seed, grid), **_outcomes(single)))
     for claim, init in zip(DEPTH_CLAIMS, grid.twins):
-        depths = pd.DataFrame([_summary(_pairs(rows, column, L, init), grid) for L in grid.depths])
+        depths = pd.DataFrame(depth_summaries(rows, grid, column, init))
         deep = rows[(rows["n_layers"] > 1) & ((rows["beta"] == 1.0) | (rows["init"] == init))]
         # L = 2, 6, 10 alike: holds when every depth's interval lies above 0, fails when every one lies
         # below ([min lo, max hi]); a depth without an interval leaves (c) without one (NaN propagates)
