@@ -240,15 +240,17 @@ def test_verdicts_round_trip_and_missing_file_is_named(tmp_path):
     assert loaded.loc[~loaded["decides"], "seeds_in_arm"].max() < 8 <= loaded.loc[loaded["decides"], "seeds_in_arm"].min()
     with pytest.raises(FileNotFoundError, match="jena_full.json"):
         claims.load_verdicts(tmp_path, mode="full")
-    # the interval-rule checks (theory c=0.5 at one layer: (a), (b), factorial) are named as such
+    # the interval-rule checks (theory c=0.5 at one layer: (a), (b)) are named as such; the factorial by
+    # the rule that decides it, the Holm-corrected sign test, in every arm
     by_rule = loaded.groupby("rule")["protocol"].agg(set)
     assert by_rule["interval"] == {"theory c=0.5"} and "common" in by_rule["sign"]
-    assert set(loaded.loc[loaded["rule"] == "interval", "name"]) == {"residual_helps", "beta_monotone", "factorial"}
+    assert set(loaded.loc[loaded["rule"] == "interval", "name"]) == {"residual_helps", "beta_monotone"}
+    assert set(loaded.loc[loaded["name"] == "factorial", "rule"]) == {claims.FACTORIAL_RULE}
     skips = loaded.set_index(["dataset", "name"])["skips"]
     assert skips[("jena", "factorial")].startswith("attention skip ") and ", FFN skip " in skips[("jena", "factorial")]
     assert skips[("jena", "residual_helps")].eq("").all()
     summary = claims.interval_summary(loaded)
-    assert summary["seeds"] == 8 and summary["level"] == pytest.approx(0.9296875) and summary["checks"] == 5
+    assert summary["seeds"] == 8 and summary["level"] == pytest.approx(0.9296875) and summary["checks"] == 4  # (a), (b)
     assert summary["chance"] == pytest.approx(1 - 0.9296875)
     with pytest.raises(ValueError, match="no verdict was decided by the interval"):
         claims.interval_summary(loaded[loaded["rule"] == "sign"])

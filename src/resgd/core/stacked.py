@@ -56,8 +56,8 @@ def worth_stacking(cfg: ModelConfig, n_train: int, n_tokens: int) -> bool:
     """Whether runs of this shape train faster in one stack than each in a stack of its own.
 
     Stacking pays where per-operation overhead dominates: few tokens and few weights per run, so
-    that a stack's weights and gradients stay in cache (``benchmarks/bench_stacked.py`` and the
-    numbers in ``benchmarks/README.md``); at the headline experiments' 2048-3072 tokens one run
+    that a stack's weights and gradients stay in cache (``benchmarks/bench_stacked.py`` measures
+    both ways on this machine); at the headline experiments' 2048-3072 tokens one run
     fills the kernels. Speed only: a run's numbers do not depend on its stack."""
     weights = sum(a * b for a, b in weight_shapes(cfg).values())
     return n_train * n_tokens <= STACK_MAX_TOKENS and weights <= STACK_MAX_WEIGHTS
@@ -195,8 +195,8 @@ def _forward(weights: list[torch.Tensor], cfg: ModelConfig, beta: torch.Tensor, 
         if keypad is not None:
             S.view(R, N, n, n).masked_fill_(keypad, float("-inf"))
         # ATen's softmax over the keys, keys-major: its reductions run over dim 1 with the queries
-        # contiguous, faster than over rows of a few dozen keys (benchmarks/README.md); each
-        # sample's slab is computed alike whatever R is
+        # contiguous, faster than over rows of a few dozen keys; each sample's slab is computed
+        # alike whatever R is
         A = torch._softmax(S, 1, False, out=buf(("A", layer), R * N, n, n))
         V = torch.bmm(X2, W_V, out=buf(("V", layer), R, T, d)).view(R * N, n, d)
         Z = torch.mul(H, b, out=buf(("Z", layer), R, N, n, d))

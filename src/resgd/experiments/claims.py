@@ -492,9 +492,22 @@ def write_verdicts(verdicts: Sequence[Verdict], path: str | os.PathLike, *, data
     return write_json(path, verdicts_payload(verdicts, dataset=dataset, mode=mode, meta=meta))
 
 
+FACTORIAL_RULE = "Holm sign test"
+"""What decides the factorial in every arm: each skip's exact sign test, Holm-corrected over the two
+skips (in an interval arm each skip's interval is shown beside it and decides nothing)."""
+
+
+def rule_name(name: str, numbers: dict) -> str:
+    """The rule that decided a verdict, as the tables name it: the factorial's :data:`FACTORIAL_RULE`,
+    else ``interval`` or ``sign``."""
+    if name == "factorial":
+        return FACTORIAL_RULE
+    return "interval" if _interval_parts(numbers) else "sign"
+
+
 def _interval_parts(numbers: dict) -> list[dict]:
     """The interval-rule results inside a verdict's numbers: the verdict's own, or its parts' (the
-    factorial decides each skip by the interval)."""
+    factorial's per-skip intervals, shown beside its Holm sign test)."""
     parts = [numbers] + [v for v in numbers.values() if isinstance(v, dict)]
     return [p for p in parts if p.get("rule") == "interval"]
 
@@ -584,7 +597,7 @@ def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick
                 "horizons": ", ".join(f"{horizon_name(float(h))} {o}" for h, o in v.numbers.get("horizons", {}).items()),
                 "out_of_regime": int(v.numbers.get("runs_out_of_regime", 0)),
                 "shape": str(v.numbers.get("shape", "")),
-                "rule": "interval" if _interval_parts(v.numbers) else "sign",
+                "rule": rule_name(v.name, v.numbers),
                 "skips": _skip_effects(v.numbers),
                 "seeds": min((int(q["seeds"]) for q in _interval_parts(v.numbers)), default=None),
                 "level": min((float(q["level"]) for q in _interval_parts(v.numbers)), default=None),

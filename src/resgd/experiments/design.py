@@ -62,9 +62,10 @@ every rule the book uses):
   earlier rule, :func:`resgd.experiments.claims.check_depth_pooled`, replayed) decides "holds" 12.5 %
   of the time under no effect when they are fully dependent. The per-depth counts are shown beside
   it and decide nothing (the 8-seed per-depth verdicts are the robustness map's);
-* factorial: each skip's effect by the arm's rule, with **Holm's correction** over the two skips in
-  each direction (a skip **speeds up** when its one-sided sign p-value is ≤ 2.5 % for the smaller, then
-  ≤ 5 %); the verdict **holds** when some skip speeds up. Theorem 1's α carries β_ffn² (the FFN
+* factorial: each skip's effect by the exact sign test on its per-seed mean differences, with
+  **Holm's correction** over the two skips in each direction (a skip **speeds up** when its one-sided
+  sign p-value is ≤ 2.5 % for the smaller, then ≤ 5 %), in every arm (in an interval arm each skip's
+  interval is shown beside it, deciding nothing); the verdict **holds** when some skip speeds up. Theorem 1's α carries β_ffn² (the FFN
   skip), its σ_min(Z) the attention skip.
 
 Horizons (:data:`HORIZONS`): every check is made at T/4, T/2 and T of the same runs (each run read as

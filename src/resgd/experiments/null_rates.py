@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .claims import check_beta_monotone, check_depth_pooled, check_depth_residual_helps, check_factorial, check_residual_helps
+from .claims import FACTORIAL_RULE, check_beta_monotone, check_depth_pooled, check_depth_residual_helps, check_factorial, check_residual_helps
 from .design import ALPHA, FACTORIAL_CELLS
 
 RULES = (
@@ -85,7 +85,8 @@ def null_rates(n_sets: int = 5000, *, seeds: int = 3, interval_seeds: int = 8,
                         counts[outcome] += 1
                 for direction, count in counts.items():
                     p = count / n_sets
-                    rows.append({"check": name, "rule": rule, "seeds": n, "correlation": rho, "direction": direction,
+                    shown = FACTORIAL_RULE if experiment == "factorial" else rule
+                    rows.append({"check": name, "rule": shown, "seeds": n, "correlation": rho, "direction": direction,
                                  "rate": p, "se": math.sqrt(max(p * (1 - p), 1e-12) / n_sets), "bound": ALPHA,
                                  "sets": n_sets, "replayed": replayed})
     return pd.DataFrame(rows)

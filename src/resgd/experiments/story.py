@@ -51,24 +51,28 @@ def _descriptive(verdicts: pd.DataFrame, name: str, protocol: str) -> str:
 def sentences(verdicts: pd.DataFrame) -> list[str]:
     """Five sentences: claims (a), (b), (c) and the factorial under the theorem's step, then ``common``."""
     out = [
-        "Under the theorem's own step (μ = c/L̂ at each run's initial weights), a single-layer model with "
+        "Under the step size Theorem 1's guarantee uses (half of one over the loss's measured curvature "
+        "at each run's starting weights: μ = c/L̂ with c = 0.5), a single-layer model with "
         "the residual connection is " + _per_dataset(_outcomes(verdicts, "residual_helps", THEORY),
                                                     "faster than without it", "slower than without it",
                                                     "not decidedly faster or slower than without it") + ".",
         "Under the same step, a larger residual weight β " + _per_dataset(
             _outcomes(verdicts, "beta_monotone", THEORY), "trains faster", "trains slower",
             "is not decidedly faster or slower") + _shapes(verdicts, THEORY) + ".",
-        "With 2, 6 and 10 layers, models with residual connections against their matched twins without"
+        "With 2, 6 and 10 layers, models with residual connections against the same models without them, "
+        "started with signals of the same size (matched twins)"
         + _descriptive(verdicts, "depth_residual_helps", THEORY) + ": "
         + _per_dataset(_outcomes(verdicts, "depth_residual_helps", THEORY), "faster", "slower", "undecided") + ".",
     ]
     rows = verdicts[(verdicts["name"] == "factorial") & (verdicts["protocol"] == THEORY)]
     if len(rows):
         out.append("Which skip carries the effect at one layer: " + "; ".join(
-            f"on {NAMES.get(r.dataset, r.dataset)}, {r.skips}" for r in rows.itertuples()) + " (Holm-corrected).")
+            f"on {NAMES.get(r.dataset, r.dataset)}, {r.skips}" for r in rows.itertuples())
+                   + " (each skip tested on its own, corrected for testing two: Holm's method).")
     common_b = _outcomes(verdicts, "beta_monotone", "common")
     common_c = _outcomes(verdicts, "depth_residual_helps", "common")
-    out.append("With one step for every model of a comparison (common), a larger β "
+    out.append("With one step size shared by every model of a comparison (the common protocol: half the largest step "
+               "on a grid at which the β = 1 model learns), a larger β "
                + _per_dataset(common_b, "trains faster", "trains slower", "is not decidedly faster") + ", and residual "
                "models at depth are " + _per_dataset(common_c, "faster", "slower", "not decidedly faster") + ".")
     return out
