@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import pandas as pd
 import pytest
 from bs4 import BeautifulSoup
 
@@ -142,6 +143,14 @@ def leaked_reprs(page: str, html: str) -> list[str]:
     bad = [f"{page}: output shows {needle!r}" for needle in LEAKED_REPR if needle in text]
     bad += [f"{page}: a table hides columns behind '...'" for table in tree.select("table.dataframe")
             if any(cell.get_text(strip=True) in ("...", "…") for cell in table.select("thead th"))]
+    for table in tree.select("table.dataframe"):  # NaN and ±∞ only with the legend that says what they mean
+        marks = {cell.get_text(strip=True) for cell in table.select("td")} & {"NaN", "inf", "-inf", "<NA>", "None"}
+        after, node = table.find_next_sibling(), table
+        while after is None and node.parent is not None and node.parent.name == "div":  # pandas wraps its table in a div
+            node = node.parent
+            after = node.find_next_sibling()
+        if marks and not (after is not None and "resgd-table-legend" in (after.get("class") or [])):
+            bad.append(f"{page}: a table shows {sorted(marks)} without a legend")
     return bad
 
 
@@ -303,6 +312,12 @@ def test_checker_finds_a_leaked_path_and_a_cut_table():
     assert leaked_reprs("notebooks/x.html", page) and not leaked_reprs("notebooks/x.html", '<article class="bd-article">ok</article>')
     cut = '<article class="bd-article"><table class="dataframe"><thead><tr><th>a</th><th>...</th></tr></thead></table></article>'
     assert leaked_reprs("notebooks/x.html", cut)
+    bare = '<article class="bd-article"><table class="dataframe"><tbody><tr><td>inf</td></tr></tbody></table></article>'
+    assert leaked_reprs("notebooks/x.html", bare)
+    from resgd.plots.tables import table_html
+
+    shown = table_html(pd.DataFrame({"rate": [float("-inf"), 0.5], "seed": [0, 1]}))
+    assert not leaked_reprs("notebooks/x.html", f'<article class="bd-article"><div>{shown}</div></article>')
 
 
 @pytest.mark.site
