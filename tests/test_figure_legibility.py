@@ -1,7 +1,8 @@
 """Every figure of the theorem-1, rank-collapse and robustness chapters, and the claims page's
 overview, reads at the book's page width.
 
-The book's content column is about 760 CSS px; a wider figure is scaled down to it. Each figure is
+The book's content column is 660 CSS px in a 1280-px window (the width Chromium gives the article);
+a wider figure is scaled down to it. Each figure is
 drawn from small hand-built tables with as many panels as the largest design that reaches the book
 (the full presets, the robustness map's whole design with its banner), and must save at most
 :data:`MAX_WIDTH_PX` wide with no text below :data:`MIN_TEXT_PX` once scaled to the page.
@@ -28,7 +29,7 @@ from resgd.plots import theorem1 as tplots  # noqa: E402
 from resgd.plots.style import saved_width_px, smallest_text_px, use_style  # noqa: E402
 from resgd.robustness.grid import map_grid  # noqa: E402
 
-PAGE_PX = 760
+PAGE_PX = 660
 MIN_TEXT_PX = 8.0
 MAX_WIDTH_PX = 1800  # 12 in at the saved 150 dpi
 BANNER = "SYNTHETIC stand-in data for jena; SYNTHETIC stand-in data for sst2"

@@ -48,8 +48,9 @@ def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str
     columns = [(d, n) for d in grid.datasets for n in grid.sizes]
     fractions, scales = list(grid.steps(protocol)), list(grid.qk_scales)
     claims = [c for c in CLAIM_ROWS if c in set(cells["claim"])]
-    # 1.9 in per panel keeps the whole design (4 columns) under 10 in: legible at page width
-    fig, axes = plt.subplots(len(claims), len(columns), figsize=(1.9 * len(columns) + 2.4, 2.4 * len(claims)),
+    # 1.6 in per panel keeps the whole design (4 columns) under 9 in: every text at least 8 px in the
+    # 660-px content column
+    fig, axes = plt.subplots(len(claims), len(columns), figsize=(1.6 * len(columns) + 2.4, 2.4 * len(claims)),
                              squeeze=False, constrained_layout=True)
     cmap = plt.get_cmap("RdBu")
     horizon = int(cells["horizon"].iloc[0])
