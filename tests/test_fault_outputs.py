@@ -445,3 +445,23 @@ def test_an_empty_path_setting_is_refused_in_one_line(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {expected}") and "\n" not in err
     assert ran == [] and list(tmp_path.iterdir()) == []
+
+
+def test_a_worker_on_another_engine_path_refuses_the_task():
+    """Before: a worker with another instruction set (or MKL path) stored its rows under the client's
+    engine key, and a later local run served them (last digits differ). After: one line naming both
+    engine paths, before the task runs."""
+    from resgd.core.engine import engine_path
+    from resgd.pipeline.sweep import EngineMismatchError, _checked_call
+    from resgd.source_hash import code_identity
+    from resgd.user_errors import describe
+
+    client = {**engine_path(), "isa": "DEFAULT"}  # e.g. ATEN_CPU_CAPABILITY=default on the client's side
+    ran = []
+    with pytest.raises(EngineMismatchError) as caught:
+        _checked_call((ran.append, 1, {}, code_identity(), client))
+    message = str(caught.value)
+    assert not ran and "\n" not in message
+    assert f"isa={engine_path()['isa']}" in message and "the client on" in message and "isa=DEFAULT" in message
+    assert describe(caught.value)[0] == 2
+    assert _checked_call((abs, -3, {}, code_identity(), engine_path()))[0] == 3  # the same path runs

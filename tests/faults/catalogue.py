@@ -360,6 +360,9 @@ FAULTS: tuple[Fault, ...] = (
     Fault("E22", "settings", "RESGD_MKL_INTEL_PATH=1 with a cache folder that cannot be written", "one line naming the "
           "folder and what to set (was: an OSError traceback)",
           "tests/test_mkl_path.py::test_a_cache_folder_that_cannot_be_written_is_one_line", "fixed"),
+    Fault("K16", "dask", "a worker on another engine path (instruction set, MKL path) than the client", "one line "
+          "naming both paths before the task runs; nothing cached (was: its rows stored under the client's engine key)",
+          f"{_O}::test_a_worker_on_another_engine_path_refuses_the_task", "fixed"),
     # ------------------------------------------------------------------ labels of the data on figures
     Fault("L1", "label", "Jena loaded with check_canonical=False, then plotted", "the figure carries the NOT-canonical banner",
           "tests/test_fault_stamp.py::test_a_jena_file_loaded_with_check_canonical_false_is_stamped_on_the_figure", "bug"),

@@ -104,6 +104,28 @@ def check_code(theirs: object, mine: dict[str, str], worker: str) -> None:
         )
 
 
+class EngineMismatchError(CodeMismatchError):
+    """A worker computes on another engine path than the client (instruction set, MKL path, torch):
+    its numbers would differ in the last digits under the client's cache key; a setup to fix, exit 2."""
+
+
+def _describe_engine(engine: object) -> str:
+    if not isinstance(engine, dict):
+        return "an engine of unknown path"
+    return ", ".join(f"{k}={v}" for k, v in sorted(engine.items()))
+
+
+def check_engine(theirs: object, mine: dict[str, str], worker: str) -> None:
+    """Raise :class:`EngineMismatchError` unless the worker's engine path ``theirs`` is the client's
+    ``mine`` (:func:`resgd.core.engine.engine_path`): cached rows are keyed by the client's."""
+    if theirs != mine:
+        raise EngineMismatchError(
+            f"{worker} computes on {_describe_engine(theirs)}, the client on {_describe_engine(mine)}: its results "
+            f"would differ in the last digits under the client's cache key; run every worker with the client's "
+            f"instruction set, $RESGD_MKL_INTEL_PATH and torch; nothing was cached"
+        )
+
+
 def check_n_jobs(n_jobs: object) -> int:
     from ..validation import ConfigError
 
@@ -203,15 +225,17 @@ def execute_checked(tasks: list[Task | Group], *, n_jobs: int,
                     scheduler: str | None = None) -> Iterator[tuple[str, Any, dict[str, str]]]:
     """As :func:`execute`, with the data each result was computed on: ``{data set: digest}``, every
     digest checked against the client's (else :class:`resgd.data.spec.DataMismatchError`)."""
+    from ..core.engine import engine_path
     from ..data.spec import known_fingerprints
     from ..source_hash import code_identity
 
     expected = known_fingerprints()
     identity = code_identity()
+    engine = engine_path()
     plain, members = [], {}
     for item in tasks:
         task, keys = _as_task(item)
-        plain.append(Task(task.key, _checked_call, (task.fn, task.arg, expected, identity)))
+        plain.append(Task(task.key, _checked_call, (task.fn, task.arg, expected, identity, engine)))
         if keys is not None:
             members[task.key] = keys
     for key, reply in _execute(plain, n_jobs=n_jobs, scheduler=scheduler):
@@ -226,15 +250,17 @@ def execute_checked(tasks: list[Task | Group], *, n_jobs: int,
 
 
 def _checked_call(packed: tuple) -> tuple[Any, dict, str, dict[str, str]]:
-    """On the worker: ``fn(arg)`` with the client's code identity and data fingerprints enforced
-    (the code before anything runs); returns the result, the fingerprints of the data it loaded,
-    who computed it and its code identity."""
+    """On the worker: ``fn(arg)`` with the client's code identity, engine path and data fingerprints
+    enforced (code and engine before anything runs); returns the result, the fingerprints of the data
+    it loaded, who computed it and its code identity."""
+    from ..core.engine import engine_path
     from ..data.spec import expecting, where_am_i
     from ..source_hash import code_identity
 
-    fn, arg, expected, identity = packed
+    fn, arg, expected, identity, engine = packed
     mine = code_identity()
     check_code(mine, identity, where_am_i())
+    check_engine(engine_path(), engine, where_am_i())
     with expecting(expected) as used:
         value = fn(arg)
         return value, dict(used), where_am_i(), mine
