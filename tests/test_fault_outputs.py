@@ -465,3 +465,36 @@ def test_a_worker_on_another_engine_path_refuses_the_task():
     assert f"isa={engine_path()['isa']}" in message and "the client on" in message and "isa=DEFAULT" in message
     assert describe(caught.value)[0] == 2
     assert _checked_call((abs, -3, {}, code_identity(), engine_path()))[0] == 3  # the same path runs
+
+
+def test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line(tmp_path):
+    """Before: a run waited without end on a publish lock held by a stopped run (SIGSTOP), or by a run
+    on another host whose clock is an hour ahead. After: it stops after the stated time on its own
+    monotonic clock, in one line naming the holder; nothing of it is published."""
+    import fcntl
+    import time
+
+    from resgd.pipeline import reproduce
+    from resgd.user_errors import describe
+
+    path = tmp_path / reproduce.LOCK_NAME
+    holder = open(path, "a+b")  # another open file: flock conflicts as with another process
+    try:
+        fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
+        holder.write(b"4242 on far-host")
+        holder.flush()
+        os.utime(path, (time.time() + 3600, time.time() + 3600))  # the holder's clock an hour ahead
+        start = time.monotonic()
+        with pytest.raises(OSError) as caught:
+            reproduce._lock_file(path, give_up_s=0.5)
+        assert time.monotonic() - start < 5
+    finally:
+        holder.close()
+    message = str(caught.value)
+    assert "\n" not in message and "run 4242 on far-host has held its publish lock" in message
+    assert "nothing of this run was published" in message and describe(caught.value)[0] == 1
+    held_path, handle = reproduce._lock_file(path, give_up_s=0.5)  # free again: taken at once
+    try:
+        assert path.read_text().startswith(f"{os.getpid()} on ")
+    finally:
+        handle.close()

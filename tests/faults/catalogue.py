@@ -363,6 +363,10 @@ FAULTS: tuple[Fault, ...] = (
     Fault("K16", "dask", "a worker on another engine path (instruction set, MKL path) than the client", "one line "
           "naming both paths before the task runs; nothing cached (was: its rows stored under the client's engine key)",
           f"{_O}::test_a_worker_on_another_engine_path_refuses_the_task", "fixed"),
+    Fault("R12", "concurrency", "a publish lock held by a stopped run (SIGSTOP)", "given up after 120 s on the "
+          "waiter's clock, one line naming the holder; nothing published (was: a wait without end)", "tests/test_fault_outputs.py::test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line", "fixed"),
+    Fault("R13", "concurrency", "another host's publish lock with an mtime an hour ahead (clock skew)", "the same: only the "
+          "waiter's monotonic clock counts (was: still waiting at 241 s after saying 120 s)", "tests/test_fault_outputs.py::test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line", "fixed"),
     # ------------------------------------------------------------------ labels of the data on figures
     Fault("L1", "label", "Jena loaded with check_canonical=False, then plotted", "the figure carries the NOT-canonical banner",
           "tests/test_fault_stamp.py::test_a_jena_file_loaded_with_check_canonical_false_is_stamped_on_the_figure", "bug"),

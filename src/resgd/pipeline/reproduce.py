@@ -27,9 +27,11 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -158,21 +160,48 @@ def publish_lock(folders: Iterable[str | os.PathLike]) -> Iterator[None]:
                 handle.close()
 
 
-def _lock_file(path: Path) -> tuple[Path, object]:
-    """``path`` created if need be and ``flock``-ed (waiting, said once on stderr); the holder
-    removes it on release, so a waiter retries until the file it locked is the one at ``path``."""
-    told = False
+PUBLISH_GIVE_UP_S = 120.0
+"""How long a run waits for another run's publish (renames of seconds) before it stops in one line:
+the holder may be stopped (SIGSTOP), hung, or on another host with a skewed clock. Measured on the
+waiter's own monotonic clock, so no clock but its own counts."""
+LOCK_POLL_S = 0.25
+
+
+def _holder(path: Path) -> str:
+    """Who holds the publish lock at ``path``, as its holder wrote it (pid and host), or "another run"."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        text = ""
+    return f"run {text}" if text else "another run"
+
+
+def _lock_file(path: Path, give_up_s: float | None = None) -> tuple[Path, object]:
+    """``path`` created if need be and ``flock``-ed (waiting, said once on stderr, at most
+    :data:`PUBLISH_GIVE_UP_S`, then :class:`resgd.validation.OutputError` in one line); the holder
+    writes its pid and host into it and removes it on release, so a waiter retries until the file it
+    locked is the one at ``path``."""
+    give_up_s = PUBLISH_GIVE_UP_S if give_up_s is None else give_up_s
+    told, start = False, time.monotonic()
     while True:
         handle = open(path, "a+b")  # noqa: SIM115 - closed on release
         try:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if not told:
-                    print(f"publishing into {path.parent}: waiting for another run that publishes there now",
-                          file=sys.stderr, flush=True)
-                    told = True
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            while True:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    waited = time.monotonic() - start
+                    if not told:
+                        print(f"publishing into {path.parent}: waiting for {_holder(path)}, which publishes there now "
+                              f"(at most {give_up_s:g} s)", file=sys.stderr, flush=True)
+                        told = True
+                    if waited >= give_up_s:
+                        raise OutputError(
+                            f"publishing into {path.parent}: {_holder(path)} has held its publish lock for {waited:.0f} s "
+                            f"(stopped, hung or on another host): nothing of this run was published, its cached results "
+                            f"are kept; resume or end that run (or remove {path} if it is gone), then run again")
+                    time.sleep(LOCK_POLL_S)
             same = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
         except FileNotFoundError:
             same = False
@@ -180,6 +209,9 @@ def _lock_file(path: Path) -> tuple[Path, object]:
             handle.close()
             raise
         if same:
+            handle.truncate(0)
+            handle.write(f"{os.getpid()} on {socket.gethostname()}".encode())
+            handle.flush()
             return path, handle
         handle.close()
 
