@@ -207,14 +207,6 @@ def _style():
     plt.close("all")
 
 
-@pytest.mark.parametrize("name", sorted(FIGURES))
-def test_figure_reads_at_page_width(name):
-    fig = FIGURES[name]()
-    width, smallest = saved_width_px(fig), smallest_text_px(fig, page_px=PAGE_PX)
-    assert width <= MAX_WIDTH_PX, f"{name}: {width} px wide"
-    assert smallest >= MIN_TEXT_PX, f"{name}: smallest text {smallest:.1f} px at page width ({width} px saved)"
-
-
 def _labels(fig):
     """Axis labels and titles of every visible axes (colour bars included), and the figure's own."""
     texts = [fig._suptitle, fig._supxlabel, fig._supylabel]
@@ -225,9 +217,14 @@ def _labels(fig):
 
 
 @pytest.mark.parametrize("name", sorted(FIGURES))
-def test_labels_and_titles_do_not_collide(name):
-    """The review found colour-bar labels running into each other and two x labels overlapping."""
+def test_figure_reads_at_page_width_and_its_labels_do_not_collide(name):
+    """Each figure drawn once: saved at most MAX_WIDTH_PX wide, no text under MIN_TEXT_PX at the page
+    width, and no two axis labels or titles overlapping (the review found colour-bar labels running
+    into each other and two x labels overlapping)."""
     fig = FIGURES[name]()
+    width, smallest = saved_width_px(fig), smallest_text_px(fig, page_px=PAGE_PX)
+    assert width <= MAX_WIDTH_PX, f"{name}: {width} px wide"
+    assert smallest >= MIN_TEXT_PX, f"{name}: smallest text {smallest:.1f} px at page width ({width} px saved)"
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in _labels(fig)]
