@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import yaml
 
-from resgd.publish.build import toc_notebooks
+from resgd.publish.toc import toc_notebooks
 from resgd.publish.lab import SETTINGS_DIR
 from test_site import read, require_site
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from resgd.publish import browser
-from resgd.publish.build import toc_docs
+from resgd.publish.toc import toc_docs
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "html"

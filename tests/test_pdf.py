@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
-from resgd.publish.build import toc_docs
+from resgd.publish.toc import toc_docs
 from resgd.publish.pdf import PDF_DIR, PDF_NAME, SITE, single_page
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from bs4 import BeautifulSoup
 
-from resgd.publish.build import toc_docs
+from resgd.publish.toc import toc_docs
 from resgd.publish.pdf import PDF_NAME
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -42,16 +42,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Sequence
 
-import yaml
 
 from .. import settings
 from ..atomic import write_text, write_with
 from ..mkl_path import child_env
+from .toc import NOTEBOOK_DIR, BookBuildError, find_root, select, toc_docs, toc_notebooks  # noqa: F401 - re-exported
 
 MODES = settings.MODES
 MODE_ENV = "RESGD_MODE"
 DEFAULT_MODE = "full"
-NOTEBOOK_DIR = "notebooks"
 KERNEL = "python3"
 # Wall-clock limit per notebook, by mode (override with --timeout).
 DEFAULT_TIMEOUT_S = {"quick": 1800, "full": 4 * 3600}
@@ -63,10 +62,6 @@ PARTIAL_DIR = Path("_build") / "notebook_outputs"
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 KERNEL_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """The thread settings of the notebooks' kernels (:func:`notebook_env`): one intra-op thread each."""
-
-
-class BookBuildError(RuntimeError):
-    """A notebook failed to execute (or could not be prepared)."""
 
 
 @dataclass
@@ -140,67 +135,6 @@ def notebook_quick(environ: Mapping[str, str] | None = None) -> bool:
     notebook's cells identical to its ``.md`` source (papermill's ``-p quick False`` still overrides it).
     """
     return settings.mode(interactive=True, environ=environ) == "quick"
-
-
-def find_root(start: Path | None = None) -> Path:
-    """The book root: the nearest folder at or above ``start`` (default cwd) holding _toc.yml."""
-    start = (start or Path.cwd()).resolve()
-    for folder in (start, *start.parents):
-        if (folder / "_toc.yml").is_file():
-            return folder
-    raise BookBuildError(f"no _toc.yml at or above {start}")
-
-
-def toc_files(toc: Mapping | Sequence) -> list[str]:
-    """Every ``root``/``file`` entry of a sphinx-external-toc structure, in reading order."""
-    out: list[str] = []
-
-    def walk(node):
-        if isinstance(node, Mapping):
-            for key in ("root", "file"):
-                if isinstance(node.get(key), str):
-                    out.append(node[key])
-            for key, value in node.items():
-                if key not in ("root", "file"):
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(toc)
-    return out
-
-
-def toc_docs(toc_path: Path) -> list[str]:
-    """The TOC's documents without suffix (``book/intro``, ``notebooks/01_setup``, ...), in order."""
-    toc = yaml.safe_load(Path(toc_path).read_text(encoding="utf8"))
-    docs = []
-    for entry in toc_files(toc):
-        path = Path(entry)
-        doc = path.with_suffix("").as_posix() if path.suffix in (".md", ".ipynb") else path.as_posix()
-        if doc not in docs:
-            docs.append(doc)
-    return docs
-
-
-def toc_notebooks(toc_path: Path) -> list[str]:
-    """Notebook names (``NN_name``) listed in the TOC under ``notebooks/``, in reading order."""
-    return [Path(doc).name for doc in toc_docs(toc_path) if Path(doc).parent.as_posix() == NOTEBOOK_DIR]
-
-
-def select(names: Sequence[str], only: Sequence[str] | None) -> list[str]:
-    """Restrict ``names`` to ``only`` (full names or unique prefixes such as ``02``)."""
-    if not only:
-        return list(names)
-    chosen = []
-    for want in only:
-        want = Path(want).stem
-        hits = [n for n in names if n == want] or [n for n in names if n.startswith(want)]
-        if len(hits) != 1:
-            raise BookBuildError(f"--only {want!r} matches {hits or 'no notebook'} in the TOC {list(names)}")
-        if hits[0] not in chosen:
-            chosen.append(hits[0])
-    return [n for n in names if n in chosen]
 
 
 def notebook_env(root: Path, mode: str | None, base: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .build import find_root, notebook_env
+from .build import notebook_env
+from .toc import find_root
 
 SETTINGS_DIR = "lab"  # holds overrides.json: JupyterLab settings for this project (also used by binder/)
 FIRST_NOTEBOOK = "notebooks/01_setup.md"

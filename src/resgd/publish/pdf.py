@@ -31,7 +31,7 @@ import yaml
 
 from . import browser
 from ..atomic import write_bytes
-from .build import find_root
+from .toc import find_root
 
 PDF_NAME = "resgd-companion.pdf"
 SINGLEHTML = Path("_build") / "singlehtml"
