@@ -7,6 +7,7 @@ Never touches the network (``fetch_url`` is replaced for every test) and writes 
 from __future__ import annotations
 
 import io
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -529,3 +530,44 @@ def test_gaps_are_counted(tmp_path):
     frame = standin_frame(days=2, seed=1).drop(index=range(20, 26)).reset_index(drop=True)
     checks = parse_jena_csv(write_frame(frame, tmp_path / "gap.csv")).attrs["checks"]
     assert checks["n_missing_steps"] == 6 and checks["longest_gap_minutes"] == 70
+
+
+def _full_format_copy(excerpt: Path, target: Path, change_row: int | None = None) -> None:
+    """The excerpt's rows in the full file's 15-column format (wind columns added), one value changed."""
+    from resgd.data.jena_schema import CANONICAL_HEADER
+
+    lines = excerpt.read_text().splitlines()[1:]
+    out = [CANONICAL_HEADER]
+    for i, line in enumerate(lines):
+        fields = line.split(",")
+        if i == change_row:
+            fields[2] = f"{float(fields[2]) + 1.0:.2f}"  # T (degC) one degree off
+        out.append(",".join(fields + ["1.0", "2.0", "180.0"]))
+    target.write_text("\n".join(out) + "\n")
+
+
+@pytest.mark.parametrize("agree", [True, False])
+def test_a_full_file_beside_the_excerpt_must_agree_with_it_over_the_task_period(tmp_path, agree):
+    """Before: a full file whose January 2009 differs from the checksummed excerpt silently won. After:
+    the task period is compared; a disagreement is one line naming both files."""
+    from resgd.data.jena_schema import EXCERPT_RELATIVE_PATH, JENA_RELATIVE_PATH
+
+    from shared_data import shared_data_dir
+
+    shared = shared_data_dir(EXCERPT_RELATIVE_PATH)
+    if shared is None:
+        pytest.skip(f"no {EXCERPT_RELATIVE_PATH} in the workplace's data")
+    excerpt = shared / EXCERPT_RELATIVE_PATH
+    (tmp_path / "jena").mkdir()
+    shutil.copy(excerpt, tmp_path / EXCERPT_RELATIVE_PATH)
+    _full_format_copy(excerpt, tmp_path / JENA_RELATIVE_PATH, change_row=None if agree else 1001)  # a row on the hour (hourly: the last reading)
+    kwargs = dict(n_tokens=4, n_train=8, n_test=8, data_dir=tmp_path, cache_dir=tmp_path / "cache",
+                  allow_download=False, allow_standin=False, check_canonical=False)
+    if agree:
+        assert load_jena(**kwargs).info["source_file"] == str(tmp_path / JENA_RELATIVE_PATH)
+        return
+    with pytest.raises(DataError) as caught:
+        load_jena(**kwargs)
+    message = str(caught.value)
+    assert "\n" not in message and JENA_RELATIVE_PATH.split("/")[-1] in message and "jena_climate_2009_excerpt.csv" in message
+    assert "hourly values differ, the first at 2009-01-" in message

@@ -367,6 +367,9 @@ FAULTS: tuple[Fault, ...] = (
           "waiter's clock, one line naming the holder; nothing published (was: a wait without end)", "tests/test_fault_outputs.py::test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line", "fixed"),
     Fault("R13", "concurrency", "another host's publish lock with an mtime an hour ahead (clock skew)", "the same: only the "
           "waiter's monotonic clock counts (was: still waiting at 241 s after saying 120 s)", "tests/test_fault_outputs.py::test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line", "fixed"),
+    Fault("J35", "jena", "a full file whose January 2009 differs from the checksummed excerpt, both present", "one line "
+          "naming both files and the first differing hour (was: the full file silently won, labelled as real data)",
+          f"{_J}::test_a_full_file_beside_the_excerpt_must_agree_with_it_over_the_task_period[False]", "fixed"),
     # ------------------------------------------------------------------ labels of the data on figures
     Fault("L1", "label", "Jena loaded with check_canonical=False, then plotted", "the figure carries the NOT-canonical banner",
           "tests/test_fault_stamp.py::test_a_jena_file_loaded_with_check_canonical_false_is_stamped_on_the_figure", "bug"),

@@ -505,6 +505,26 @@ def _pick(rng: np.random.Generator, starts: np.ndarray, count: int | None, split
     return np.sort(starts[rng.choice(len(starts), size=count, replace=False)])
 
 
+def check_sources_agree(full: Path, times: np.ndarray, values: np.ndarray, excerpt: Path, cache_dir: Path, *,
+                        wind_fill: WindFill = 0.0, hourly: Hourly = "last") -> None:
+    """The task period read from a full file must be the checksummed excerpt's, value for value: where
+    both are present the full file wins (it is found first), so a full file whose January 2009 differs
+    would silently replace the published data. A disagreement is one line naming both files."""
+    ex_times, ex_values, _ = hourly_arrays(excerpt, cache_dir=cache_dir, wind_fill=wind_fill, hourly=hourly, check=True,
+                                           period="january2009")
+    if times.shape == ex_times.shape and (times == ex_times).all() and np.array_equal(values, ex_values):
+        return
+    if times.shape != ex_times.shape or not (times == ex_times).all():
+        what = f"{len(times)} hours ({times[0]} to {times[-1]}) against the excerpt's {len(ex_times)} ({ex_times[0]} to {ex_times[-1]})"
+    else:
+        differ = ~np.isclose(values, ex_values, rtol=0.0, atol=0.0)
+        row = int(np.argwhere(differ)[0][0])
+        what = f"{int(differ.sum())} of {differ.size} hourly values differ, the first at {times[row]}"
+    raise DataError(
+        f"{full}: its task period (January 2009 to {TASK_LAST}) is not the checksummed excerpt {excerpt}: {what}; "
+        f"replace {full.name} with the canonical file or remove it (the excerpt alone gives the task)")
+
+
 def load_jena(
     n_tokens: int = 24,
     n_train: int | None = 256,
@@ -560,6 +580,10 @@ def load_jena(
         path, cache_dir=cache_root, wind_fill=wind_fill, hourly=hourly, check=check_canonical and not is_standin,
         advice=bad_file_advice(path, JENA_RELATIVE_PATH, data_root, allow_download), period=period,
     )
+    excerpt_path = data_root / EXCERPT_RELATIVE_PATH if data_root is not None else None
+    if not is_standin and period == "january2009" and not is_excerpt(path) and excerpt_path is not None \
+            and excerpt_path.is_file():
+        check_sources_agree(path, times, raw_values, excerpt_path, cache_root, wind_fill=wind_fill, hourly=hourly)
 
     train_end, test_start = split_ranges(len(times), n_tokens, train_fraction, gap_hours)
     train_starts = window_starts(0, train_end, 2 * n_tokens, stride)
