@@ -70,17 +70,18 @@ def visit(driver, url: str, shot: str, lands_on: str | None = None) -> dict:
     from selenium.webdriver.support.ui import WebDriverWait
 
     driver.set_window_size(1280, 900)
+    driver.get_log("browser")  # the console so far (earlier pages) is read and dropped
     driver.get(url)
     if lands_on:
         WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith(lands_on))
         WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
     browser.wait_for_page(driver)
     facts = driver.execute_script(PAGE_FACTS)
-    facts["console"] = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     # Full-page screenshot: make the window as tall as the page, then capture it.
     driver.set_window_size(1280, min(int(facts["height"]) + 100, MAX_SHOT_HEIGHT))
     browser.wait_for_page(driver)  # lazily loaded images now in view
     facts = driver.execute_script(PAGE_FACTS)
+    facts["console"] = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     SHOTS.mkdir(parents=True, exist_ok=True)
     assert driver.save_screenshot(str(SHOTS / f"{shot}.png"))
     return facts

@@ -238,9 +238,17 @@ def unique_scripts(scripts: list) -> list:
     return out
 
 
+THEME_MODE = "light"
+"""The theme's colour mode on a first visit: the captions' and the footer's colours (_static/resgd.css)
+are chosen for it. Unset, pydata-sphinx-theme starts from an empty mode and logs "Got invalid theme
+mode" as a console error on every reader's first page."""
+
+
 def _page_context(app, pagename, templatename, context, doctree) -> None:
     if "script_files" in context:
         context["script_files"] = unique_scripts(list(context["script_files"]))
+    if not context.get("default_mode"):
+        context["default_mode"] = THEME_MODE
     info = getattr(app, "env_provenance", None)
     if info is None:
         return
