@@ -160,7 +160,7 @@ def test_two_runs_publishing_into_one_folder_take_turns(tmp_path):
     finally:
         first.kill()
     assert second.returncode == 0 and first.returncode == 0, err
-    assert "waiting for another run that publishes there now" in waiting
+    assert "which publishes there now" in waiting
     assert _tags(tmp_path) == {"second"} and _stages(tmp_path) == []
 
 

@@ -145,11 +145,10 @@ def leaked_reprs(page: str, html: str) -> list[str]:
             if any(cell.get_text(strip=True) in ("...", "…") for cell in table.select("thead th"))]
     for table in tree.select("table.dataframe"):  # NaN and ±∞ only with the legend that says what they mean
         marks = {cell.get_text(strip=True) for cell in table.select("td")} & {"NaN", "inf", "-inf", "<NA>", "None"}
-        after, node = table.find_next_sibling(), table
-        while after is None and node.parent is not None and node.parent.name == "div":  # pandas wraps its table in a div
-            node = node.parent
-            after = node.find_next_sibling()
-        if marks and not (after is not None and "resgd-table-legend" in (after.get("class") or [])):
+        # the legend follows the table in the same output (after pandas' "N rows × M columns" line, if any)
+        output = (table.find_parent(lambda tag: tag.name == "div" and "output" in (tag.get("class") or []))
+                  or (table.parent.parent if table.parent is not None else None))
+        if marks and not (output is not None and output.select_one("p.resgd-table-legend")):
             bad.append(f"{page}: a table shows {sorted(marks)} without a legend")
     return bad
 
