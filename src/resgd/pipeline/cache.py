@@ -107,13 +107,6 @@ class ResultsCache:
         finally:
             self._computed_on = {}
 
-    def data_of(self, key: str) -> dict[str, str] | None:
-        """The data digests stored with ``key``'s entry (None when absent or not trustworthy)."""
-        path = self.path(key)
-        if not path.is_file() or isinstance(self._problem(path, key), str):
-            return None
-        return pickle.loads(path.read_bytes()).get("data", {})
-
     def read(self, key: str) -> Any | None:
         """The value stored under ``key``, or None when absent or not trustworthy (then reported)."""
         path = self.path(key)
