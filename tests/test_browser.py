@@ -133,3 +133,34 @@ def test_captions_are_readable(driver, base_url):
     assert style is not None, f"{doc}: no figure caption"
     assert style["weight"] >= 400, style
     assert style["luminance"] < 0.3, style  # dark text on the light page
+
+
+FIGURE_WIDTH = """
+const widths = Array.from(document.querySelectorAll('article.bd-article figure img'))
+  .filter(i => i.naturalWidth > 0).map(i => [i.clientWidth, i.naturalWidth]);
+return widths;
+"""
+
+
+@pytest.mark.parametrize("window", [1280, 768])
+def test_wide_figures_get_at_least_the_column_the_legibility_test_assumes(driver, base_url, window):
+    """``tests/test_figure_legibility.py`` reads every figure at :data:`COLUMN_PX`; in a desktop
+    (1280 px) and a tablet (768 px) window a figure wider than the column is shown at least that wide."""
+    import matplotlib.pyplot as plt
+
+    from resgd.plots.style import COLUMN_PX, use_style
+
+    use_style()
+    shown_per_saved = plt.rcParams["figure.dpi"] / plt.rcParams["savefig.dpi"]  # glue_figure's display width
+
+    doc = "notebooks/04_jena"
+    if not (SITE / f"{doc}.html").is_file():
+        skip_or_fail(f"{doc}.html not built")
+    driver.set_window_size(window, 900)
+    driver.get(f"{base_url}/{doc}.html")
+    browser.wait_for_page(driver)
+    shown = driver.execute_script(FIGURE_WIDTH)
+    assert shown, f"{doc} at {window} px: no figure"
+    widest, natural = max(shown)  # the widest figure, capped by the column
+    assert natural * shown_per_saved > widest, f"{doc} at {window} px: the widest figure ({widest} px) is not capped by the column"
+    assert widest >= COLUMN_PX, f"{doc} at {window} px: a wide figure is shown {widest} px wide, under {COLUMN_PX}"

@@ -481,7 +481,7 @@ def test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line(tmp
     holder = open(path, "a+b")  # another open file: flock conflicts as with another process
     try:
         fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
-        holder.write(b"4242 on far-host")
+        holder.write(b"4242 far-host\n")  # what every lock holder writes (resgd.file_lock)
         holder.flush()
         os.utime(path, (time.time() + 3600, time.time() + 3600))  # the holder's clock an hour ahead
         start = time.monotonic()
@@ -493,8 +493,9 @@ def test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line(tmp
     message = str(caught.value)
     assert "\n" not in message and "run 4242 on far-host has held its publish lock" in message
     assert "nothing of this run was published" in message and describe(caught.value)[0] == 1
-    held_path, handle = reproduce._lock_file(path, give_up_s=0.5)  # free again: taken at once
+    lock = reproduce._lock_file(path, give_up_s=0.5)  # free again: taken at once
     try:
-        assert path.read_text().startswith(f"{os.getpid()} on ")
+        assert path.read_text().startswith(f"{os.getpid()} ")
     finally:
-        handle.close()
+        lock.close()
+    assert not path.exists()  # a released lock's file is removed

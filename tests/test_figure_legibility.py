@@ -1,15 +1,19 @@
-"""Every figure of the theorem-1, rank-collapse and robustness chapters, and the claims page's
-overview, reads at the book's page width.
+"""Every figure of the book reads at its page width: the theorem-1, rank-collapse, experiment
+(Jena, SST-2) and robustness chapters, and the claims page's overview.
 
-The book's content column is 660 CSS px in a 1280-px window (the width Chromium gives the article);
-a wider figure is scaled down to it. Each figure is
+A wide figure is scaled down to the book's content column: :data:`resgd.plots.style.COLUMN_PX`
+(660 CSS px), the narrowest width Chromium gives a figure in a 1280-px or a 768-px window
+(``tests/test_browser.py`` measures it). Each figure is
 drawn from small hand-built tables with as many panels as the largest design that reaches the book
-(the full presets, the robustness map's whole design with its banner), and must save at most
+(the full presets, the robustness map's whole design with its banner; the experiment figures from
+the real pipeline on the toy data at the full design's β, depths and arms, with the synthetic-data
+banner), and must save at most
 :data:`MAX_WIDTH_PX` wide with no text below :data:`MIN_TEXT_PX` once scaled to the page.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -22,14 +26,15 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
+from resgd.experiments import study as ex  # noqa: E402
 from resgd.plots import collapse as cplots  # noqa: E402
 from resgd.plots import experiments as eplots  # noqa: E402
 from resgd.plots import robustness as rplots  # noqa: E402
 from resgd.plots import theorem1 as tplots  # noqa: E402
-from resgd.plots.style import saved_width_px, smallest_text_px, use_style  # noqa: E402
+from resgd.plots.style import COLUMN_PX, saved_width_px, smallest_text_px, use_style  # noqa: E402
 from resgd.robustness.grid import map_grid  # noqa: E402
 
-PAGE_PX = 660
+PAGE_PX = COLUMN_PX
 MIN_TEXT_PX = 8.0
 MAX_WIDTH_PX = 1800  # 12 in at the saved 150 dpi
 BANNER = "SYNTHETIC stand-in data for jena; SYNTHETIC stand-in data for sst2"
@@ -163,7 +168,21 @@ def _verdicts():
     return pd.DataFrame(rows)
 
 
+# --- Jena, SST-2 (notebooks 04, 05) --------------------------------------------------------------
+
+@functools.cache
+def _experiments():
+    """Every arm of the design on the toy data, with the full presets' β and depths (seconds)."""
+    import tempfile
+
+    full = ex.settings("jena", False)
+    s = ex.settings("toy", True, seeds=len(full.seeds), iterations=10, depth_iterations=10,
+                    betas=full.betas, depths=full.depths)
+    return ex.run_experiments(s, n_jobs=1, cache_dir=tempfile.mkdtemp(prefix="legibility-"))
+
+
 FIGURES = {
+    **{f"experiments.make_figure:{kind}": (lambda kind=kind: ex.make_figure(_experiments(), kind)) for kind in ex.FIGURE_KINDS},
     "theorem1.loss_curves": lambda: tplots.loss_curves(_history()),
     "theorem1.special_case": lambda: tplots.special_case(_special()),
     "theorem1.rate_vs_prediction": lambda: tplots.rate_vs_prediction(_sweep()),
@@ -190,10 +209,12 @@ FIGURES = {
 
 
 def test_every_figure_function_is_measured():
-    """A new figure function of these chapters must be added to :data:`FIGURES`."""
+    """A new figure function of these chapters must be added to :data:`FIGURES` (an experiment
+    page's figure: a new kind of :data:`resgd.experiments.study.FIGURE_KINDS`, measured here by kind)."""
     import inspect
 
     measured = {name.split(".")[1].split(":")[0] for name in FIGURES}  # module.function[:variant]
+    assert {name.split(":")[1] for name in FIGURES if name.startswith("experiments.make_figure:")} == set(ex.FIGURE_KINDS)
     for module in (tplots, cplots, rplots):
         public = {n for n, f in inspect.getmembers(module, inspect.isfunction)
                   if f.__module__ == module.__name__ and not n.startswith("_")}
@@ -208,12 +229,22 @@ def _style():
 
 
 def _labels(fig):
-    """Axis labels and titles of every visible axes (colour bars included), and the figure's own."""
+    """Axis labels and titles of every visible axes (colour bars included), the figure's own and its
+    free texts, and every legend (a legend drawn over an axis label hides it)."""
     texts = [fig._suptitle, fig._supxlabel, fig._supylabel]
     for ax in fig.axes:
         if ax.get_visible():
             texts += [ax.xaxis.label, ax.yaxis.label, ax.title, ax._left_title, ax._right_title]
-    return [t for t in texts if t is not None and t.get_visible() and t.get_text().strip()]
+    texts += fig.texts  # the data source at the foot, the stand-in banner (and the suptitle again)
+    texts = [t for t in dict.fromkeys(texts) if t is not None and t.get_visible() and t.get_text().strip()]
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_visible())]
+    return texts + [legend for legend in legends if legend is not None and legend.get_visible()]
+
+
+def _name(artist) -> str:
+    from matplotlib.legend import Legend
+
+    return "legend" if isinstance(artist, Legend) else artist.get_text()
 
 
 @pytest.mark.parametrize("name", sorted(FIGURES))
@@ -227,7 +258,7 @@ def test_figure_reads_at_page_width_and_its_labels_do_not_collide(name):
     assert smallest >= MIN_TEXT_PX, f"{name}: smallest text {smallest:.1f} px at page width ({width} px saved)"
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in _labels(fig)]
+    boxes = [(_name(t), t.get_window_extent(renderer)) for t in _labels(fig)]
     for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2):
         assert not box_a.overlaps(box_b), f"{name}: {a!r} overlaps {b!r}"
 
@@ -239,6 +270,6 @@ def test_smallest_text_px_scales_wide_figures_down():
     narrow = smallest_text_px(fig)
     assert narrow == pytest.approx(10 / 72 * plt.rcParams["figure.dpi"])  # shown at its own size
     fig.set_size_inches(20, 3)
-    assert smallest_text_px(fig) < narrow / 2  # squeezed into 760 px
+    assert smallest_text_px(fig) < narrow / 2  # squeezed into the column
     ax.set_xlabel("tiny", fontsize=2)
     assert smallest_text_px(fig) < 2 / 72 * plt.rcParams["figure.dpi"]

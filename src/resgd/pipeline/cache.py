@@ -24,7 +24,6 @@ An entry is one computed result (for the experiments: one training run's table) 
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -42,6 +41,7 @@ from typing import Any
 
 from .. import settings
 from ..atomic import write_bytes
+from ..file_lock import FileLock, lock_owner, try_lock
 
 RESULTS_ENV = "RESGD_RESULTS_DIR"
 STOPPED_GIVE_UP_S = 120.0
@@ -160,29 +160,7 @@ class ResultsCache:
         another process holds it. ``wait=True`` is :meth:`wait_lock` (which may also return None)."""
         if wait:
             return self.wait_lock(key)
-        path = self.lock_path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        while True:
-            handle = open(path, "a+b")  # noqa: SIM115 - closed by Lock.close, which releases the lock
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.close()
-                return None
-            except BaseException:
-                handle.close()
-                raise
-            try:
-                same = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:  # not a file its previous owner removed while we opened it
-                handle.seek(0)
-                handle.truncate()
-                handle.write(f"{os.getpid()} {socket.gethostname()}\n".encode())
-                handle.flush()
-                return Lock(path, handle)
-            handle.close()
+        return try_lock(self.lock_path(key), Lock)
 
     def wait_lock(self, key: str, *, on_wait: Callable[[str], None] | None = None,
                   give_up_s: float | None = None) -> "Lock | None":
@@ -266,30 +244,14 @@ def _start_heartbeat() -> None:
             _heartbeat[0].start()
 
 
-class Lock:
-    """A held per-key lock; :meth:`close` removes its file, then releases it."""
+class Lock(FileLock):
+    """A held per-key lock (:class:`resgd.file_lock.FileLock`) whose file gets a fresh mtime every
+    :data:`HEARTBEAT_S` seconds while held (the sign of life an owner on another host gives)."""
 
     def __init__(self, path: Path, handle):
-        self.path, self.handle = path, handle
+        super().__init__(path, handle)
         _HELD.add(self)
         _start_heartbeat()
-
-    def close(self) -> None:
-        if self.handle.closed:
-            return
-        try:
-            self.path.unlink(missing_ok=True)  # while still held: a waiter re-checks the inode
-        finally:
-            self.handle.close()
-
-
-def lock_owner(path: Path) -> tuple[int, str] | None:
-    """``(pid, host)`` written in a lock file, or None when unreadable (being written, or removed)."""
-    try:
-        pid, host = path.read_text().split()
-        return int(pid), host
-    except (OSError, ValueError):
-        return None
 
 
 def process_state(owner: tuple[int, str]) -> str:

@@ -119,17 +119,18 @@ _EXPERIMENT_BASE = dict(
 )
 
 _EXPERIMENT_SIZES = {
-    # depth_N, depth_iterations: the depth sweep's size (full mode: smaller than the single-layer
-    # sweeps', so that its two protocols fit the book's time budget; see book/choices.md)
+    # depth_N, depth_iterations: the depth sweep's size, smaller than the single-layer sweeps' so that
+    # its two protocols fit the book's time budget (book/choices.md): N = 32 in both modes. Its arms
+    # are descriptive (3 seeds); the robustness map decides depth with 8
     # Jena: January 2009 (667 hours; book/choices.md): 420 training windows of 48 h, 105 held out (all of them)
     ("jena", True): dict(N=64, n=24, n_test=None, iterations=300, seeds=(0, 1), widths={"d_qk": 16, "m": 64},
-                         target_fraction=0.1, depth_N=64, depth_iterations=300),
+                         target_fraction=0.1, depth_N=32, depth_iterations=300),
     ("jena", False): dict(N=128, n=24, n_test=None, iterations=1000, seeds=(0, 1, 2), widths={"d_qk": 16, "m": 64},
-                          target_fraction=0.1, depth_N=64, depth_iterations=600),
+                          target_fraction=0.1, depth_N=32, depth_iterations=600),
     ("sst2", True): dict(N=64, n=16, n_test=None, iterations=200, seeds=(0, 1), widths={"d_qk": 16, "m": 64},
-                         target_fraction=0.5, depth_N=64, depth_iterations=200),
+                         target_fraction=0.5, depth_N=32, depth_iterations=200),
     ("sst2", False): dict(N=128, n=16, n_test=None, iterations=800, seeds=(0, 1, 2), widths={"d_qk": 16, "m": 64},
-                          target_fraction=0.5, depth_N=64, depth_iterations=500),
+                          target_fraction=0.5, depth_N=32, depth_iterations=500),
     ("toy", True): dict(N=8, n=4, n_test=8, iterations=20, seeds=(0, 1), widths={"d_qk": 4, "m": 8},
                         depths=(2, 3), lr_grid=(0.3, 0.1, 0.03), probe_iterations=5, depth_N=8, depth_iterations=20),
     ("toy", False): dict(N=16, n=4, n_test=8, iterations=40, seeds=(0, 1), widths={"d_qk": 4, "m": 8},

@@ -22,12 +22,10 @@ and returns :class:`Outputs` (figures, and files for the figures and the results
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -39,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_with, writer_alive
+from ..file_lock import FileLock, lock_owner, try_lock
 from ..validation import OutputError
 from .cache import resolve_cache_dir, resolve_results_dir
 
@@ -144,7 +143,7 @@ LOCK_NAME = ".resgd-publish.lock"
 def publish_lock(folders: Iterable[str | os.PathLike]) -> Iterator[None]:
     """Hold the publish lock of every folder (``<folder>/.resgd-publish.lock``, ``flock``, in a fixed
     order) and complete or roll back what a killed run left there, before anything else is written."""
-    held: list[tuple[Path, object]] = []
+    held: list[FileLock] = []
     try:
         for folder in sorted(dict.fromkeys(str(Path(f)) for f in folders)):
             Path(folder).mkdir(parents=True, exist_ok=True)
@@ -153,11 +152,8 @@ def publish_lock(folders: Iterable[str | os.PathLike]) -> Iterator[None]:
             recover_stages(folder)
         yield
     finally:
-        for path, handle in reversed(held):
-            try:
-                path.unlink(missing_ok=True)  # while still held: a waiter re-checks the inode
-            finally:
-                handle.close()
+        for lock in reversed(held):
+            lock.close()
 
 
 PUBLISH_GIVE_UP_S = 120.0
@@ -169,51 +165,28 @@ LOCK_POLL_S = 0.25
 
 def _holder(path: Path) -> str:
     """Who holds the publish lock at ``path``, as its holder wrote it (pid and host), or "another run"."""
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except OSError:
-        text = ""
-    return f"run {text}" if text else "another run"
+    owner = lock_owner(path)
+    return f"run {owner[0]} on {owner[1]}" if owner else "another run"
 
 
-def _lock_file(path: Path, give_up_s: float | None = None) -> tuple[Path, object]:
-    """``path`` created if need be and ``flock``-ed (waiting, said once on stderr, at most
-    :data:`PUBLISH_GIVE_UP_S`, then :class:`resgd.validation.OutputError` in one line); the holder
-    writes its pid and host into it and removes it on release, so a waiter retries until the file it
-    locked is the one at ``path``."""
+def _lock_file(path: Path, give_up_s: float | None = None) -> FileLock:
+    """The publish lock of ``path`` (:func:`resgd.file_lock.try_lock`), waiting for its holder (said
+    once on stderr) at most :data:`PUBLISH_GIVE_UP_S`, then :class:`resgd.validation.OutputError` in one line."""
     give_up_s = PUBLISH_GIVE_UP_S if give_up_s is None else give_up_s
     told, start = False, time.monotonic()
-    while True:
-        handle = open(path, "a+b")  # noqa: SIM115 - closed on release
-        try:
-            while True:
-                try:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    waited = time.monotonic() - start
-                    if not told:
-                        print(f"publishing into {path.parent}: waiting for {_holder(path)}, which publishes there now "
-                              f"(at most {give_up_s:g} s)", file=sys.stderr, flush=True)
-                        told = True
-                    if waited >= give_up_s:
-                        raise OutputError(
-                            f"publishing into {path.parent}: {_holder(path)} has held its publish lock for {waited:.0f} s "
-                            f"(stopped, hung or on another host): nothing of this run was published, its cached results "
-                            f"are kept; resume or end that run (or remove {path} if it is gone), then run again")
-                    time.sleep(LOCK_POLL_S)
-            same = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
-        except FileNotFoundError:
-            same = False
-        except BaseException:
-            handle.close()
-            raise
-        if same:
-            handle.truncate(0)
-            handle.write(f"{os.getpid()} on {socket.gethostname()}".encode())
-            handle.flush()
-            return path, handle
-        handle.close()
+    while (lock := try_lock(path)) is None:
+        waited = time.monotonic() - start
+        if not told:
+            print(f"publishing into {path.parent}: waiting for {_holder(path)}, which publishes there now "
+                  f"(at most {give_up_s:g} s)", file=sys.stderr, flush=True)
+            told = True
+        if waited >= give_up_s:
+            raise OutputError(
+                f"publishing into {path.parent}: {_holder(path)} has held its publish lock for {waited:.0f} s "
+                f"(stopped, hung or on another host): nothing of this run was published, its cached results "
+                f"are kept; resume or end that run (or remove {path} if it is gone), then run again")
+        time.sleep(LOCK_POLL_S)
+    return lock
 
 
 @contextmanager

@@ -34,7 +34,7 @@ def label_source(fig: plt.Figure, table: pd.DataFrame) -> None:
     """Which data the figure was made from, in small grey type at its foot (every experiment figure)."""
     if len(table) and "source_label" in table:
         labels = list(dict.fromkeys(table["source_label"].astype(str)))
-        fig.text(0.01, 0.002, "data: " + "; ".join(labels), ha="left", va="bottom", fontsize=7, color="dimgray")
+        fig.text(0.01, 0.002, "data: " + "; ".join(labels), ha="left", va="bottom", fontsize=9, color="dimgray")
 
 
 def _beta_colors(betas) -> dict[float, tuple]:
@@ -153,17 +153,28 @@ def plot_depth(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
     twins with the residual model's 1/√L init (dotted; dead at initialisation at L = 6, 10),
     one panel per step-size protocol."""
     use_style()
-    fig, panels = _panels(curves, height=5.6)
+    fig, panels = _panels(curves, height=4.0)
     colors = _depth_colors(curves["n_layers"])
     styles = {("matched", 1.0): "-", ("living", 1.0): "-", ("scaled", 1.0): "-", ("matched", 0.0): "--",
               ("living", 0.0): "-.", ("scaled", 0.0): (0, (1, 1))}
+    entries = {}
     for protocol, ax in panels:
         sub = curves[curves["protocol"] == protocol]
         _draw_loss(ax, sub, ["n_layers", "beta", "twin_init"], lambda k: colors[int(k["n_layers"])],
                    lambda k: styles[(k["twin_init"], float(k["beta"]))], _twin_label)
         ax.set_title(f"step: {protocol}", fontsize="small")
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize="x-small", ncol=1, frameon=False)
-    return _finish(fig, curves, dataset, "depth, with and without residual")
+        entries.update((label, handle) for handle, label in zip(*ax.get_legend_handles_labels()))
+    # one legend for every panel, under them (a legend per panel squeezed the axes and covered the x label)
+    labels = sorted(entries, key=lambda label: (int(label.split("=")[1].split(",")[0]), "no residual" in label, label))
+    rows, foot = -(-len(labels) // 2), 0.25  # foot: the data source's line under the legend (inches)
+    height = fig.get_figheight() + 0.2 * rows
+    fig.set_figheight(height)
+    fig.legend([entries[label] for label in labels], labels, loc="lower center", bbox_to_anchor=(0.5, foot / height),
+               ncol=2, fontsize="x-small", frameon=False)
+    fig.suptitle(_title(dataset, "depth, with and without residual"), fontsize="medium", y=1 - 0.3 / height)
+    fig.tight_layout(rect=(0, (0.19 * rows + foot + 0.1) / height, 1, 1 - 0.5 / height))
+    _banner(fig, curves)
+    return fig
 
 
 def plot_factorial(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
@@ -187,7 +198,7 @@ def plot_conditioning(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
     sweep (colour = β), bottom row the depth sweep (colour = L; dashed = no residual)."""
     use_style()
     experiments = [e for e in ("beta", "depth") if (curves["experiment"] == e).any()]
-    fig, axes = plt.subplots(len(experiments), 2, figsize=(9.6, 3.3 * len(experiments)), squeeze=False)
+    fig, axes = plt.subplots(len(experiments), 2, figsize=(9.0, 3.3 * len(experiments)), squeeze=False)
     ylabels = {"sigma_min_Z": "σ_min(Z⁽ᵗ⁾)", "rate_ratio_Z": "σ_min²/σ_max² (Z⁽ᵗ⁾)"}
     for row, experiment in enumerate(experiments):
         sub = curves[curves["experiment"] == experiment]
@@ -370,7 +381,7 @@ def plot_decision(verdicts, claim: str, dataset: str = "", measure: str = "r = �
     verdict. ``verdicts``: the :class:`resgd.experiments.claims.Verdict` objects of one data set."""
     use_style()
     rows = [v for v in verdicts if v.name == claim]
-    fig, axes = plt.subplots(max(len(rows), 1), 1, figsize=(9.0, 0.9 + 1.05 * max(len(rows), 1)), squeeze=False)
+    fig, axes = plt.subplots(max(len(rows), 1), 1, figsize=(9.0, 1.15 + 1.05 * max(len(rows), 1)), squeeze=False)
     palette = sns.color_palette("colorblind")
     for ax, v in zip(axes[:, 0], rows):
         n = v.numbers
@@ -403,5 +414,6 @@ def plot_decision(verdicts, claim: str, dataset: str = "", measure: str = "r = �
     axes[-1, 0].set_xlabel(f"{DECIDED_BY.get(claim, claim)}   (speed: {measure})", fontsize="small")
     height = fig.get_figheight()
     fig.suptitle(_title(dataset, "what decides the verdict"), fontsize="medium", y=1 - 0.4 / height)
-    fig.subplots_adjust(left=0.15, right=0.6, top=1 - 0.95 / height, bottom=0.6 / height, hspace=0.9)
+    # bottom: tick labels, the x label, then the data source's line (label_source) under it
+    fig.subplots_adjust(left=0.15, right=0.6, top=1 - 0.95 / height, bottom=0.85 / height, hspace=0.9)
     return fig

@@ -91,7 +91,14 @@ def plot_phase_diagram(cells: pd.DataFrame, grid, *, protocol: str, standin: str
     fig.supxlabel(XLABEL.get(protocol, "step / own stability limit"))  # once: per panel they overlapped
     title = (f"Protocol '{protocol}', horizon T = {horizon}: ✓ holds, ✗ fails, ? undecided (hatched);\n"
              "colour: effect, > 0 as claimed")
-    fig.suptitle(("\n" if standin else "") + title, fontsize=10)  # a first blank line leaves room for the banner
+    # under the banner when there is one: the layout keeps the banner's strip free (a blank first line
+    # of the title did that before, but the title's box then ran into the banner's)
+    if standin:  # banner strip 0.3 in, then the title's two lines (0.4 in): the panels start below both
+        height = fig.get_figheight()
+        fig.get_layout_engine().set(rect=(0, 0, 1, 1 - 0.75 / height))
+        fig.suptitle(title, fontsize=10, y=1 - 0.3 / height)
+    else:
+        fig.suptitle(title, fontsize=10)
     label_standin(fig, standin)
     return fig
 

@@ -91,7 +91,7 @@ def label_standin(fig: plt.Figure, label: str | None) -> None:
     """Stamp a visible banner on figures made from synthetic stand-in or non-canonical data
     (:func:`banner_text`; no-op for ``None``, verified real data)."""
     if label:
-        fig.text(0.5, 0.995, label, ha="center", va="top", fontsize=8, color="darkred",
+        fig.text(0.5, 0.995, label, ha="center", va="top", fontsize=9, color="darkred",
                  bbox={"facecolor": "mistyrose", "edgecolor": "darkred", "boxstyle": "round,pad=0.2"})
 
 
@@ -104,7 +104,13 @@ def saved_width_px(fig: plt.Figure) -> int:
     return int.from_bytes(buffer.getvalue()[16:20], "big")  # the PNG header's IHDR width
 
 
-def smallest_text_px(fig: plt.Figure, page_px: float = 760) -> float:
+COLUMN_PX = 660
+"""The narrowest width (CSS px) at which the book shows a wide figure in a 1280-px or a 768-px
+browser window (the content column caps it; measured by ``tests/test_browser.py``): the width
+:func:`smallest_text_px` reads a figure at by default."""
+
+
+def smallest_text_px(fig: plt.Figure, page_px: float = COLUMN_PX) -> float:
     """Height in CSS px of the figure's smallest visible text as a reader sees it in the book.
 
     Why: a figure wider than the content column (``page_px``) is scaled down to fit, so its
