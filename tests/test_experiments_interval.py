@@ -104,3 +104,23 @@ def test_interval_checks_of_a_b_and_the_factorial():
         claims.evaluate(frame[frame["seed"] < 3], "jena")
     with pytest.raises(ValueError, match="unknown verdict rule"):
         claims.check_residual_helps(frame, rule="vote")
+
+
+def test_the_costs_stated_in_our_choices_are_the_design_s():
+    """book/choices.md ("Seeds") states what the 8-seed arms add and what an L = 10 run costs, in
+    sample·layer·iterations: the numbers there are recomputed here (the page has no code to glue them)."""
+    import re
+    from pathlib import Path
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "book" / "choices.md").read_text(encoding="utf-8").split())
+    stated = re.search(r"by (\d+) % in full mode \((\d+) % in quick mode\)", text)
+    run = re.search(r"an \$L = 10\$ run is about ([\d.]+) single-layer runs", text)
+    assert stated and run, "the Seeds paragraph of book/choices.md no longer states the costs"
+    for quick, percent in ((False, stated.group(1)), (True, stated.group(2))):
+        sets = [ex.settings(ds, quick) for ds in ("jena", "sst2")]
+        now = sum(design.training_cost(s) for s in sets)
+        before = sum(design.training_cost(replace(s, interval_seeds=s.seeds)) for s in sets)
+        assert round(100 * (now / before - 1)) == int(percent)
+    for ds in ("jena", "sst2"):
+        s = ex.settings(ds, False)
+        assert s.depth_N * 10 * s.depth_iterations / (s.N * s.iterations) == pytest.approx(float(run.group(1)), abs=0.1)
