@@ -24,6 +24,20 @@ def dies_once(arg: tuple[str, int]) -> int:
     return x + 1
 
 
+def stops_once(arg: tuple[str, int]) -> int:
+    """Stops its own worker process (SIGSTOP) the first time, after writing its pid into the marker
+    file; returns x + 1 (once continued)."""
+    import os
+    import signal
+    from pathlib import Path
+
+    marker, x = arg
+    if x == 0 and not Path(marker).exists():
+        Path(marker).write_text(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGSTOP)
+    return x + 1
+
+
 def wait_for(condition, deadline_s: float, what: str):
     """Poll ``condition()`` every 0.2 s until it returns something true (returned), or fail naming ``what``."""
     end = time.monotonic() + deadline_s

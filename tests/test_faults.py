@@ -207,6 +207,39 @@ def test_a_dead_local_worker_s_tasks_are_run_again(tmp_path, capfd):
     assert "a local worker process died; running its" in capfd.readouterr().err
 
 
+def test_a_stopped_local_worker_is_named_within_the_stated_time(tmp_path, capfd, monkeypatch):
+    """Before: a worker stopped with SIGSTOP held its tasks with no word for minutes. After: it is
+    named on stderr once, with its pid and how to resume or end it, after ``STOPPED_WORKER_S``."""
+    import os
+    import signal
+    import threading
+    import time
+    from pathlib import Path
+
+    from fault_helpers import stops_once, wait_for
+
+    from resgd.pipeline import sweep
+
+    monkeypatch.setattr(sweep, "STOPPED_WORKER_S", 1.0)
+    monkeypatch.setattr(sweep, "STOPPED_POLL_S", 0.2)
+    marker = tmp_path / "stopped"
+
+    def resume_later() -> None:
+        pid = int(wait_for(lambda: marker.exists() and marker.read_text(), 120, "the worker to stop itself"))
+        time.sleep(3.0)  # long enough to be named (1 s + polls), then continue it
+        os.kill(pid, signal.SIGCONT)
+
+    helper = threading.Thread(target=resume_later, daemon=True)
+    helper.start()
+    got = dict(sweep.execute([sweep.Task(str(x), stops_once, (str(marker), x)) for x in range(4)], n_jobs=2))
+    helper.join(timeout=30)
+    assert got == {"0": 1, "1": 2, "2": 3, "3": 4}
+    pid = Path(marker).read_text()
+    err = capfd.readouterr().err
+    assert err.count(f"local worker process {pid} has been stopped (SIGSTOP or Ctrl-Z) for 1 s") == 1, err
+    assert f"kill -CONT {pid}" in err and f"kill -9 {pid}" in err
+
+
 # --------------------------------------------------------------------------- clean stops
 
 STOPPABLE_CLI = """

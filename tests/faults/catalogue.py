@@ -367,6 +367,9 @@ FAULTS: tuple[Fault, ...] = (
           "waiter's clock, one line naming the holder; nothing published (was: a wait without end)", "tests/test_fault_outputs.py::test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line", "fixed"),
     Fault("R13", "concurrency", "another host's publish lock with an mtime an hour ahead (clock skew)", "the same: only the "
           "waiter's monotonic clock counts (was: still waiting at 241 s after saying 120 s)", "tests/test_fault_outputs.py::test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line", "fixed"),
+    Fault("R14", "concurrency", "a local worker process stopped with SIGSTOP mid-sweep", "named on stderr once after "
+          "STOPPED_WORKER_S (30 s), with its pid and kill -CONT / kill -9 (was: no progress and no message for 186-215 s)",
+          "tests/test_faults.py::test_a_stopped_local_worker_is_named_within_the_stated_time", "fixed"),
     Fault("J35", "jena", "a full file whose January 2009 differs from the checksummed excerpt, both present", "one line "
           "naming both files and the first differing hour (was: the full file silently won, labelled as real data)",
           f"{_J}::test_a_full_file_beside_the_excerpt_must_agree_with_it_over_the_task_period[False]", "fixed"),

@@ -29,7 +29,9 @@ goes to :func:`resgd.pipeline.dask_backend.execute_dask`.
 
 Clean shutdown of local workers: SIGTERM stops a sweep as SIGINT does (the workers are shut
 down, no process is left behind), and a worker whose parent died (SIGKILL) exits within about a
-second instead of living on as an orphan.
+second instead of living on as an orphan. A local worker stopped (SIGSTOP, Ctrl-Z) for
+:data:`STOPPED_WORKER_S` seconds is named on stderr, once, with how to resume or end it
+(:func:`_name_stopped_workers`): the sweep waits for it, but not in silence.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from ..validation import ConfigError
-from .cache import ResultsCache
+from .cache import ResultsCache, process_state
 
 # Imported by every local worker before its first task: it imports no torch at module level, so a
 # worker watches its parent (:func:`_watch_parent`, its initializer) from its first second on.
@@ -331,7 +333,8 @@ def _execute_local(tasks: list[Task], n_jobs: int) -> Iterator[tuple[str, Any]]:
         jobs = [delayed(_in_worker)(task) for task in remaining.values()]
         backend = LokyBackend(initializer=_watch_parent)
         try:
-            with _sigterm_as_interrupt():  # each result as soon as it is ready, so the caller caches it at once
+            # each result as soon as it is ready, so the caller caches it at once
+            with _sigterm_as_interrupt(), _name_stopped_workers():
                 for key, value in Parallel(n_jobs=n_jobs, backend=backend, return_as="generator_unordered")(jobs):
                     remaining.pop(key)
                     yield key, value
@@ -342,6 +345,60 @@ def _execute_local(tasks: list[Task], n_jobs: int) -> Iterator[tuple[str, Any]]:
                                    f"not computed (the cached ones are kept): {str(err).splitlines()[0]}") from None
             print(f"a local worker process died; running its {len(remaining)} undelivered task(s) again "
                   f"(retry {attempt + 1} of {LOCAL_RETRIES})", file=sys.stderr, flush=True)
+
+
+STOPPED_WORKER_S = 30.0
+"""A local worker process stopped this long (seconds) is named on stderr (once per process)."""
+STOPPED_POLL_S = 2.0
+
+
+def _children(pid: int) -> list[int]:
+    """The processes below ``pid`` (Linux ``/proc``; elsewhere none, and nothing is watched)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if entry.name.isdigit():
+            try:
+                stat = open(f"/proc/{entry.name}/stat").read()  # noqa: SIM115 - one read
+            except OSError:
+                continue
+            parents.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+@contextmanager
+def _name_stopped_workers() -> Iterator[None]:
+    """While the block runs, a thread looks at this process's worker processes every
+    :data:`STOPPED_POLL_S` seconds and names, once, each one stopped for :data:`STOPPED_WORKER_S`
+    seconds (a stopped worker holds its tasks: the sweep would wait without a word)."""
+    done = threading.Event()
+    host = socket.gethostname()
+
+    def watch() -> None:
+        since: dict[int, float] = {}
+        told: set[int] = set()
+        while not done.wait(STOPPED_POLL_S):
+            now = time.monotonic()
+            for pid in _children(os.getpid()):
+                if process_state((pid, host)) != "stopped":
+                    since.pop(pid, None)
+                    continue
+                if now - since.setdefault(pid, now) >= STOPPED_WORKER_S and pid not in told:
+                    told.add(pid)
+                    print(f"local worker process {pid} has been stopped (SIGSTOP or Ctrl-Z) for "
+                          f"{STOPPED_WORKER_S:g} s: the sweep waits for it; resume it (kill -CONT {pid}) or end it "
+                          f"(kill -9 {pid}: its tasks run again on a new worker)", file=sys.stderr, flush=True)
+
+    thread = threading.Thread(target=watch, name="resgd-stopped-workers", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
 
 
 def _in_worker(task: Task) -> tuple[str, Any]:
