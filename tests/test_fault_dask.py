@@ -136,3 +136,25 @@ def test_a_bad_scheduler_address_in_the_environment_is_one_line_exit_2(tmp_path,
     err = capsys.readouterr().err
     assert status == 2 and called == [] and "Traceback" not in err
     assert "from --scheduler or $RESGD_SCHEDULER): nothing answers at 127.0.0.1:1" in err
+
+
+def test_a_stopped_worker_is_named_within_the_stated_time(cluster, tmp_path, monkeypatch, capfd):
+    """Before: a worker stopped with SIGSTOP held its task with no word for minutes. After: the
+    client names it once it has not reported to its scheduler for ``SILENT_WORKER_S`` seconds
+    (timed on the client's clock); continued, it delivers and the sweep ends."""
+    from resgd.pipeline import dask_backend
+
+    monkeypatch.setattr(dask_backend, "SILENT_WORKER_S", 3.0)
+    monkeypatch.setattr(dask_backend, "SILENT_POLL_S", 0.5)
+    worker = cluster.worker()
+
+    def after_each(key: str) -> None:
+        if key == "0":  # the worker now holds task 1 (3 s): stop it, continue it after 8 s
+            os.killpg(worker.pid, signal.SIGSTOP)
+            threading.Timer(8.0, lambda: os.killpg(worker.pid, signal.SIGCONT)).start()
+
+    got = cached_sweep([Task(str(x), slow_square, x) for x in (0, 1)], ResultsCache(tmp_path / "cache"), n_jobs=1,
+                       scheduler=cluster.address, on_result=after_each)
+    assert got == {"0": 0, "1": 1}
+    err = capfd.readouterr().err
+    assert err.count("has not reported to its scheduler for 3 s and holds 1 task(s)") == 1, err

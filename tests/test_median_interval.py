@@ -62,3 +62,15 @@ def test_bad_levels_are_named():
         median_interval([1.0] * 8, 1.0)
     with pytest.raises(ValueError, match="order_statistic_coverage"):
         order_statistic_coverage(8, 5)
+
+
+def test_interval_k_is_the_interval_s_and_says_how_many_seeds_must_agree():
+    import numpy as np
+
+    from resgd.core.stats import interval_k, median_interval
+
+    assert interval_k(8, 0.9) == 2 and interval_k(12, 0.9) == 3 and interval_k(3, 0.9) is None
+    need = 8 + 1 - interval_k(8, 0.9)  # 7 of 8 above 0: the interval lies above 0
+    assert median_interval(np.r_[-1.0, np.arange(1.0, 8.0)], 0.9)[0] > 0
+    assert not median_interval(np.r_[-1.0, -0.5, np.arange(1.0, 7.0)], 0.9)[0] > 0
+    assert need == 7

@@ -290,3 +290,19 @@ def test_twin_losses_show_both_ends_and_outcomes():
     t = summary.twin_losses(table, GRID)
     row = t[(t["n_layers"] == 6) & (t["beta"] == 0.0)].iloc[0]
     assert (row["loss_0"], row["loss_T"], row["runs"], row["learns"]) == (1.0, 0.9, len(SEEDS), len(SEEDS))
+
+
+def test_seed_agreement_counts_the_split_and_the_power_of_the_rule():
+    from math import comb
+
+    from resgd.robustness.grid import map_grid
+    from resgd.robustness.summary import seed_agreement
+
+    grid = map_grid(False)
+    final = pd.DataFrame({"protocol": ["theory"] * 3 + ["common"], "above": [5, 1, 6, 8], "below": [3, 7, 2, 0],
+                          "verdict": ["undecided", "fails", "undecided", "holds"]})
+    got = seed_agreement(final, grid, "theory")
+    assert (got["pairs"], got["decided"], got["n"], got["need"], got["most"], got["median"]) == (3, 1, 8, 7, 7, 6.0)
+    assert got["reading"] == "the seeds agree in 1 of 3 pairs, split in the rest"
+    p = got["p_power"]
+    assert sum(comb(8, j) * p**j * (1 - p) ** (8 - j) for j in (7, 8)) == pytest.approx(0.8, abs=1e-6)

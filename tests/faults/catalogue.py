@@ -370,6 +370,10 @@ FAULTS: tuple[Fault, ...] = (
     Fault("R14", "concurrency", "a local worker process stopped with SIGSTOP mid-sweep", "named on stderr once after "
           "STOPPED_WORKER_S (30 s), with its pid and kill -CONT / kill -9 (was: no progress and no message for 186-215 s)",
           "tests/test_faults.py::test_a_stopped_local_worker_is_named_within_the_stated_time", "fixed"),
+    Fault("K17", "dask", "a Dask worker stopped with SIGSTOP while it holds a task", "named on stderr once it has not "
+          "reported to its scheduler for SILENT_WORKER_S (30 s, the client's clock); continued, it delivers (was: no "
+          "progress and no message for 186-215 s)",
+          "tests/test_fault_dask.py::test_a_stopped_worker_is_named_within_the_stated_time", "fixed"),
     Fault("J35", "jena", "a full file whose January 2009 differs from the checksummed excerpt, both present", "one line "
           "naming both files and the first differing hour (was: the full file silently won, labelled as real data)",
           f"{_J}::test_a_full_file_beside_the_excerpt_must_agree_with_it_over_the_task_period[False]", "fixed"),

@@ -98,13 +98,18 @@ def median_interval(values, min_coverage: float = 0.9) -> tuple[float, float, fl
     x = np.sort(np.asarray(values, dtype=float).ravel())
     x = x[~np.isnan(x)]
     n = int(x.size)
+    k = interval_k(n, min_coverage)
+    if k is None:
+        return math.nan, math.nan, math.nan
+    return float(x[k - 1]), float(x[n - k]), float(order_statistic_coverage(n, k))
+
+
+def interval_k(n: int, min_coverage: float = 0.9) -> int | None:
+    """The ``k`` of :func:`median_interval` for ``n`` values (None when no ``k`` reaches
+    ``min_coverage``): its interval lies above 0 exactly when at least ``n + 1 − k`` values do."""
     best = None
     for k in range(1, (n + 1) // 2 + 1):
-        coverage = order_statistic_coverage(n, k)
-        if coverage < min_coverage:
+        if order_statistic_coverage(n, k) < min_coverage:
             break
-        best = (k, coverage)
-    if best is None:
-        return math.nan, math.nan, math.nan
-    k, coverage = best
-    return float(x[k - 1]), float(x[n - k]), float(coverage)
+        best = k
+    return best

@@ -16,6 +16,9 @@ Robustness (why the loop below is more than ``as_completed``):
 * each task's result is yielded exactly once, whatever happened to its futures; an exception
   raised *by the task itself* is not retried and propagates to the caller unchanged.
 
+* a worker stopped (SIGSTOP), hung or cut off while it holds tasks: named on stderr once it has not
+  reported to its scheduler for :data:`SILENT_WORKER_S` seconds (:func:`_name_silent_workers`).
+
 A task is resubmitted at most ``max_resubmits`` times; then :class:`DaskSweepError` names it.
 
 A scheduler lost mid-run (killed, network gone) ends the sweep within about ``timeout`` seconds
@@ -26,7 +29,11 @@ already in the caller's cache, so a new run resumes from there.
 from __future__ import annotations
 
 import logging
+import sys
+import threading
+import time
 from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 MAX_RESUBMITS = 5
@@ -57,6 +64,49 @@ def _lost_scheduler(address: Any, done: int, total: int, reason: str):
         f"results that arrived are cached and a new run resumes from them: restart the scheduler, or "
         f"drop --scheduler to run locally"
     )
+
+
+SILENT_WORKER_S = 30.0
+"""A worker that holds tasks and has not reported to its scheduler for this long (seconds, on the
+client's own clock) is named on stderr, once: stopped (SIGSTOP), hung or cut off."""
+SILENT_POLL_S = 2.0
+
+
+@contextmanager
+def _name_silent_workers(client) -> Iterator[None]:
+    """While the block runs, a thread asks the scheduler every :data:`SILENT_POLL_S` seconds when
+    each worker last reported (its ``last_seen``) and names each one holding tasks whose report has
+    not changed for :data:`SILENT_WORKER_S` seconds. Only changes count, timed here: no clock of
+    another host is compared with this one's."""
+    done = threading.Event()
+
+    def watch() -> None:
+        seen: dict[str, tuple[Any, float]] = {}  # address -> (its last_seen, when it last changed here)
+        told: set[str] = set()
+        while not done.wait(SILENT_POLL_S):
+            try:
+                workers = client.scheduler_info()["workers"]
+                busy = client.processing()
+            except Exception:  # noqa: BLE001 - the sweep itself reports a lost scheduler
+                continue
+            now = time.monotonic()
+            for address, info in workers.items():
+                last = info.get("last_seen")
+                if address not in seen or seen[address][0] != last:
+                    seen[address] = (last, now)
+                elif busy.get(address) and now - seen[address][1] >= SILENT_WORKER_S and address not in told:
+                    told.add(address)
+                    print(f"Dask worker {address} (host {info.get('host')}) has not reported to its scheduler for "
+                          f"{SILENT_WORKER_S:g} s and holds {len(busy[address])} task(s) (stopped, hung or cut off): the "
+                          f"sweep waits for it; resume it (kill -CONT) or end it (its tasks are then resubmitted)",
+                          file=sys.stderr, flush=True)
+
+    thread = threading.Thread(target=watch, name="resgd-silent-workers", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
 
 
 def _lost(future) -> bool:
@@ -95,7 +145,9 @@ def execute_dask(tasks: Sequence[Any], address: Any, *, max_resubmits: int = MAX
 
         raise ClusterError(f"cannot reach the Dask scheduler at {address!r} within {timeout:g} s "
                            f"({type(err).__name__}); start it, or drop --scheduler to run locally") from None
+    watching = ExitStack()
     try:
+        watching.enter_context(_name_silent_workers(client))
         attempts = dict.fromkeys(by_key, 0)
         owner: dict[str, str] = {}  # Dask future key -> task key
 
@@ -146,6 +198,7 @@ def execute_dask(tasks: Sequence[Any], address: Any, *, max_resubmits: int = MAX
             delivered.add(task_key)
             yield task_key, result
     finally:
+        watching.close()
         quiet = client.status != "running"  # a lost scheduler: closing logs its reconnect's traceback
         loggers = [logging.getLogger(name) for name in ("distributed.client", "distributed.comm", "distributed.core")]
         levels = [logger.level for logger in loggers]

@@ -33,8 +33,8 @@ from ..validation import ConfigError, check_choice
 PROTOCOLS = ("common", "own", "theory")
 """``common``: every β (and both twins of a depth) at fraction × the stability limit of the β = 1
 model (the experiment chapters' rule); ``own``: each configuration at fraction × its own stability
-limit; ``theory``: each configuration at μ = c / L̂(θ⁰), L̂ the local smoothness at the first
-seed's initial weights (the experiments' rule), c from ``MapGrid.theory_c`` — the protocol
+limit; ``theory``: each configuration at μ = c / L̂(θ⁰), L̂ the local smoothness at each seed's
+own initial weights (the experiments' rule), c from ``MapGrid.theory_c`` — the protocol
 Theorem 1 speaks to (its contraction 1 − μα holds for μ ≤ 1/L)."""
 
 MIN_SEEDS = 8

@@ -122,3 +122,33 @@ def twin_losses(per_run: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
                                  relative_T=(f"relative_{T}", "median"), runs=("seed", "size"))
     counts = deep.groupby(keys)["outcome"].value_counts().unstack(fill_value=0)
     return out.join(counts).reset_index()
+
+
+def seed_agreement(final: pd.DataFrame, grid: MapGrid, protocol: str, power: float = 0.8) -> dict:
+    """Why a protocol's cells are (un)decided, in seeds: at the last horizon, how many of the
+    (cell, claim) pairs under ``protocol`` there are, how many of the grid's n seeds must lie on one
+    side of 0 for the interval to decide (``need``), the most and the median that do (``most``,
+    ``median``: the larger of the seeds above and below 0), ``p_power``: the chance p of one seed
+    being on a side at which the rule decides with probability ``power`` (P(Bin(n, p) ≥ need)), and
+    ``reading``: the finding in words."""
+    from math import comb
+
+    from ..core.stats import interval_k
+
+    rows = final[final["protocol"] == protocol]
+    n = len(grid.seeds)
+    need = n + 1 - interval_k(n, grid.min_coverage)
+    agree = rows[["above", "below"]].max(axis=1)
+
+    def decides(p: float) -> float:  # P(Bin(n, p) >= need)
+        return sum(comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(need, n + 1))
+
+    lo, hi = 0.0, 1.0  # decides() rises with p: bisection to 1e-9
+    while hi - lo > 1e-9:
+        lo, hi = ((lo + hi) / 2, hi) if decides((lo + hi) / 2) < power else (lo, (lo + hi) / 2)
+    p_power = hi
+    decided = int(rows["verdict"].isin(["holds", "fails"]).sum())
+    reading = ("the seeds stay split: these cells report the split, not a verdict" if decided == 0 else
+               f"the seeds agree in {decided} of {len(rows)} pairs, split in the rest")
+    return {"pairs": int(len(rows)), "decided": decided, "n": n, "need": int(need), "most": int(agree.max()),
+            "median": float(agree.median()), "power": power, "p_power": float(p_power), "reading": reading}

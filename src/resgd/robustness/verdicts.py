@@ -87,11 +87,13 @@ def spearman_rows(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 
 def _summary(values: np.ndarray, grid: MapGrid) -> dict:
+    """Median, interval, level and seeds of per-seed values; ``above``/``below``: how many seeds
+    are on each side of 0 (the interval of 8 seeds decides only when 7 of them agree)."""
     values = np.asarray(values, dtype=float)
     kept = values[~np.isnan(values)]
     lo, hi, level = median_interval(kept, grid.min_coverage)
     return dict(effect=float(np.median(kept)) if kept.size else math.nan, lo=lo, hi=hi, level=level,
-                seeds=int(kept.size))
+                seeds=int(kept.size), above=int((kept > 0).sum()), below=int((kept < 0).sum()))
 
 
 def _outcomes(rows: pd.DataFrame) -> dict:
@@ -120,7 +122,8 @@ def cell_effects(rows: pd.DataFrame, grid: MapGrid, horizon: int, measure: str) 
         # below ([min lo, max hi]); a depth without an interval leaves (c) without one (NaN propagates)
         out.append(dict(claim=claim, effect=float(depths["effect"].median(skipna=False)),
                         lo=float(depths["lo"].min(skipna=False)), hi=float(depths["hi"].max(skipna=False)),
-                        level=float(depths["level"].min(skipna=False)), seeds=int(depths["seeds"].min()), **_outcomes(deep)))
+                        level=float(depths["level"].min(skipna=False)), seeds=int(depths["seeds"].min()),
+                        above=int(depths["above"].min()), below=int(depths["below"].min()), **_outcomes(deep)))
     for item in out:
         item["verdict"] = verdict(item["lo"], item["hi"])
         item["measure"] = measure
@@ -134,8 +137,8 @@ seed-mean primary measure at the horizon, chosen from the grid's fractions (no e
 
 
 def cell_table(per_run: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
-    """One row per cell × protocol × horizon × measure × claim: effect, lo, hi, level, seeds,
-    verdict, stalled/diverged run counts (+ the cell's predicted gain log(σ²-ratio(Z⁰) with /
+    """One row per cell × protocol × horizon × measure × claim: effect, lo, hi, level, seeds, the
+    seeds above and below 0, verdict, stalled/diverged run counts (+ the cell's predicted gain log(σ²-ratio(Z⁰) with /
     without residual), for the theory link). Protocols: those of the runs, plus :data:`BEST`."""
     rows = []
     for keys, g in per_run.groupby(TAGS, sort=True):
