@@ -306,3 +306,23 @@ def test_seed_agreement_counts_the_split_and_the_power_of_the_rule():
     assert got["reading"] == "the seeds agree in 1 of 3 pairs, split in the rest"
     p = got["p_power"]
     assert sum(comb(8, j) * p**j * (1 - p) ** (8 - j) for j in (7, 8)) == pytest.approx(0.8, abs=1e-6)
+
+
+def test_theory_link_draws_capped_cells_at_the_edge_and_keeps_the_range_of_the_others():
+    """A cell at the ±20 cap of a diverged run squeezed every other cell into one stripe; now it is
+    drawn at the axis' edge as ▼/▲ and the legend says so."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    cells = pd.DataFrame({"claim": "residual_helps", "protocol": "common", "dataset": ["jena"] * 3 + ["sst2"],
+                          "verdict": ["undecided", "fails", "holds", "undecided"],
+                          "effect": [0.2, -20.0, 1.5, 20.0], "predicted_gain": [1.0, 2.0, 3.0, 4.0]})
+    fig = plot_theory_link(cells, cap=20.0)
+    ax = fig.axes[0]
+    lo, hi = ax.get_ylim()
+    assert -3 < lo < -1.5 and 1.5 < hi < 3  # 1.3 × the largest free |effect| (1.5), not ±20
+    drawn = sorted(float(y) for c in ax.collections for _, y in c.get_offsets())
+    assert drawn[0] == pytest.approx(-1.95) and drawn[-1] == pytest.approx(1.95)  # the capped ones at the edge
+    assert "±20 cap of a diverged run" in fig.legends[0].get_title().get_text()
+    plain = plot_theory_link(cells)  # no cap given: drawn as they are
+    assert plain.axes[0].get_ylim()[0] < -20

@@ -135,10 +135,15 @@ def plot_horizons(tally: pd.DataFrame, standin: str | None = None) -> plt.Figure
     return _stamped(fig, standin)
 
 
-def plot_theory_link(cells: pd.DataFrame, standin: str | None = None) -> plt.Figure:
+def plot_theory_link(cells: pd.DataFrame, standin: str | None = None, cap: float | None = None) -> plt.Figure:
     """Claim (a)'s measured effect against the predicted gain log(σ²-ratio(Z⁰) with / without
-    residual), one point per cell, one panel per protocol, colour = data set."""
+    residual), one point per cell, one panel per protocol, colour = data set. ``cap``: the log
+    ratio's cap for diverged runs (``resgd.robustness.verdicts.LOG_CAP``); a cell whose effect sits
+    at it is drawn at the axis' edge as ▼/▲, so the axis keeps the range of the other cells."""
     cells = cells[cells["claim"] == "residual_helps"]
+    at_cap = cells["effect"].abs() >= cap if cap is not None else pd.Series(False, index=cells.index)
+    free = cells.loc[~at_cap, "effect"].abs()
+    edge = max(1.0, 1.3 * float(free.max())) if at_cap.any() and len(free) and np.isfinite(free.max()) else None
     order = ("common", "own", "best", "theory")
     protocols = sorted(cells["protocol"].unique(), key=lambda p: order.index(p) if p in order else len(order))
     ncols = len(protocols) if len(protocols) <= 3 else math.ceil(len(protocols) / 2)  # 4 in a row: 14 in wide
@@ -152,8 +157,19 @@ def plot_theory_link(cells: pd.DataFrame, standin: str | None = None) -> plt.Fig
         at = cells[cells["protocol"] == protocol]
         for i, (dataset, g) in enumerate(at.groupby("dataset")):
             for verdict, h in g.groupby("verdict"):
-                ax.scatter(h["predicted_gain"], h["effect"], color=f"C{i}", marker=markers[verdict], s=28,
+                inside = h[~at_cap.loc[h.index]] if edge is not None else h
+                ax.scatter(inside["predicted_gain"], inside["effect"], color=f"C{i}", marker=markers[verdict], s=28,
                            label=f"{dataset}, {verdict}", alpha=0.85)
+                if edge is None:
+                    continue
+                for sign, marker in ((-1.0, "v"), (1.0, "^")):
+                    out = h[at_cap.loc[h.index] & (np.sign(h["effect"]) == sign)]
+                    if len(out):
+                        ax.scatter(out["predicted_gain"], np.full(len(out), sign * edge), color=f"C{i}", marker=marker,
+                                   s=40, alpha=0.85,
+                                   label=f"{dataset}, {verdict}, capped")
+        if edge is not None:
+            ax.set_ylim(-1.08 * edge, 1.08 * edge)
         ax.axhline(0.0, color="grey", linewidth=0.8)
         ax.set_title(f"protocol '{protocol}'")
         ax.set_xlabel("predicted gain\nlog σ²-ratio(Z⁰) with / without")
@@ -162,7 +178,10 @@ def plot_theory_link(cells: pd.DataFrame, standin: str | None = None) -> plt.Fig
     legend = {}  # one legend for all panels, below them
     for ax in axes.flat:
         legend.update(zip(*reversed(ax.get_legend_handles_labels())))
-    fig.legend(legend.values(), legend.keys(), loc="outside lower center", ncol=3, fontsize=9, frameon=False)
+    title = (f"capped (▼ ▲): the effect sits at the ±{cap:g} cap of a diverged run; drawn at the axis' edge"
+             if edge is not None else None)
+    fig.legend(legend.values(), legend.keys(), loc="outside lower center", ncol=3, fontsize=9, frameon=False,
+               title=title, title_fontsize=9)
     return _stamped(fig, standin)
 
 

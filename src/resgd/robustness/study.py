@@ -36,7 +36,7 @@ from .limits import stability_limits
 from .map_runs import map_runs
 from .outcomes import OUTCOMES
 from .readout_link import readout_link, readout_predictions
-from .verdicts import CLAIM_LABELS, CLAIM_NAMES, VERDICTS, agreement, cell_table, tally, theory_link
+from .verdicts import CLAIM_LABELS, CLAIM_NAMES, LOG_CAP, VERDICTS, agreement, cell_table, tally, theory_link
 
 __all__ = ["CLAIM_LABELS", "CLAIM_NAMES", "FIGURE_KINDS", "PROTOCOLS", "VERDICTS", "MapGrid", "MapResults",
            "agreement", "build_map", "figure_name", "figures", "load_cells", "make_figure", "map_grid", "map_path",
@@ -163,7 +163,7 @@ def make_figure(results: MapResults, kind: str):
         return plot_horizons(by_horizon, standin=standin)
     if kind == "readout_link":
         return plot_readout_link(results.readout, standin=standin)
-    return plot_theory_link(results.final(), standin=standin)
+    return plot_theory_link(results.final(), standin=standin, cap=LOG_CAP)
 
 
 def figures(results: MapResults) -> dict[str, Any]:
