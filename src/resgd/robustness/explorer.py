@@ -73,7 +73,7 @@ def seed_table(rows: pd.DataFrame, grid, claim: str, horizon: int, measure: str)
     verdict's parts). The values are those :func:`resgd.robustness.verdicts.cell_effects` takes the
     median and interval of; for (c) the parts are its per-depth summaries
     (:func:`resgd.robustness.verdicts.depth_summaries`, the same function), each with its count of
-    seeds above the threshold; for (a) and (b) one part, the cell's own values."""
+    seeds above the threshold from it too; for (a) and (b) one part, the cell's own values."""
     from .verdicts import DEPTH_CLAIMS, depth_summaries, log_ratio, spearman_rows
 
     column = f"{measure}_{horizon}"
@@ -104,7 +104,7 @@ def seed_table(rows: pd.DataFrame, grid, claim: str, horizon: int, measure: str)
             per[L] = {s: float(log_ratio(wo[s], w[s])) for s in seeds if s in w and s in wo}
         out = [{"seed": s, **{f"log ratio L={L}": per[L].get(s) for L in grid.depths}} for s in seeds]
         parts = [{"label": f"L = {d['depth']}", "effect": _num(d["effect"]), "lo": _num(d["lo"]), "hi": _num(d["hi"]),
-                  "level": _num(d["level"]), "seeds": int(d["seeds"]), "above": _above(per[d["depth"]].values())}
+                  "level": _num(d["level"]), "seeds": int(d["seeds"]), "above": int(d["above"])}
                  for d in depth_summaries(rows, grid, column, init)]
     return names, [{k: (v if k == "seed" else _capped(v)) for k, v in row.items()} for row in out], parts
 
