@@ -63,7 +63,17 @@ def pdf_problems(pages: list[str], images: int, expected_images: int, titles: li
                  for m in list(RAW_TEX.finditer(text))[:10]]
     flat = squash(text)
     problems += [f"page {t!r} missing" for t in titles if squash(t) not in flat]
+    # what the site check (tests/test_site.py) refuses on a page, refused in the PDF's text too: a
+    # Python repr of the build's objects, or the build machine's own folder
+    problems += [f"leaked {leak!r} in the text" for leak in LEAKS if leak in text]
+    flat_root = re.sub(r"\s+", "", str(ROOT))
+    if flat_root in re.sub(r"\s+", "", text):
+        problems.append(f"the build folder {ROOT} (an absolute path) in the text")
     return problems
+
+
+LEAKS = ("PosixPath(", "WindowsPath(", "ModelConfig(")
+"""As tests/test_site.py's LEAKED_REPR."""
 
 
 def book_images() -> int:
@@ -145,6 +155,8 @@ def test_checker_good_pdf_passes():
         (["Intro \\(x\\)", "Setup"], 3, "raw TeX"),
         (["Intro, the rate set by \\sigma_{\\min}(Z)", "Setup"], 3, "raw TeX"),
         (["Intro", "nothing else"], 3, "missing"),
+        (["Intro {'png': PosixPath('/x/a.png')}", "Setup"], 3, "leaked"),
+        ([f"Intro {ROOT}/figures/a.png", "Setup"], 3, "absolute path"),
     ],
 )
 def test_checker_finds_bad_pdf(pages, images, why):
