@@ -99,7 +99,8 @@ def test_only_our_stale_temporaries_are_removed(tmp_path):
     import os
     import time
 
-    from resgd.atomic import HOST, _process_start, clean_stale_temporaries
+    from resgd.atomic import HOST, clean_stale_temporaries
+    from resgd.processes import start_time
 
     long_ago = time.time() - 3 * 24 * 3600
     names = {
@@ -118,7 +119,7 @@ def test_only_our_stale_temporaries_are_removed(tmp_path):
     for name in (".c.png.", ".e.png.", "notes", ".g.png", "h.png"):
         for path in tmp_path.glob(f"{name}*"):
             os.utime(path, (long_ago, long_ago))
-    pid1_started = _process_start(1)
+    pid1_started = start_time(1)
     if pid1_started is None:
         pytest.skip("no /proc: process start times unknown")
     before_pid1 = pid1_started - 100.0

@@ -95,7 +95,7 @@ HOMES = {
     "theorem1": "studies", "collapse": "studies", "experiments": "studies", "robustness": "studies",
     "pipeline": "pipeline", "plots": "output", "publish": "output",
     "core": "ground", "data": "ground", "user_errors": "ground",  # it names the data package's errors
-    "atomic": "helpers", "file_lock": "helpers", "validation": "helpers", "threads": "helpers", "mkl_path": "helpers", "settings": "helpers",
+    "atomic": "helpers", "file_lock": "helpers", "processes": "helpers", "validation": "helpers", "threads": "helpers", "mkl_path": "helpers", "settings": "helpers",
     "source_hash": "helpers", "mode_stamp": "helpers",
 }
 STUDY_USES = {("robustness", "experiments")}

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .processes import start_time
+
 HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:32] or "host"
 TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.(?P<host>[A-Za-z0-9-]+)-(?P<pid>\d+)\.[a-z0-9_]{8}\.part$")
 """Our temporaries: ``.<target>.<host>-<pid>.<8 random characters from mkstemp>.part``."""
@@ -48,17 +50,6 @@ def temp_prefix(path: Path) -> str:
     return f".{path.name}.{HOST}-{os.getpid()}."
 
 
-def _process_start(pid: int) -> float | None:
-    """When process ``pid`` started (seconds since the epoch), from ``/proc``; None if unknown."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, starttime, in clock ticks since boot
-        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-
-
 def writer_alive(pid: int, modified: float) -> bool:
     """Whether process ``pid`` of this host may still be writing a file last modified at ``modified``.
 
@@ -71,7 +62,7 @@ def writer_alive(pid: int, modified: float) -> bool:
         return False
     except PermissionError:
         pass  # alive, another user's
-    started = _process_start(pid)
+    started = start_time(pid)
     return started is None or started <= modified + START_SLACK_S
 
 

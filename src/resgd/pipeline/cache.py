@@ -41,6 +41,7 @@ from typing import Any
 
 from .. import settings
 from ..atomic import write_bytes
+from .. import processes
 from ..file_lock import FileLock, lock_owner, try_lock
 
 RESULTS_ENV = "RESGD_RESULTS_DIR"
@@ -260,14 +261,7 @@ def process_state(owner: tuple[int, str]) -> str:
     pid, host = owner
     if host != socket.gethostname():
         return "running"
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return "gone"
-    except OSError:
-        return "running"
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return "gone" if state in ("Z", "X") else "stopped" if state in ("T", "t") else "running"
+    return processes.state(pid)
 
 
 def _say(message: str) -> None:

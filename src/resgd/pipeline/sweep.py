@@ -48,7 +48,8 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from ..validation import ConfigError
-from .cache import ResultsCache, process_state
+from .. import processes
+from .cache import ResultsCache
 
 # Imported by every local worker before its first task: it imports no torch at module level, so a
 # worker watches its parent (:func:`_watch_parent`, its initializer) from its first second on.
@@ -352,39 +353,20 @@ STOPPED_WORKER_S = 30.0
 STOPPED_POLL_S = 2.0
 
 
-def _children(pid: int) -> list[int]:
-    """The processes below ``pid`` (Linux ``/proc``; elsewhere none, and nothing is watched)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
-        if entry.name.isdigit():
-            try:
-                stat = open(f"/proc/{entry.name}/stat").read()  # noqa: SIM115 - one read
-            except OSError:
-                continue
-            parents.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 @contextmanager
 def _name_stopped_workers() -> Iterator[None]:
     """While the block runs, a thread looks at this process's worker processes every
     :data:`STOPPED_POLL_S` seconds and names, once, each one stopped for :data:`STOPPED_WORKER_S`
     seconds (a stopped worker holds its tasks: the sweep would wait without a word)."""
     done = threading.Event()
-    host = socket.gethostname()
 
     def watch() -> None:
         since: dict[int, float] = {}
         told: set[int] = set()
         while not done.wait(STOPPED_POLL_S):
             now = time.monotonic()
-            for pid in _children(os.getpid()):
-                if process_state((pid, host)) != "stopped":
+            for pid in processes.descendants(os.getpid()):
+                if processes.state(pid) != "stopped":
                     since.pop(pid, None)
                     continue
                 if now - since.setdefault(pid, now) >= STOPPED_WORKER_S and pid not in told:
