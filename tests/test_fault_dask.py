@@ -157,4 +157,5 @@ def test_a_stopped_worker_is_named_within_the_stated_time(cluster, tmp_path, mon
                        scheduler=cluster.address, on_result=after_each)
     assert got == {"0": 0, "1": 1}
     err = capfd.readouterr().err
-    assert err.count("has not reported to its scheduler for 3 s and holds 1 task(s)") == 1, err
+    # named once; how many tasks the scheduler still lists for it depends on when the stop came
+    assert err.count("has not reported to its scheduler for 3 s and holds ") == 1, err
