@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from typing import Any
+
+from .polling import polling
 
 MAX_RESUBMITS = 5
 log = logging.getLogger(__name__)
@@ -72,41 +73,33 @@ client's own clock) is named on stderr, once: stopped (SIGSTOP), hung or cut off
 SILENT_POLL_S = 2.0
 
 
-@contextmanager
-def _name_silent_workers(client) -> Iterator[None]:
-    """While the block runs, a thread asks the scheduler every :data:`SILENT_POLL_S` seconds when
-    each worker last reported (its ``last_seen``) and names each one holding tasks whose report has
-    not changed for :data:`SILENT_WORKER_S` seconds. Only changes count, timed here: no clock of
-    another host is compared with this one's."""
-    done = threading.Event()
+def _name_silent_workers(client):
+    """While the block runs, ask the scheduler every :data:`SILENT_POLL_S` seconds when each worker
+    last reported (its ``last_seen``) and name each one holding tasks whose report has not changed
+    for :data:`SILENT_WORKER_S` seconds. Only changes count, timed here: no clock of another host
+    is compared with this one's."""
+    seen: dict[str, tuple[Any, float]] = {}  # address -> (its last_seen, when it last changed here)
+    told: set[str] = set()
 
-    def watch() -> None:
-        seen: dict[str, tuple[Any, float]] = {}  # address -> (its last_seen, when it last changed here)
-        told: set[str] = set()
-        while not done.wait(SILENT_POLL_S):
-            try:
-                workers = client.scheduler_info()["workers"]
-                busy = client.processing()
-            except Exception:  # noqa: BLE001 - the sweep itself reports a lost scheduler
-                continue
-            now = time.monotonic()
-            for address, info in workers.items():
-                last = info.get("last_seen")
-                if address not in seen or seen[address][0] != last:
-                    seen[address] = (last, now)
-                elif busy.get(address) and now - seen[address][1] >= SILENT_WORKER_S and address not in told:
-                    told.add(address)
-                    print(f"Dask worker {address} (host {info.get('host')}) has not reported to its scheduler for "
-                          f"{SILENT_WORKER_S:g} s and holds {len(busy[address])} task(s) (stopped, hung or cut off): the "
-                          f"sweep waits for it; resume it (kill -CONT) or end it (its tasks are then resubmitted)",
-                          file=sys.stderr, flush=True)
+    def check() -> None:
+        try:
+            workers = client.scheduler_info()["workers"]
+            busy = client.processing()
+        except Exception:  # noqa: BLE001 - the sweep itself reports a lost scheduler
+            return
+        now = time.monotonic()
+        for address, info in workers.items():
+            last = info.get("last_seen")
+            if address not in seen or seen[address][0] != last:
+                seen[address] = (last, now)
+            elif busy.get(address) and now - seen[address][1] >= SILENT_WORKER_S and address not in told:
+                told.add(address)
+                print(f"Dask worker {address} (host {info.get('host')}) has not reported to its scheduler for "
+                      f"{SILENT_WORKER_S:g} s and holds {len(busy[address])} task(s) (stopped, hung or cut off): the "
+                      f"sweep waits for it; resume it (kill -CONT) or end it (its tasks are then resubmitted)",
+                      file=sys.stderr, flush=True)
 
-    thread = threading.Thread(target=watch, name="resgd-silent-workers", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
+    return polling(SILENT_POLL_S, check, "resgd-silent-workers")
 
 
 def _lost(future) -> bool:

@@ -50,6 +50,7 @@ from typing import Any, NamedTuple
 from ..validation import ConfigError
 from .. import processes
 from .cache import ResultsCache
+from .polling import polling
 
 # Imported by every local worker before its first task: it imports no torch at module level, so a
 # worker watches its parent (:func:`_watch_parent`, its initializer) from its first second on.
@@ -353,34 +354,26 @@ STOPPED_WORKER_S = 30.0
 STOPPED_POLL_S = 2.0
 
 
-@contextmanager
-def _name_stopped_workers() -> Iterator[None]:
-    """While the block runs, a thread looks at this process's worker processes every
-    :data:`STOPPED_POLL_S` seconds and names, once, each one stopped for :data:`STOPPED_WORKER_S`
-    seconds (a stopped worker holds its tasks: the sweep would wait without a word)."""
-    done = threading.Event()
+def _name_stopped_workers():
+    """While the block runs, look at this process's worker processes every :data:`STOPPED_POLL_S`
+    seconds and name, once, each one stopped for :data:`STOPPED_WORKER_S` seconds (a stopped worker
+    holds its tasks: the sweep would wait without a word)."""
+    since: dict[int, float] = {}
+    told: set[int] = set()
 
-    def watch() -> None:
-        since: dict[int, float] = {}
-        told: set[int] = set()
-        while not done.wait(STOPPED_POLL_S):
-            now = time.monotonic()
-            for pid in processes.descendants(os.getpid()):
-                if processes.state(pid) != "stopped":
-                    since.pop(pid, None)
-                    continue
-                if now - since.setdefault(pid, now) >= STOPPED_WORKER_S and pid not in told:
-                    told.add(pid)
-                    print(f"local worker process {pid} has been stopped (SIGSTOP or Ctrl-Z) for "
-                          f"{STOPPED_WORKER_S:g} s: the sweep waits for it; resume it (kill -CONT {pid}) or end it "
-                          f"(kill -9 {pid}: its tasks run again on a new worker)", file=sys.stderr, flush=True)
+    def check() -> None:
+        now = time.monotonic()
+        for pid in processes.descendants(os.getpid()):
+            if processes.state(pid) != "stopped":
+                since.pop(pid, None)
+                continue
+            if now - since.setdefault(pid, now) >= STOPPED_WORKER_S and pid not in told:
+                told.add(pid)
+                print(f"local worker process {pid} has been stopped (SIGSTOP or Ctrl-Z) for "
+                      f"{STOPPED_WORKER_S:g} s: the sweep waits for it; resume it (kill -CONT {pid}) or end it "
+                      f"(kill -9 {pid}: its tasks run again on a new worker)", file=sys.stderr, flush=True)
 
-    thread = threading.Thread(target=watch, name="resgd-stopped-workers", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
+    return polling(STOPPED_POLL_S, check, "resgd-stopped-workers")
 
 
 def _in_worker(task: Task) -> tuple[str, Any]:
