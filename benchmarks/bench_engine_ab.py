@@ -40,7 +40,7 @@ SHAPES = {
 
 def child(iterations: int) -> dict[str, float]:
     """In the tree on ``sys.path``: ms per iteration for every shape, on one torch thread."""
-    from resgd.threads import torch_threads
+    from resgd.infra.threads import torch_threads
 
     with torch_threads(1):
         return {name: _ms_per_iteration(shape, iterations) for name, shape in SHAPES.items()}
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--src NAME=PATH twice, each PATH a folder holding resgd/")
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     if env.get("RESGD_MKL_INTEL_PATH") == "1":
-        from resgd import mkl_path
+        from resgd.infra import mkl_path
         env = dict(mkl_path.child_env(env))
     names = list(trees)
     rows = []

@@ -65,9 +65,9 @@ sys.path.insert(0, str(HERE))
 import jax_peer  # noqa: E402
 from baselines import MHAModel, NNModel, load_params, make_sgd_step, nn_gradients, nn_loss  # noqa: E402
 
-from resgd.mkl_path import reexec_if_requested  # noqa: E402
+from resgd.infra.mkl_path import reexec_if_requested  # noqa: E402
 from flops import step_flops  # noqa: E402
-from resgd.atomic import write_json, write_text, write_with  # noqa: E402
+from resgd.infra.atomic import write_json, write_text, write_with  # noqa: E402
 from resgd.core.model import ModelConfig, init_params  # noqa: E402
 from resgd.core.stacked import train_gd  # noqa: E402
 from resgd.core.train import GDConfig, loss_and_grad  # noqa: E402
@@ -476,7 +476,7 @@ def cpu_name() -> str:
 
 
 def machine_info() -> dict:
-    from resgd.mkl_path import active
+    from resgd.infra.mkl_path import active
 
     return {
         "cpu": cpu_name(),

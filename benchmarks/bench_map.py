@@ -50,7 +50,7 @@ import torch
 from gemm_ceiling import HOT, CaptureGemms, gemm_flops, interleaved, replay
 from jax_peer import import_jax  # benchmarks/ is on sys.path when a script runs; sets XLA's one-thread flags
 from report import map_table, publish_table
-from resgd.mkl_path import active as mkl_active, reexec_if_requested
+from resgd.infra.mkl_path import active as mkl_active, reexec_if_requested
 from resgd.core.model import ModelConfig, init_params
 from resgd.core.stacked import train_stacked
 from resgd.core.train import GDConfig

@@ -33,7 +33,7 @@ def child(dtypes: list[str], seconds: float) -> dict:
     sys.path.insert(0, str(HERE))
     from bench_gd import DTYPES, cpu_name, make_case, matmul_rate
 
-    from resgd import mkl_path
+    from resgd.infra import mkl_path
     from resgd.core.train import loss_and_grad
 
     torch.set_num_threads(1)
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(child(dtypes, args.seconds)))
         return 0
 
-    from resgd import mkl_path
+    from resgd.infra import mkl_path
 
     base = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", mkl_path.ENV)}
     envs = {"default": base, "intel_path": mkl_path.child_env({**base, mkl_path.ENV: "1"})}
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
               f"largest relative difference of loss and gradients: {diffs[d]:.1e}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from resgd.atomic import write_json
+    from resgd.infra.atomic import write_json
 
     write_json(out / "bench_mkl_path.json", {"cpu": cpu, "load": load, "rows": rows, "limits": limits, "max_rel_diff": diffs})
     return 0

@@ -54,12 +54,12 @@ import resgd.experiments.runs
 from bench_gd import cpu_name, matmul_rate  # this folder is on sys.path when run as a script
 from flops import step_flops
 from gemm_ceiling import HOT, CaptureGemms, gemm_flops, gemm_seconds, interleaved, operator_breakdown, profiled, replay
-from resgd.atomic import write_json, write_text
+from resgd.infra.atomic import write_json, write_text
 from resgd.core.model import init_params
 from resgd.core.stacked import loss_and_grads, train_gd
 from resgd.data.spec import DTYPES, load_dataset
-from resgd.mkl_path import active as mkl_active, reexec_if_requested
-from resgd.threads import torch_threads
+from resgd.infra.mkl_path import active as mkl_active, reexec_if_requested
+from resgd.infra.threads import torch_threads
 
 HERE = Path(__file__).resolve().parent
 

@@ -21,7 +21,7 @@ def publish_table(table: pd.DataFrame, out: str | Path, name: str) -> None:
 
     import torch
 
-    from resgd.atomic import atomic_path
+    from resgd.infra.atomic import atomic_path
     from resgd.core.engine import cpu_id
 
     out = Path(out)

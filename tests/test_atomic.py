@@ -2,7 +2,7 @@
 
 import pytest
 
-from resgd.atomic import atomic_path, write_json, write_text
+from resgd.infra.atomic import atomic_path, write_json, write_text
 
 
 def test_write_replaces_and_leaves_no_temporary_files(tmp_path):
@@ -40,7 +40,7 @@ def test_published_files_get_the_usual_permissions(tmp_path):
 
 KILLED_INSIDE_THE_WRITE = """
 import os, signal, sys
-from resgd.atomic import atomic_path
+from resgd.infra.atomic import atomic_path
 with atomic_path(sys.argv[1]) as tmp:
     os.kill(os.getpid(), signal.SIGKILL)
 """
@@ -48,7 +48,7 @@ with atomic_path(sys.argv[1]) as tmp:
 WRITING_UNTIL_TOLD = """
 import sys, time
 from pathlib import Path
-from resgd.atomic import atomic_path
+from resgd.infra.atomic import atomic_path
 with atomic_path(sys.argv[1]) as tmp:
     tmp.write_text("complete")
     print(tmp, flush=True)
@@ -80,7 +80,7 @@ def test_a_live_writers_temporary_is_kept(tmp_path):
     import subprocess
     from pathlib import Path
 
-    from resgd.atomic import clean_stale_temporaries
+    from resgd.infra.atomic import clean_stale_temporaries
 
     target, go = tmp_path / "result.json", tmp_path / "go"
     writer = _python(WRITING_UNTIL_TOLD, target, go, stdout=subprocess.PIPE)
@@ -99,8 +99,8 @@ def test_only_our_stale_temporaries_are_removed(tmp_path):
     import os
     import time
 
-    from resgd.atomic import HOST, clean_stale_temporaries
-    from resgd.processes import start_time
+    from resgd.infra.atomic import HOST, clean_stale_temporaries
+    from resgd.infra.processes import start_time
 
     long_ago = time.time() - 3 * 24 * 3600
     names = {
@@ -132,7 +132,7 @@ def test_only_our_stale_temporaries_are_removed(tmp_path):
 def test_temporaries_name_their_writer(tmp_path):
     import os
 
-    from resgd.atomic import HOST, TEMP_NAME
+    from resgd.infra.atomic import HOST, TEMP_NAME
 
     with atomic_path(tmp_path / "x.json") as tmp:
         match = TEMP_NAME.match(tmp.name)

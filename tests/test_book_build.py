@@ -396,7 +396,7 @@ def test_every_stopping_signal_takes_the_one_stop_path(signame, status):
     it now raises the same stop as SIGTERM, whose clean-up the test above follows end to end."""
     import os
 
-    from resgd.user_errors import Stopped, describe_stop, stop_on_signals
+    from resgd.infra.user_errors import Stopped, describe_stop, stop_on_signals
 
     with pytest.raises(Stopped) as stop, stop_on_signals():
         os.kill(os.getpid(), getattr(signal, signame))

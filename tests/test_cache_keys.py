@@ -52,7 +52,7 @@ def test_the_key_names_kind_data_code_and_engine(monkeypatch):
     assert run != lhat and run == ex.config_key(config)
     assert entry_key(config, fingerprint="other data") != run
     import resgd.core.engine as engine
-    import resgd.source_hash as source_hash
+    import resgd.infra.source_hash as source_hash
 
     monkeypatch.setattr(engine, "engine_path_digest", lambda: "another engine")
     assert entry_key(config) != run
@@ -81,7 +81,7 @@ def test_the_cache_key_covers_every_module_a_cached_number_is_computed_with(tmp_
     import subprocess
     import sys
 
-    from resgd.source_hash import compute_modules, package_root
+    from resgd.infra.source_hash import compute_modules, package_root
 
     out = subprocess.run([sys.executable, "-c", RUNTIME_MODULES, str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -99,7 +99,7 @@ def test_the_cache_key_covers_every_module_a_cached_number_is_computed_with(tmp_
 def test_an_edited_compute_module_changes_the_key_and_an_edited_figure_does_not(tmp_path):
     import shutil
 
-    from resgd import source_hash
+    from resgd.infra import source_hash
 
     copy = tmp_path / "resgd"
     shutil.copytree(source_hash.package_root(), copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))

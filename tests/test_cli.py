@@ -130,7 +130,7 @@ WRITES = types.ModuleType("resgd_fake_writes")
 
 
 def _writes_like_a_part(quick, directory, *, n_jobs, scheduler):
-    """What every real part does: a table through resgd.atomic into the results folder, a figure
+    """What every real part does: a table through resgd.infra.atomic into the results folder, a figure
     through resgd.plots.save_figure into the figures folder."""
     import os
     from pathlib import Path
@@ -140,7 +140,7 @@ def _writes_like_a_part(quick, directory, *, n_jobs, scheduler):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from resgd.atomic import write_json
+    from resgd.infra.atomic import write_json
     from resgd.plots import save_figure
 
     write_json(Path(os.environ["RESGD_RESULTS_DIR"]) / "part" / "verdicts.json", {"claim": "reproduced"})
@@ -196,7 +196,7 @@ def test_read_only_output_folder(writing_part, tmp_path, capsys, monkeypatch, fo
     import errno
     import tempfile
 
-    import resgd.atomic
+    import resgd.infra.atomic
 
     real_mkstemp = tempfile.mkstemp
 
@@ -205,7 +205,7 @@ def test_read_only_output_folder(writing_part, tmp_path, capsys, monkeypatch, fo
             raise PermissionError(errno.EACCES, "Permission denied", f"{dir}/{prefix}xxxxxxxx{suffix}")
         return real_mkstemp(prefix=prefix, suffix=suffix, dir=dir)
 
-    monkeypatch.setattr(resgd.atomic.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(resgd.infra.atomic.tempfile, "mkstemp", mkstemp)
     targets, argv = writing_part
     assert cli.main(argv, parts=targets) == 1
     line = _one_line_error(capsys)

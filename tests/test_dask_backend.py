@@ -22,7 +22,7 @@ distributed = pytest.importorskip("distributed")
 
 from resgd.experiments import study as ex  # noqa: E402
 from resgd.experiments import runs  # noqa: E402
-from resgd.atomic import write_with  # noqa: E402
+from resgd.infra.atomic import write_with  # noqa: E402
 from resgd.core.model import ModelConfig  # noqa: E402
 from resgd.pipeline.dask_backend import DaskSweepError, execute_dask  # noqa: E402
 from resgd.pipeline.sweep import Task, resolve_scheduler  # noqa: E402

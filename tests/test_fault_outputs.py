@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_source_hash_changes_with_an_edited_module_and_not_otherwise(tmp_path):
-    from resgd import source_hash
+    from resgd.infra import source_hash
 
     copy = tmp_path / "resgd"
     shutil.copytree(source_hash.package_root(), copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
@@ -35,10 +35,10 @@ def test_a_worker_running_other_resgd_code_refuses_the_task_and_nothing_is_cache
     """Before: a worker with another version and an edited step trained, and its result was cached
     under the client's key. After: one line naming the worker and both identities; nothing cached."""
     distributed = pytest.importorskip("distributed")
-    from resgd import source_hash
+    from resgd.infra import source_hash
     from resgd.pipeline.cache import ResultsCache
     from resgd.pipeline.sweep import CodeMismatchError, Task, cached_sweep
-    from resgd.user_errors import describe
+    from resgd.infra.user_errors import describe
 
     real = source_hash.code_identity()
     if what == "version":  # the client differs from its workers: as a worker differs from its client
@@ -63,7 +63,7 @@ PUBLISH = """
 import os, signal, sys, time
 from pathlib import Path
 from resgd.pipeline import reproduce
-from resgd.user_errors import Stopped, stop_on_signals
+from resgd.infra.user_errors import Stopped, stop_on_signals
 root, tag, event, at = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 figs = {f"f{i}": (f"f{i}.txt", lambda tmp, i=i: tmp.write_text(f"{tag} {i}")) for i in range(5)}
 files = {f"t{i}": (f"tables/t{i}.csv", lambda tmp, i=i: tmp.write_text(f"{tag} {i}")) for i in range(5)}
@@ -394,7 +394,7 @@ def test_a_dask_worker_over_its_memory_limit_ends_the_sweep_in_one_line(tmp_path
     from fault_helpers import allocate
     from resgd.pipeline.dask_backend import DaskSweepError, execute_dask
     from resgd.pipeline.sweep import Task
-    from resgd.user_errors import describe
+    from resgd.infra.user_errors import describe
 
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
@@ -453,8 +453,8 @@ def test_a_worker_on_another_engine_path_refuses_the_task():
     engine paths, before the task runs."""
     from resgd.core.engine import engine_path
     from resgd.pipeline.sweep import EngineMismatchError, _checked_call
-    from resgd.source_hash import code_identity
-    from resgd.user_errors import describe
+    from resgd.infra.source_hash import code_identity
+    from resgd.infra.user_errors import describe
 
     client = {**engine_path(), "isa": "DEFAULT"}  # e.g. ATEN_CPU_CAPABILITY=default on the client's side
     ran = []
@@ -475,13 +475,13 @@ def test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line(tmp
     import time
 
     from resgd.pipeline import reproduce
-    from resgd.user_errors import describe
+    from resgd.infra.user_errors import describe
 
     path = tmp_path / reproduce.LOCK_NAME
     holder = open(path, "a+b")  # another open file: flock conflicts as with another process
     try:
         fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
-        holder.write(b"4242 far-host\n")  # what every lock holder writes (resgd.file_lock)
+        holder.write(b"4242 far-host\n")  # what every lock holder writes (resgd.infra.file_lock)
         holder.flush()
         os.utime(path, (time.time() + 3600, time.time() + 3600))  # the holder's clock an hour ahead
         start = time.monotonic()

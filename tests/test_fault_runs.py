@@ -296,7 +296,7 @@ def test_a_read_only_lock_folder_is_one_line_not_a_traceback():
             import io
 
             from resgd.pipeline.sweep import Task, cached_sweep
-            from resgd.user_errors import describe
+            from resgd.infra.user_errors import describe
 
             err = io.StringIO()
             with contextlib.redirect_stderr(err):
@@ -321,7 +321,7 @@ def part(quick, figures_dir, *, n_jobs, scheduler):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from resgd.atomic import write_text
+    from resgd.infra.atomic import write_text
     from resgd.pipeline.reproduce import Outputs, reproduce_part
     def compute():
         fig, ax = plt.subplots()

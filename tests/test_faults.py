@@ -151,7 +151,7 @@ def test_a_scheduler_killed_mid_run_is_one_line_and_the_results_so_far_are_kept(
 
     from resgd.pipeline.cache import ResultsCache
     from resgd.pipeline.sweep import Task, cached_sweep
-    from resgd.user_errors import ClusterError, describe
+    from resgd.infra.user_errors import ClusterError, describe
 
     dask = Path(sys.executable).with_name("dask")
     tests = Path(__file__).parent

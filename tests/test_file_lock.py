@@ -1,4 +1,4 @@
-"""The one file lock (:mod:`resgd.file_lock`): the cache's per-entry locks and the publish lock are it."""
+"""The one file lock (:mod:`resgd.infra.file_lock`): the cache's per-entry locks and the publish lock are it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import socket
 from pathlib import Path
 
-from resgd import file_lock
+from resgd.infra import file_lock
 from resgd.pipeline import cache, reproduce
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "resgd"
@@ -14,7 +14,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "resgd"
 
 def test_flock_is_called_in_one_module_only():
     users = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if "fcntl.flock" in p.read_text(encoding="utf-8"))
-    assert users == ["file_lock.py"]
+    assert users == ["infra/file_lock.py"]
 
 
 def test_a_lock_names_its_holder_excludes_others_and_leaves_no_file(tmp_path):

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from resgd import mkl_path
+from resgd.infra import mkl_path
 from resgd.validation import ConfigError
 
 PROBE = r"""
 import json, sys, torch
-from resgd import mkl_path
+from resgd.infra import mkl_path
 from resgd.core.model import ModelConfig, init_params
 from resgd.core.train import loss_and_grad
 torch.set_num_threads(1)

@@ -1,4 +1,4 @@
-"""The one ``/proc`` reader (:mod:`resgd.processes`): states, start times and descendants of real processes."""
+"""The one ``/proc`` reader (:mod:`resgd.infra.processes`): states, start times and descendants of real processes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from resgd import processes
+from resgd.infra import processes
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "resgd"
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="no /proc")
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="no /proc")
 def test_proc_is_read_in_one_module_only():
     users = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
                    if any(quote + "/proc" in p.read_text(encoding="utf-8") for quote in "\"'"))
-    assert set(users) <= {"processes.py", "core/engine.py"}, users  # engine.py reads /proc/cpuinfo (the CPU's name)
+    assert set(users) <= {"infra/processes.py", "core/engine.py"}, users  # engine.py reads /proc/cpuinfo (the CPU's name)
 
 
 def test_state_start_time_and_descendants_of_a_real_child():

@@ -15,7 +15,7 @@ import pytest
 
 import engine_cases as cases
 from resgd.core.stacked import train_stacked
-from resgd.threads import torch_threads
+from resgd.infra.threads import torch_threads
 
 ITERATIONS = 12  # run 3 diverges at t = 1, run 1 later at some depths: stacks shrink, to one too
 

@@ -1,11 +1,11 @@
-"""resgd.threads.torch_threads sets torch's thread count for a block and always restores it."""
+"""resgd.infra.threads.torch_threads sets torch's thread count for a block and always restores it."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from resgd.threads import torch_threads
+from resgd.infra.threads import torch_threads
 
 
 def test_sets_then_restores_even_on_error():

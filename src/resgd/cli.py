@@ -8,7 +8,7 @@
 
 Errors of the user or the machine (bad or missing data, a setting that cannot be used, a folder
 that cannot be written, a full disk) print one line and exit with 1 (data, files) or 2 (usage);
-``--debug`` shows the traceback (see :mod:`resgd.user_errors`).
+``--debug`` shows the traceback (see :mod:`resgd.infra.user_errors`).
 
 ``NAME`` is one of ``setup``, ``theorem1``, ``collapse``, ``jena``, ``sst2``, ``robustness`` (default:
 all, in that order). :func:`study_parts` maps each name to its study's entry point, all with one
@@ -162,9 +162,9 @@ def check_outputs(figures_dir: str | None, *, writes_results: bool) -> None:
 
 def claim_outputs(figures_dir: str | None, mode: str) -> None:
     """Stamp the figures folder with ``mode``; refuse one that holds the other mode's figures
-    (:mod:`resgd.mode_stamp`). The results folder needs no stamp: its tables and verdicts
+    (:mod:`resgd.infra.mode_stamp`). The results folder needs no stamp: its tables and verdicts
     carry the mode in their names and its cache entries are keyed by configuration."""
-    from .mode_stamp import claim
+    from .infra.mode_stamp import claim
     from .plots.style import figures_dir as resolve_figures_dir
 
     claim(resolve_figures_dir(figures_dir), mode, how_to_move="--figures-dir or $RESGD_FIGURES_DIR")
@@ -198,7 +198,7 @@ def info_command(out=print) -> int:
 
     for variable in VARIABLES:
         out(f"{variable} = {os.environ.get(variable, '(unset)')}")
-    from .mkl_path import active
+    from .infra.mkl_path import active
 
     out(f"MKL vendor-check stub (RESGD_MKL_INTEL_PATH): {'active' if active() else 'not active'}")
     out(f"data (checked without downloading): {data_sources()}")
@@ -223,7 +223,7 @@ def data_sources() -> str:
 
 def main(argv: Sequence[str] | None = None, *, parts: Mapping[str, Part] | None = None) -> int:
     """``parts`` replaces :func:`study_parts` (the tests pass their own)."""
-    from .user_errors import describe_stop, stop_on_signals
+    from .infra.user_errors import describe_stop, stop_on_signals
 
     parser = build_parser(PARTS if parts is None else list(parts))
     args = parser.parse_args(argv)
@@ -238,7 +238,7 @@ def main(argv: Sequence[str] | None = None, *, parts: Mapping[str, Part] | None 
               file=sys.stderr)
         return status
     except Exception as err:
-        from .user_errors import describe  # imports the data package: only when needed
+        from .infra.user_errors import describe  # imports the data package: only when needed
 
         described = None if args.debug else describe(err)
         if described is None:

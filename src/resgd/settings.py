@@ -5,7 +5,7 @@ a typo surfaced only deep inside a run (or never: a mistyped mode ran full). Eac
 reads one variable each time it is called (tests and the book build change the environment), and
 :func:`check_all` validates every one before any work starts. A bad value is a
 :class:`SettingError`: one line naming the variable, the value and what was expected; the command
-line exits with status 2 for it (:mod:`resgd.user_errors`).
+line exits with status 2 for it (:mod:`resgd.infra.user_errors`).
 
 The mode rule (one rule for every entry point): an explicit flag (``--mode``, ``--quick``) wins,
 else ``$RESGD_MODE``, else ``full`` — except in a notebook opened by hand (``interactive=True``),

@@ -51,7 +51,7 @@ from .residual_bound import (  # noqa: F401 - part of this module's interface (t
     ZBound, center_tokens, column_sigma_min, per_sample_bounds, spectrum_summaries, z_lower_bound,
 )
 from .attention_stats import attention_statistics, predicted_logit_std, random_argmax_agreement  # noqa: F401
-from ..threads import torch_threads
+from ..infra.threads import torch_threads
 from .inputs import sweep_input
 from .training import training_numbers, training_tables
 from ..validation import ConfigError, check_choice

@@ -13,7 +13,7 @@ from ..core.model import ModelConfig, init_params
 from ..core.stacked import train_runs
 from ..core.train import GDConfig
 from ..pipeline.presets import INPUT_D, INPUT_N, INPUT_SEED, INPUT_TOKENS
-from ..threads import torch_threads
+from ..infra.threads import torch_threads
 from ..validation import check_choice
 from .inputs import make_input, sweep_input
 

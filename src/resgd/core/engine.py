@@ -2,7 +2,7 @@
 
 There is one trainer (:mod:`resgd.core.stacked`, Python over ATen), so results are equal bit for
 bit between processes that share what ATen's kernels depend on: MKL's code path
-(:mod:`resgd.mkl_path`: equal to rounding only), ATen's instruction set (its vector width sets the
+(:mod:`resgd.infra.mkl_path`: equal to rounding only), ATen's instruction set (its vector width sets the
 softmax's summation order) and torch's version. :func:`engine_path` names each, with this
 package's version, so a record can say which engine made it and a cache can tell engines apart.
 """
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import torch
 
-from .. import __version__, mkl_path
+from .. import __version__
+from ..infra import mkl_path
 
 FIELDS = ("engine", "mkl_path", "isa", "torch")
 

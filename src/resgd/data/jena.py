@@ -46,7 +46,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from ..atomic import atomic_path
+from ..infra.atomic import atomic_path
 from . import download
 from .dataset import SupervisedData
 from ..validation import check_choice

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..atomic import atomic_path
+from ..infra.atomic import atomic_path
 
 
 CHUNK_BYTES = 1 << 20

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from ..atomic import atomic_path
+from ..infra.atomic import atomic_path
 from . import download
 from .dataset import SupervisedData
 from .errors import DataError, DownloadError

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..atomic import atomic_path
+from ..infra.atomic import atomic_path
 from .jena_schema import CANONICAL_FIRST, CANONICAL_HEADER, DATE_FORMAT, FEATURE_NAMES, STEP, WIND_ERROR_VALUE
 
 STANDIN_VERSION = 1

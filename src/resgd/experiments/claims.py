@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..atomic import json_text, write_json
+from ..infra.atomic import json_text, write_json
 from ..core.stats import median_interval, spearman
 from ..pipeline.cache import resolve_results_dir
 from ..validation import check_choice

@@ -1,7 +1,7 @@
 """One data set's experiment settings (:class:`Settings`, from :func:`settings`) and the init choices
 they carry. Its own module because a cached run's numbers depend on it (the model and GD settings it
 builds), while the study's tables, figures and page numbers do not: the cache key covers this module
-and not :mod:`resgd.experiments.study` (:func:`resgd.source_hash.compute_modules`)."""
+and not :mod:`resgd.experiments.study` (:func:`resgd.infra.source_hash.compute_modules`)."""
 
 from __future__ import annotations
 

@@ -101,6 +101,6 @@ def null_rates_path(mode: str, directory: str | os.PathLike | None = None) -> Pa
 
 def write_null_rates(table: pd.DataFrame, mode: str, directory: str | os.PathLike | None = None) -> Path:
     """Write the claims page's table atomically (``tests/test_null_rates.py`` checks the book's own)."""
-    from ..atomic import write_with
+    from ..infra.atomic import write_with
 
     return write_with(null_rates_path(mode, directory), lambda tmp: table.to_csv(tmp, index=False))

@@ -75,7 +75,7 @@ def entry_key(config: RunConfig, kind: str = "run", *, dtype: str | None = None,
     import resgd
 
     from ..core.engine import engine_path_digest
-    from ..source_hash import compute_hash
+    from ..infra.source_hash import compute_hash
 
     dtype = config.dtype if dtype is None else dtype
     payload = {

@@ -3,7 +3,7 @@
 An entry is one computed result (for the experiments: one training run's table) stored as
 ``<cache>/<key>.pkl``. What makes it trustworthy:
 
-* **atomic**: written through :mod:`resgd.atomic`, so a reader sees the old entry or the whole new one;
+* **atomic**: written through :mod:`resgd.infra.atomic`, so a reader sees the old entry or the whole new one;
 * **verified**: the file holds the key it was written under and a SHA-256 of its content; an
   entry whose key is not its file's (another run's entry copied over it) or whose content does
   not match its checksum (edited or damaged) is not used: :meth:`ResultsCache.read` reports it
@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import settings
-from ..atomic import write_bytes
-from .. import processes
-from ..file_lock import FileLock, lock_owner, try_lock
+from ..infra.atomic import write_bytes
+from ..infra import processes
+from ..infra.file_lock import FileLock, lock_owner, try_lock
 
 RESULTS_ENV = "RESGD_RESULTS_DIR"
 STOPPED_GIVE_UP_S = 120.0
@@ -246,7 +246,7 @@ def _start_heartbeat() -> None:
 
 
 class Lock(FileLock):
-    """A held per-key lock (:class:`resgd.file_lock.FileLock`) whose file gets a fresh mtime every
+    """A held per-key lock (:class:`resgd.infra.file_lock.FileLock`) whose file gets a fresh mtime every
     :data:`HEARTBEAT_S` seconds while held (the sign of life an owner on another host gives)."""
 
     def __init__(self, path: Path, handle):

@@ -22,7 +22,7 @@ Robustness (why the loop below is more than ``as_completed``):
 A task is resubmitted at most ``max_resubmits`` times; then :class:`DaskSweepError` names it.
 
 A scheduler lost mid-run (killed, network gone) ends the sweep within about ``timeout`` seconds
-with a :class:`resgd.user_errors.ClusterError` in one line: every result that arrived before is
+with a :class:`resgd.infra.user_errors.ClusterError` in one line: every result that arrived before is
 already in the caller's cache, so a new run resumes from there.
 """
 
@@ -41,7 +41,7 @@ MAX_RESUBMITS = 5
 log = logging.getLogger(__name__)
 
 
-from ..user_errors import ClusterError  # noqa: E402 - this module is imported only when a scheduler is used
+from ..infra.user_errors import ClusterError  # noqa: E402 - this module is imported only when a scheduler is used
 
 
 class DaskSweepError(ClusterError):
@@ -58,7 +58,7 @@ def _connection_lost(err: BaseException) -> bool:
 
 
 def _lost_scheduler(address: Any, done: int, total: int, reason: str):
-    from ..user_errors import ClusterError
+    from ..infra.user_errors import ClusterError
 
     return ClusterError(
         f"the Dask scheduler at {address!r} was lost mid-run ({reason}); the {done} of {total} "
@@ -134,7 +134,7 @@ def execute_dask(tasks: Sequence[Any], address: Any, *, max_resubmits: int = MAX
     try:
         client = Client(address, set_as_default=False, timeout=timeout)
     except (OSError, TimeoutError) as err:
-        from ..user_errors import ClusterError
+        from ..infra.user_errors import ClusterError
 
         raise ClusterError(f"cannot reach the Dask scheduler at {address!r} within {timeout:g} s "
                            f"({type(err).__name__}); start it, or drop --scheduler to run locally") from None

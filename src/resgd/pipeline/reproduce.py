@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_with, writer_alive
-from ..file_lock import FileLock, lock_owner, try_lock
+from ..infra.atomic import write_with, writer_alive
+from ..infra.file_lock import FileLock, lock_owner, try_lock
 from ..validation import OutputError
 from .cache import resolve_cache_dir, resolve_results_dir
 
@@ -170,7 +170,7 @@ def _holder(path: Path) -> str:
 
 
 def _lock_file(path: Path, give_up_s: float | None = None) -> FileLock:
-    """The publish lock of ``path`` (:func:`resgd.file_lock.try_lock`), waiting for its holder (said
+    """The publish lock of ``path`` (:func:`resgd.infra.file_lock.try_lock`), waiting for its holder (said
     once on stderr) at most :data:`PUBLISH_GIVE_UP_S`, then :class:`resgd.validation.OutputError` in one line."""
     give_up_s = PUBLISH_GIVE_UP_S if give_up_s is None else give_up_s
     told, start = False, time.monotonic()

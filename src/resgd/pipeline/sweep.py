@@ -19,7 +19,7 @@ client checks the digests the task reports once more and stores them in the cach
 nothing computed on other data is ever stored under the client's key.
 
 Code identity: every task also carries the client's package version and source hash
-(:func:`resgd.source_hash.code_identity`); a worker running other ``resgd`` code (another version,
+(:func:`resgd.infra.source_hash.code_identity`); a worker running other ``resgd`` code (another version,
 an edited step) refuses the task before it trains (:class:`CodeMismatchError`, one line naming the
 worker and both identities), and the client checks the identity each result reports once more.
 
@@ -48,7 +48,7 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from ..validation import ConfigError
-from .. import processes
+from ..infra import processes
 from .cache import ResultsCache
 from .polling import polling
 
@@ -100,7 +100,7 @@ def _describe_identity(identity: object) -> str:
 
 
 def check_code(theirs: object, mine: dict[str, str], worker: str) -> None:
-    """Raise :class:`CodeMismatchError` unless ``theirs`` is ``mine`` (see :mod:`resgd.source_hash`)."""
+    """Raise :class:`CodeMismatchError` unless ``theirs`` is ``mine`` (see :mod:`resgd.infra.source_hash`)."""
     if theirs != mine:
         raise CodeMismatchError(
             f"{worker} runs {_describe_identity(theirs)}, the client runs {_describe_identity(mine)}: "
@@ -231,7 +231,7 @@ def execute_checked(tasks: list[Task | Group], *, n_jobs: int,
     digest checked against the client's (else :class:`resgd.data.spec.DataMismatchError`)."""
     from ..core.engine import engine_path
     from ..data.spec import known_fingerprints
-    from ..source_hash import code_identity
+    from ..infra.source_hash import code_identity
 
     expected = known_fingerprints()
     identity = code_identity()
@@ -259,7 +259,7 @@ def _checked_call(packed: tuple) -> tuple[Any, dict, str, dict[str, str]]:
     it loaded, who computed it and its code identity."""
     from ..core.engine import engine_path
     from ..data.spec import expecting, where_am_i
-    from ..source_hash import code_identity
+    from ..infra.source_hash import code_identity
 
     fn, arg, expected, identity, engine = packed
     mine = code_identity()
@@ -309,7 +309,7 @@ def _execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) ->
     if not tasks:
         return
     if n_jobs == 1 or len(tasks) == 1:
-        from ..threads import torch_threads
+        from ..infra.threads import torch_threads
 
         with torch_threads(1):
             for task in tasks:

@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from .. import settings
-from ..atomic import write_with
-from ..user_errors import FULL_DISK, os_error_in_chain
+from ..infra.atomic import write_with
+from ..infra.user_errors import FULL_DISK, os_error_in_chain
 
 FIGURES_ENV = "RESGD_FIGURES_DIR"
 PALETTE = "colorblind"

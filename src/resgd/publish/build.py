@@ -44,8 +44,8 @@ from typing import Mapping, Sequence
 
 
 from .. import settings
-from ..atomic import write_text, write_with
-from ..mkl_path import child_env
+from ..infra.atomic import write_text, write_with
+from ..infra.mkl_path import child_env
 from .toc import NOTEBOOK_DIR, BookBuildError, find_root, select, toc_docs, toc_notebooks  # noqa: F401 - re-exported
 
 MODES = settings.MODES
@@ -164,8 +164,8 @@ def notebook_env(root: Path, mode: str | None, base: Mapping[str, str] | None = 
 
 def claim_outputs(env: Mapping[str, str], mode: str) -> None:
     """Stamp the notebooks' figures folder with ``mode`` (a build of the other mode would overwrite its
-    figures, whose names carry no mode: refused, :mod:`resgd.mode_stamp`)."""
-    from ..mode_stamp import claim
+    figures, whose names carry no mode: refused, :mod:`resgd.infra.mode_stamp`)."""
+    from ..infra.mode_stamp import claim
 
     claim(env["RESGD_FIGURES_DIR"], mode, how_to_move="another checkout")  # results carry the mode in their names
 
@@ -340,7 +340,7 @@ def kill_tree(proc: subprocess.Popen) -> None:
 
 
 def write_report(path: Path, records: Sequence[Record], mode: str, total: float, jobs: int = 1) -> None:
-    """Write the execution report atomically (:mod:`resgd.atomic`); ``jobs``: notebooks run at a time."""
+    """Write the execution report atomically (:mod:`resgd.infra.atomic`); ``jobs``: notebooks run at a time."""
     report = {
         "mode": mode,
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -469,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="notebooks executed at a time (default 1; make book: 2)")
     parser.add_argument("--root", type=Path, help="book root (default: nearest folder with _toc.yml)")
     args = parser.parse_args(argv)
-    from ..user_errors import describe_stop, stop_on_signals  # imports the data package: not for the notebooks
+    from ..infra.user_errors import describe_stop, stop_on_signals  # imports the data package: not for the notebooks
 
     try:
         mode = resolve_mode(args.mode)

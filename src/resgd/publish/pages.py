@@ -21,7 +21,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from ..atomic import write_text
+from ..infra.atomic import write_text
 
 TEMPLATE = Path("notebooks") / "experiments.md.template"
 PAGES = {

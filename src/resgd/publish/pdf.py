@@ -30,7 +30,7 @@ from typing import Sequence
 import yaml
 
 from . import browser
-from ..atomic import write_bytes
+from ..infra.atomic import write_bytes
 from .toc import find_root
 
 PDF_NAME = "resgd-companion.pdf"

@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..atomic import write_with
+from ..infra.atomic import write_with
 from ..pipeline.cache import resolve_results_dir
 from ..validation import check_choice
 from .grid import PROTOCOLS, MapGrid, map_grid

@@ -40,7 +40,7 @@ from ..core.stacked import train_stacked
 from ..core.train import GDConfig, loss_from_output
 from ..pipeline.presets import theory as preset
 from ..pipeline.reproduce import Outputs, reproduce_part
-from ..threads import torch_threads
+from ..infra.threads import torch_threads
 from ..validation import check_choice
 from .quantities import bound_check, make_task, readout_gd, step_size, theorem_alpha
 from .regime_map import regime_map

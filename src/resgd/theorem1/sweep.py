@@ -22,7 +22,7 @@ from ..core.stats import empirical_rate, spearman
 from ..core.stacked import DivergenceError, train_gd, train_stacked
 from ..core.train import GDConfig
 from ..pipeline.sweep import Group, execute
-from ..threads import torch_threads
+from ..infra.threads import torch_threads
 from ..validation import ConfigError
 from .path import PATH_COLUMNS, checkpoint, path_summary
 from ..core.smoothness import ntk_eigenvalues, smoothness_estimate

@@ -26,8 +26,8 @@ import sys
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
-from . import settings
-from .validation import ConfigError
+from .. import settings
+from ..validation import ConfigError
 
 ENV = "RESGD_MKL_INTEL_PATH"
 SYMBOL = "mkl_serv_intel_cpu_true"

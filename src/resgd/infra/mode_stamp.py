@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from .atomic import write_bytes
-from .validation import OutputError
+from ..validation import OutputError
 
 STAMP = ".resgd-mode"
 
