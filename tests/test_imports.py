@@ -94,9 +94,8 @@ HOMES = {
     "cli": "top", "__main__": "top",
     "theorem1": "studies", "collapse": "studies", "experiments": "studies", "robustness": "studies",
     "pipeline": "pipeline", "plots": "output", "publish": "output",
-    "core": "ground", "data": "ground", "user_errors": "ground",  # it names the data package's errors
-    "atomic": "helpers", "file_lock": "helpers", "processes": "helpers", "validation": "helpers", "threads": "helpers", "mkl_path": "helpers", "settings": "helpers",
-    "source_hash": "helpers", "mode_stamp": "helpers",
+    "core": "ground", "data": "ground",
+    "infra": "helpers", "validation": "helpers", "settings": "helpers",
 }
 STUDY_USES = {("robustness", "experiments")}
 """The one study that builds on another: the claims' map trains the experiments' runs."""

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from resgd.data import load_jena
-from resgd.data.errors import DataError
+from resgd.data import DataError
 from resgd.data.jena import EXCERPT_LABEL, STANDIN_ASKED_LABEL, parse_jena_csv
 from resgd.data.jena_schema import EXCERPT_FILE_NAME, EXCERPT_ROWS, EXCERPT_SHA256, NONWIND_NAMES
 

@@ -1,4 +1,5 @@
-"""Argument checks that fail early, naming the argument and what was expected."""
+"""Argument checks that fail early, naming the argument and what was expected, and the exceptions a
+user's setting, data or output folder raises (:mod:`resgd.infra.user_errors` prints each as one line)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,16 @@ class ConfigError(ValueError):
 
 class OutputError(OSError):
     """An output folder cannot be written; the message names it and says what to do."""
+
+
+class DataError(ValueError):
+    """A data file that is missing, corrupt or not in the expected format. Its message names the file,
+    the row or field, what was expected and what to do (delete a corrupt file, set ``RESGD_DATA_DIR``, ...),
+    so a reader of a failed notebook cell can act without reading the loader's source."""
+
+
+class DownloadError(DataError):
+    """A download that failed (no network, HTTP error, timeout); nothing was written."""
 
 
 def check_choice(name: str, value: object, choices: Iterable[str]) -> None:

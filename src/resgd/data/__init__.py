@@ -16,7 +16,7 @@ the cache keys); :mod:`.toy` holds the tiny synthetic data sets of the tests.
 """
 
 from .dataset import SupervisedData
-from .errors import DataError, DownloadError
+from ..validation import DataError, DownloadError
 from .jena import NOT_CANONICAL_LABEL, load_jena, parse_jena_csv
 from .locations import CACHE_DIR_ENV, DATA_DIR_ENV, OFFLINE_ENV, download_cache_dir, resolve_data_dir
 from .sst2 import NOT_VERIFIED_LABEL, load_sst2, parse_sst2_tsv

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import DataError, DownloadError
+from ..validation import DataError, DownloadError
 
 DEFAULT_TIMEOUT_S = 15.0
 """Seconds to wait for a connection or a read before giving up (companion's choice)."""

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from . import download
-from .errors import DataError, DownloadError
+from ..validation import DataError, DownloadError
 from .locations import bad_file_advice, downloads_allowed, how_to_provide
 from .npzcache import save_entry
 

@@ -50,7 +50,7 @@ from ..infra.atomic import atomic_path
 from . import download
 from .dataset import SupervisedData
 from ..validation import check_choice
-from .errors import DataError, DownloadError
+from ..validation import DataError, DownloadError
 from .jena_schema import (
     EXCERPT_FILE_NAME,
     EXCERPT_RELATIVE_PATH,

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import DataError
+from ..validation import DataError
 from .jena_schema import DATE_COLUMN, FEATURE_NAMES, STEP, WIND_COLUMNS, WIND_ERROR_VALUE
 
 PHYSICAL_RANGES: dict[str, tuple[float, float]] = {

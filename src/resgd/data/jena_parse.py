@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from .errors import DataError
+from ..validation import DataError
 from .jena_checks import check_ranges, check_timestamps
 from .jena_schema import (
     CANONICAL_FIRST,

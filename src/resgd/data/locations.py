@@ -19,7 +19,7 @@ import stat
 from pathlib import Path
 
 from .. import settings
-from .errors import DataError
+from ..validation import DataError
 
 DATA_DIR_ENV = "RESGD_DATA_DIR"
 CACHE_DIR_ENV = "RESGD_CACHE_DIR"

@@ -26,7 +26,7 @@ from functools import lru_cache
 import torch
 
 from ..validation import ConfigError, check_choice
-from .errors import DataError
+from ..validation import DataError
 
 DATASETS = ("jena", "sst2", "toy", "toy_cls", "jena_standin")
 """``jena`` and ``sst2`` are the paper's; ``toy``/``toy_cls`` are tiny synthetic sets for tests;

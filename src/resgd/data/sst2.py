@@ -29,7 +29,7 @@ import torch
 from ..infra.atomic import atomic_path
 from . import download
 from .dataset import SupervisedData
-from .errors import DataError, DownloadError
+from ..validation import DataError, DownloadError
 from .glove import GLOVE_DIM, GloveTable, load_glove
 from .glove import verified as verified_glove
 from .locations import bad_file_advice, check_regular, downloads_allowed, how_to_provide, download_cache_dir, resolve_data_dir

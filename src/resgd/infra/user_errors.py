@@ -13,8 +13,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..data.errors import DataError
-from ..validation import ConfigError, OutputError
+from ..validation import ConfigError, DataError, OutputError
 
 EXIT_DATA_IO = 1
 """Exit status for bad or missing data and for files that cannot be written."""
