@@ -1,4 +1,5 @@
-"""Unit tests of resgd.publish.build: TOC order, mode resolution, execution and its failures."""
+"""Unit tests of the book build (resgd.publish.build and the modules it ties together: toc, environment,
+notebook_run, schedule, report): TOC order, mode resolution, execution and its failures."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ import pytest
 from jupytext.cli import jupytext as jupytext_cli
 
 from resgd.publish import build as bb
+from resgd.publish.environment import INLINE_BACKEND, notebook_env, notebook_quick, resolve_mode
+from resgd.publish.notebook_run import PARTIAL_DIR, md_to_ipynb
+from resgd.publish.report import REPORT, Record, write_report
+from resgd.publish.schedule import notebook_needs
+from resgd.publish.toc import BookBuildError, find_root, select, toc_docs, toc_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,10 +64,10 @@ def make_book(tmp_path: Path, notebooks: dict[str, str]) -> Path:
 
 
 def test_toc_order_of_the_book():
-    assert bb.toc_notebooks(ROOT / "_toc.yml") == [
+    assert toc_notebooks(ROOT / "_toc.yml") == [
         "01_setup", "02_theorem1", "03_rank_collapse", "04_jena", "05_sst2", "06_robustness", "07_claims",
     ]
-    docs = bb.toc_docs(ROOT / "_toc.yml")
+    docs = toc_docs(ROOT / "_toc.yml")
     assert docs[0] == "book/intro"
     assert docs.index("notebooks/02_theorem1") < docs.index("book/theorem1_proof") < docs.index("notebooks/03_rank_collapse")
     assert docs[-4:] == ["book/choices", "book/reproduce", "book/references", "book/cite"]
@@ -79,25 +85,25 @@ def test_toc_nested_sections_and_suffixes(tmp_path):
         "  - file: book/about\n"
         "  - file: notebooks/03_c.ipynb\n"
     )
-    assert bb.toc_notebooks(toc) == ["00_root", "02_b", "01_a", "03_c"]
-    assert bb.toc_docs(toc) == ["notebooks/00_root", "notebooks/02_b", "notebooks/01_a", "book/about", "notebooks/03_c"]
+    assert toc_notebooks(toc) == ["00_root", "02_b", "01_a", "03_c"]
+    assert toc_docs(toc) == ["notebooks/00_root", "notebooks/02_b", "notebooks/01_a", "book/about", "notebooks/03_c"]
 
 
 def test_select_by_name_or_prefix():
     names = ["01_setup", "02_theorem1", "03_rank_collapse"]
-    assert bb.select(names, None) == names
-    assert bb.select(names, ["03", "01_setup"]) == ["01_setup", "03_rank_collapse"]
-    assert bb.select(names, ["notebooks/02_theorem1.md"]) == ["02_theorem1"]
-    with pytest.raises(bb.BookBuildError):
-        bb.select(names, ["0"])  # ambiguous
-    with pytest.raises(bb.BookBuildError):
-        bb.select(names, ["99"])
+    assert select(names, None) == names
+    assert select(names, ["03", "01_setup"]) == ["01_setup", "03_rank_collapse"]
+    assert select(names, ["notebooks/02_theorem1.md"]) == ["02_theorem1"]
+    with pytest.raises(BookBuildError):
+        select(names, ["0"])  # ambiguous
+    with pytest.raises(BookBuildError):
+        select(names, ["99"])
 
 
 def test_find_root(tmp_path):
     (tmp_path / "_toc.yml").write_text("root: intro\n")
     (tmp_path / "a" / "b").mkdir(parents=True)
-    assert bb.find_root(tmp_path / "a" / "b") == tmp_path.resolve()
+    assert find_root(tmp_path / "a" / "b") == tmp_path.resolve()
 
 
 # ---------------------------------------------------------------- mode
@@ -115,12 +121,12 @@ def test_find_root(tmp_path):
     ],
 )
 def test_resolve_mode(flag, env, expected):
-    assert bb.resolve_mode(flag, env) == expected
+    assert resolve_mode(flag, env) == expected
 
 
 def test_resolve_mode_rejects_unknown():
     with pytest.raises(ValueError):
-        bb.resolve_mode(None, {"RESGD_MODE": "fast"})
+        resolve_mode(None, {"RESGD_MODE": "fast"})
     with pytest.raises(SystemExit):  # argparse refuses it before anything runs
         bb.main(["--mode", "fast"])
 
@@ -128,21 +134,21 @@ def test_resolve_mode_rejects_unknown():
 @pytest.mark.parametrize("env, expected", [({}, True), ({"RESGD_MODE": ""}, True), ({"RESGD_MODE": "quick"}, True),
                                             ({"RESGD_MODE": " Full "}, False)])
 def test_notebook_quick_reads_the_mode_and_defaults_to_quick(env, expected):
-    assert bb.notebook_quick(env) is expected
+    assert notebook_quick(env) is expected
 
 
 def test_notebook_quick_names_the_variable_it_rejects():
     with pytest.raises(ValueError, match=r"\$RESGD_MODE='fast': expected one of quick, full"):  # the settings module's one format
-        bb.notebook_quick({"RESGD_MODE": "fast"})
+        notebook_quick({"RESGD_MODE": "fast"})
 
 
 def test_notebook_env_forces_inline_backend_and_paths(tmp_path):
-    env = bb.notebook_env(tmp_path, "quick", {"MPLBACKEND": "Agg", "RESGD_MODE": "full"})
-    assert env["MPLBACKEND"] == bb.INLINE_BACKEND  # Agg would turn glued figures into text
+    env = notebook_env(tmp_path, "quick", {"MPLBACKEND": "Agg", "RESGD_MODE": "full"})
+    assert env["MPLBACKEND"] == INLINE_BACKEND  # Agg would turn glued figures into text
     assert env["RESGD_MODE"] == "quick"
     assert env["RESGD_FIGURES_DIR"] == str(tmp_path / "figures")
     assert env["RESGD_RESULTS_DIR"] == str(tmp_path / "results")
-    assert bb.notebook_env(tmp_path, "quick", {"RESGD_RESULTS_DIR": "/elsewhere"})["RESGD_RESULTS_DIR"] == "/elsewhere"
+    assert notebook_env(tmp_path, "quick", {"RESGD_RESULTS_DIR": "/elsewhere"})["RESGD_RESULTS_DIR"] == "/elsewhere"
 
 
 # ---------------------------------------------------------------- conversion and report
@@ -152,7 +158,7 @@ def test_md_to_ipynb_keeps_cells_and_sets_kernel(tmp_path):
     md = tmp_path / "x.md"
     md.write_text("# T\n\n" + code("quick = True", "parameters"))  # no front matter
     out = tmp_path / "out" / "x.ipynb"
-    bb.md_to_ipynb(md, out)
+    md_to_ipynb(md, out)
     nb = nbformat.read(out, as_version=4)
     assert nb.metadata.kernelspec.name == "python3"
     cell = next(c for c in nb.cells if c.cell_type == "code")
@@ -161,8 +167,8 @@ def test_md_to_ipynb_keeps_cells_and_sets_kernel(tmp_path):
 
 def test_report_is_written_atomically(tmp_path):
     path = tmp_path / "_build" / "execution_report.json"
-    records = [bb.Record("notebooks/01_a", "quick", 1.5, True), bb.Record("notebooks/02_b", "quick", 0.5, False, "boom")]
-    bb.write_report(path, records, "quick", 2.0)
+    records = [Record("notebooks/01_a", "quick", 1.5, True), Record("notebooks/02_b", "quick", 0.5, False, "boom")]
+    write_report(path, records, "quick", 2.0)
     data = json.loads(path.read_text())
     assert data["mode"] == "quick" and data["ok"] is False
     assert [r["notebook"] for r in data["notebooks"]] == ["notebooks/01_a", "notebooks/02_b"]
@@ -217,7 +223,7 @@ def test_a_failing_notebook_is_named_with_its_cell_and_the_last_good_outputs_sta
     root = make_book(tmp_path, {"01_ok": "x = 1", "02_bad": "raise ValueError('deliberate failure')", "03_after": "y = 2"})
     (root / "notebooks" / "02_bad.ipynb").write_text("{}")  # an output of an earlier run
     (root / "notebooks" / "03_after.ipynb").write_text("{}")
-    bb.write_report(root / bb.REPORT, [bb.Record("notebooks/03_after", "full", 3.0, True)], "full", 3.0)
+    write_report(root / REPORT, [Record("notebooks/03_after", "full", 3.0, True)], "full", 3.0)
     # a long timeout, so that a slow start-up cannot turn the failure into a timeout
     assert bb.main(["--root", str(root), "--mode", "full", "--timeout", "120"]) == 1
     err = capsys.readouterr().err
@@ -232,11 +238,11 @@ def test_a_failing_notebook_is_named_with_its_cell_and_the_last_good_outputs_sta
     assert (root / "notebooks" / "03_after.ipynb").read_text() == "{}"  # stops at the first failure: not run
     assert sorted(p.name for p in (root / "notebooks").iterdir() if p.name.startswith("02")) == ["02_bad.ipynb", "02_bad.md"]
     assert (root / "notebooks" / "02_bad.ipynb").read_text() == "{}"
-    partial = root / bb.PARTIAL_DIR / "02_bad.ipynb"  # kept for a look, outside the book's sources
+    partial = root / PARTIAL_DIR / "02_bad.ipynb"  # kept for a look, outside the book's sources
     assert partial.is_file() and str(partial.relative_to(root)) in err
 
 
-def time_out_in_the_slow_cell(root: Path, started: Path) -> bb.Record:
+def time_out_in_the_slow_cell(root: Path, started: Path) -> Record:
     """Build ``root``'s one notebook until it times out *inside* its slow cell, which writes ``started``.
 
     The timeout counts papermill's and the kernel's start-up too: on a loaded CI machine (the other
@@ -268,7 +274,7 @@ def test_timeout_kills_the_notebook_and_keeps_the_previous_ipynb(tmp_path):
     assert "(the previous notebooks/01_slow.ipynb is kept)" in record.error
     assert (root / "notebooks" / "01_slow.ipynb").read_text() == "{}"
     assert sorted(p.name for p in (root / "notebooks").iterdir()) == ["01_slow.ipynb", "01_slow.md", "kernel.pid"]
-    partial = root / bb.PARTIAL_DIR / "01_slow.ipynb"
+    partial = root / PARTIAL_DIR / "01_slow.ipynb"
     assert partial.is_file() and str(partial.relative_to(root)) in record.error
 
 
@@ -282,11 +288,11 @@ def test_missing_source_fails(tmp_path):
 def test_only_reruns_one_notebook_and_keeps_the_others_in_the_report(tmp_path):
     root = make_book(tmp_path, {"01_a": "x = 1", "02_b": "y = 2", "03_c": "z = 3"})
     (root / "notebooks" / "01_a.ipynb").write_text("{}")  # executed earlier; 03_c never was
-    earlier = [bb.Record(f"notebooks/{n}", "full", 9.0, True) for n in ("01_a", "02_b", "03_c")]
-    bb.write_report(root / bb.REPORT, earlier, "full", 27.0)
+    earlier = [Record(f"notebooks/{n}", "full", 9.0, True) for n in ("01_a", "02_b", "03_c")]
+    write_report(root / REPORT, earlier, "full", 27.0)
     records = bb.build(root, "quick", only=["02"], log=lambda *a: None)
     assert [(r.notebook, r.mode, r.ok) for r in records] == [("notebooks/02_b", "quick", True)]
-    report = json.loads((root / bb.REPORT).read_text())
+    report = json.loads((root / REPORT).read_text())
     assert [(r["notebook"], r["mode"]) for r in report["notebooks"]] == [("notebooks/01_a", "full"), ("notebooks/02_b", "quick")]
     assert (root / "notebooks" / "01_a.ipynb").read_text() == "{}"  # not run again
 
@@ -320,7 +326,7 @@ def test_two_jobs_run_two_notebooks_at_once_and_a_notebook_waits_for_its_needs(t
         "04_free": "x = 1",
     })
     needs_header(root / "notebooks" / "03_collect.md", ["01_a", "02_b"])
-    assert bb.notebook_needs(root / "notebooks" / "03_collect.md") == ["01_a", "02_b"]
+    assert notebook_needs(root / "notebooks" / "03_collect.md") == ["01_a", "02_b"]
     records = bb.build(root, "quick", jobs=2, log=lambda *a: None)
     assert [(r.notebook, r.ok) for r in records] == [(f"notebooks/{n}", True) for n in ("01_a", "02_b", "03_collect", "04_free")]
     md = root / "notebooks" / "03_collect.md"
@@ -347,15 +353,15 @@ def test_a_notebook_whose_need_failed_does_not_run(tmp_path):
 def test_bad_needs_and_bad_jobs_are_named(tmp_path):
     root = make_book(tmp_path, {"01_a": "x = 1"})
     needs_header(root / "notebooks" / "01_a.md", ["09_nowhere"])
-    with pytest.raises(bb.BookBuildError, match=r"notebooks/01_a.md: needs \['09_nowhere'\], which the TOC does not list"):
+    with pytest.raises(BookBuildError, match=r"notebooks/01_a.md: needs \['09_nowhere'\], which the TOC does not list"):
         bb.build(root, "quick", log=lambda *a: None)
-    with pytest.raises(bb.BookBuildError, match="--jobs: expected an integer >= 1, got 0"):
+    with pytest.raises(BookBuildError, match="--jobs: expected an integer >= 1, got 0"):
         bb.build(root, "quick", jobs=0, log=lambda *a: None)
 
 
 def test_the_books_needs_name_notebooks_of_the_toc():
-    toc = bb.toc_notebooks(ROOT / "_toc.yml")
-    needs = {name: bb.notebook_needs(ROOT / "notebooks" / f"{name}.md") for name in toc}
+    toc = toc_notebooks(ROOT / "_toc.yml")
+    needs = {name: notebook_needs(ROOT / "notebooks" / f"{name}.md") for name in toc}
     assert needs["07_claims"] == ["04_jena", "05_sst2"]  # it collects their verdicts
     assert all(n in toc for wanted in needs.values() for n in wanted)
 

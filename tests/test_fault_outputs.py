@@ -412,7 +412,7 @@ def test_a_relative_results_dir_reaches_the_notebooks_as_an_absolute_path(tmp_pa
     """Before: RESGD_RESULTS_DIR=results made the notebooks (run in notebooks/) look in
     notebooks/results. After: relative folders are resolved against the working folder at startup."""
     from resgd import cli
-    from resgd.publish.build import notebook_env
+    from resgd.publish.environment import notebook_env
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RESGD_RESULTS_DIR", "results")

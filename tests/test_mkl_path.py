@@ -95,7 +95,7 @@ def test_losses_and_gradients_agree_to_rounding_with_and_without_the_stub(tmp_pa
 
 @pytest.mark.skipif(shutil.which(os.environ.get("CC") or "cc") is None, reason="no C compiler")
 def test_book_kernels_get_the_stub_only_when_asked(tmp_path, monkeypatch):
-    from resgd.publish.build import notebook_env
+    from resgd.publish.environment import notebook_env
 
     monkeypatch.setenv("RESGD_CACHE_DIR", str(tmp_path))
     assert "LD_PRELOAD" not in notebook_env(tmp_path, "quick", base={"PATH": "/usr/bin"})

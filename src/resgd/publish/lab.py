@@ -7,7 +7,7 @@ notebook, not the Markdown editor. Saving writes the ``.md`` (and its ``.ipynb``
 
 The kernel is this interpreter's (the project's ``.venv``): ``JUPYTER_PREFER_ENV_PATH=1`` puts
 the environment's kernel specs before a user's own ``python3``. The kernel sees the book build's
-settings (:func:`resgd.publish.build.notebook_env`): figures and the results cache at the repository
+settings (:func:`resgd.publish.environment.notebook_env`): figures and the results cache at the repository
 root, the inline figure backend, ``RESGD_DATA_DIR``/``RESGD_OFFLINE`` as exported by the caller,
 and ``RESGD_MODE`` as set (unset: the notebooks run their quick sizes).
 """
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .build import notebook_env
+from .environment import notebook_env
 from .toc import find_root
 
 SETTINGS_DIR = "lab"  # holds overrides.json: JupyterLab settings for this project (also used by binder/)

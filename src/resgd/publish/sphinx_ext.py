@@ -49,7 +49,7 @@ def git_commit(root: Path) -> str:
 
 
 def read_report(root: Path) -> dict | None:
-    """The execution report as written by :func:`resgd.publish.build.write_report`, None if unreadable."""
+    """The execution report as written by :func:`resgd.publish.report.write_report`, None if unreadable."""
     try:
         report = json.loads((root / REPORT).read_text(encoding="utf8"))
     except (OSError, ValueError):

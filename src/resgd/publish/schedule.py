@@ -1,0 +1,107 @@
+"""The order the book's notebooks run in: up to ``jobs`` at a time, in TOC order, each once the
+notebooks its header ``needs`` have run; after a failure, no new one starts (unless ``keep_going``),
+and a notebook whose needs failed never starts.
+
+Why a module of its own: these rules are the build's only concurrency. Why ``jobs = 2`` pays on a
+2-core machine: much of a notebook is one busy core (kernel start, plotting, serial sweeps), and a
+second notebook fills the other; the results cache is safe for concurrent notebooks (per-entry
+locks). Kept apart from what running one notebook means (:mod:`resgd.publish.notebook_run`) and
+from what is reported (:mod:`resgd.publish.report`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from .notebook_run import kill_running
+from .report import Record
+from .toc import NOTEBOOK_DIR, BookBuildError
+
+NEEDS_KEY = "resgd"
+"""A notebook's ``.md`` header may say which notebooks must have run before it, e.g.::
+
+    resgd:
+      needs: [04_jena, 05_sst2]
+
+(with ``notebook_metadata_filter: resgd`` under ``jupytext:``, so ``jupytext --sync`` keeps it)."""
+
+
+def notebook_needs(md: Path) -> list[str]:
+    """The names of the notebooks ``md`` reads results from (its header's ``resgd: needs:``)."""
+    import jupytext
+
+    needs = jupytext.read(md).metadata.get(NEEDS_KEY, {}).get("needs", [])
+    if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
+        raise BookBuildError(f"{md}: header field {NEEDS_KEY}.needs must be a list of notebook names, got {needs!r}")
+    return needs
+
+
+def book_needs(root: Path, toc: Sequence[str], names: Sequence[str]) -> dict[str, list[str]]:
+    """Each of ``names``' needs (its header's, :func:`notebook_needs`) among ``names``: the others ran
+    in an earlier build. A need the TOC does not list is an error, named with the notebook."""
+    needs = {}
+    for name in names:
+        source = root / NOTEBOOK_DIR / f"{name}.md"
+        wanted = notebook_needs(source) if source.is_file() else []
+        unknown = [n for n in wanted if n not in toc]
+        if unknown:
+            raise BookBuildError(f"{source.relative_to(root)}: needs {unknown}, which the TOC does not list")
+        needs[name] = [n for n in wanted if n in names]  # the others ran in an earlier build
+    return needs
+
+
+def run_in_order(
+    names: Sequence[str],
+    needs: Mapping[str, Sequence[str]],
+    execute: Callable[[str], Record],
+    finish: Callable[[Record, Mapping[str, Record]], None],
+    not_run: Callable[[str, list[str]], Record],
+    *,
+    jobs: int,
+    keep_going: bool = False,
+    interrupted: Callable[[], None] = lambda: None,
+) -> dict[str, Record]:
+    """Run ``execute(name)`` for each of ``names``, up to ``jobs`` at a time; returns the records by name.
+
+    A notebook starts once every notebook of ``needs[name]`` (those among ``names``) has run; the
+    others start in the order of ``names``. Each record, as it comes, enters the records by name and
+    is handed to ``finish(record, records)``; a notebook whose needs failed gets
+    ``not_run(name, failed needs)`` instead of running. After a failure no new notebook starts
+    (unless ``keep_going``); running ones finish. Interrupted (Ctrl-C, SIGTERM, an error in
+    ``finish``), it kills every papermill process and its kernel, calls ``interrupted()`` and raises.
+    """
+    done: dict[str, Record] = {}
+    pending = list(names)
+
+    def failed_needs(name: str) -> list[str]:
+        return [n for n in needs[name] if n in done and not done[n].ok]
+
+    def record(name: str, rec: Record) -> None:
+        done[name] = rec
+        finish(rec, done)
+
+    with futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        running: dict[futures.Future, str] = {}
+        try:
+            while pending or running:
+                stop = not keep_going and any(not r.ok for r in done.values())
+                for name in [n for n in pending if not stop and failed_needs(n)]:
+                    pending.remove(name)
+                    record(name, not_run(name, failed_needs(name)))
+                ready = [n for n in pending if all(m in done for m in needs[n])]
+                while ready and len(running) < jobs and not stop:
+                    name = ready.pop(0)
+                    pending.remove(name)
+                    running[pool.submit(execute, name)] = name
+                if not running:
+                    break
+                finished, _ = futures.wait(running, return_when=futures.FIRST_COMPLETED)
+                for future in finished:
+                    record(running.pop(future), future.result())
+        except BaseException:
+            kill_running()
+            interrupted()
+            raise
+    return done
