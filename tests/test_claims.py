@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -154,6 +155,28 @@ def test_a_dropped_run_leaves_its_seed_out_of_claim_b_and_keeps_the_rule():
     assert b.numbers["seeds"] == 8 and b.numbers["excluded"] == 1 and b.outcome == "holds"  # 7 of 8 agree
     rates = {**EIGHT, 0.5: [math.nan] * 5 + EIGHT[0.5][5:]}
     assert claims.check_beta_monotone(table(rates), rule="interval").outcome == "undecided"  # 3 left: no interval at 90 %
+
+
+def test_a_check_whose_seeds_dropped_out_says_so_in_words_not_nan():
+    """The pages print each verdict's detail: when too few seeds are left for an interval, the text
+    says how many dropped out and how many the interval needs, and no "nan" reaches a sentence."""
+    gone = {**EIGHT, 0.0: [math.nan] * 5 + EIGHT[0.0][5:], 0.5: [math.nan] * 5 + EIGHT[0.5][5:]}
+    depth = {L: ([0.1] * 8, [math.nan] * 8) for L in (2, 6)}  # every twin left the regime
+    factorial = {(b, f): [math.nan] * 7 + [0.01 + b] for b in (0.0, 1.0) for f in (0.0, 1.0)}
+    verdicts = claims.evaluate(table(gone, depth, factorial).assign(left_regime=lambda t: t["rate"].isna()), "jena")
+    by_name = {v.name: v for v in verdicts}
+    a, b = by_name["residual_helps"], by_name["beta_monotone"]
+    assert a.outcome == b.outcome == "undecided" and math.isnan(a.numbers["lo"])
+    assert "5 of 8 seeds dropped out, a run having left the theorem's regime" in a.detail and "interval needs 5" in a.detail
+    assert "faster in 3 of 3 seeds" in a.detail and "5 of 8 seeds dropped out" in b.detail
+    assert a.numbers["design_level"] == pytest.approx(0.9296875)  # what the arm's 8 seeds promise, known before any run
+    assert "none (every run left the regime)" in by_name["depth_residual_helps"].detail
+    assert "7 of 8 seeds dropped out" in by_name["factorial"].detail
+    for v in verdicts:
+        assert not re.search(r"\bnan\b", v.detail, re.IGNORECASE), v.detail
+    from resgd.plots.experiments import _rule_text
+
+    assert "no interval: it needs 5 seeds" in _rule_text(a.numbers) and "nan" not in _rule_text(a.numbers)
 
 
 def test_an_arm_of_fewer_than_eight_seeds_is_descriptive():

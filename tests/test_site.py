@@ -153,6 +153,22 @@ def leaked_reprs(page: str, html: str) -> list[str]:
     return bad
 
 
+NAN_WORD = re.compile(r"\bnan\b", re.IGNORECASE)
+
+
+def nan_in_words(page: str, html: str) -> list[str]:
+    """A "nan" inside a sentence or a text cell: a number that does not exist, printed as if it did
+    (a table cell that is exactly NaN carries a legend, checked in :func:`leaked_reprs`)."""
+    tree = soup(str(content(soup(html))))
+    for tag in tree.select("script, style, .cell_input, p.resgd-table-legend"):
+        tag.decompose()
+    for cell in tree.select("td, th"):
+        if cell.get_text(strip=True) in ("NaN", "<NA>"):
+            cell.decompose()
+    text = " ".join(tree.get_text(" ").split())
+    return [f"{page}: prints 'nan' in words: …{text[max(0, m.start() - 80):m.end() + 40]}…" for m in NAN_WORD.finditer(text)][:3]
+
+
 def glued_figure_problems(page: str, html: str) -> list[str]:
     """Figures shown twice, figures rendered as text, and <figure>s without an image."""
     tree = content(soup(html))
@@ -302,7 +318,7 @@ def test_no_raw_markup_or_tracebacks():
 @pytest.mark.site
 def test_no_output_leaks_a_python_repr():
     require_site()
-    problems = [p for page in toc_pages() for p in leaked_reprs(page, read(page))]
+    problems = [p for page in toc_pages() for check in (leaked_reprs, nan_in_words) for p in check(page, read(page))]
     assert not problems, report(problems)
 
 
@@ -313,6 +329,8 @@ def test_checker_finds_a_leaked_path_and_a_cut_table():
     assert leaked_reprs("notebooks/x.html", cut)
     bare = '<article class="bd-article"><table class="dataframe"><tbody><tr><td>inf</td></tr></tbody></table></article>'
     assert leaked_reprs("notebooks/x.html", bare)
+    said = '<article class="bd-article"><p>the interval’s level is nan %</p><table><tr><td>NaN</td></tr></table></article>'
+    assert nan_in_words("notebooks/x.html", said) and not nan_in_words("notebooks/x.html", said.replace("nan %", "93.0 %"))
     from resgd.plots.tables import table_html
 
     shown = table_html(pd.DataFrame({"rate": [float("-inf"), 0.5], "seed": [0, 1]}))

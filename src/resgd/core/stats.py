@@ -104,6 +104,21 @@ def median_interval(values, min_coverage: float = 0.9) -> tuple[float, float, fl
     return float(x[k - 1]), float(x[n - k]), float(order_statistic_coverage(n, k))
 
 
+def interval_level(n: int, min_coverage: float = 0.9) -> float:
+    """The exact level of :func:`median_interval`'s interval for ``n`` values: a property of the design
+    (how many seeds an arm trains), known before any run; NaN when no ``k`` reaches ``min_coverage``."""
+    k = interval_k(n, min_coverage)
+    return order_statistic_coverage(n, k) if k is not None else math.nan
+
+
+def interval_min_n(min_coverage: float = 0.9) -> int:
+    """The fewest values for which :func:`median_interval` has an interval at ``min_coverage``."""
+    n = 1
+    while interval_k(n, min_coverage) is None:
+        n += 1
+    return n
+
+
 def interval_k(n: int, min_coverage: float = 0.9) -> int | None:
     """The ``k`` of :func:`median_interval` for ``n`` values (None when no ``k`` reaches
     ``min_coverage``): its interval lies above 0 exactly when at least ``n + 1 − k`` values do."""

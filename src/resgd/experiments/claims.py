@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..infra.atomic import json_text, write_json
-from ..core.stats import median_interval, spearman
+from ..core.stats import interval_level, interval_min_n, median_interval, spearman
 from ..pipeline.cache import resolve_results_dir
 from ..validation import check_choice
 from .design import ALPHA, MIN_COVERAGE, MIN_INTERVAL_SEEDS, RULES, SPEARMAN_BOUND, VERDICTS, rule as arm_rule
@@ -178,15 +178,27 @@ def interval_rule(values, what: str) -> dict[str, Any]:
     outcome = "undecided" if math.isnan(lo) else ("holds" if lo > 0 else "fails" if hi < 0 else "undecided")
     kept = x[~np.isnan(x)]
     return {"outcome": outcome, "rule": "interval", "seeds": int(x.size), "excluded": int(np.isnan(x).sum()),
-            "lo": lo, "hi": hi, "level": level,
+            "lo": lo, "hi": hi, "level": level, "design_level": interval_level(int(x.size), MIN_COVERAGE),
+            "need": interval_min_n(MIN_COVERAGE),
             "chance": 1.0 - level if not math.isnan(level) else math.nan,
             "median": _median_or_nan(x),
             "positive": int(np.sum(kept > 0)), "negative": int(np.sum(kept < 0)), "values": [float(v) for v in x]}
 
 
+def _dropped_text(excluded: int, seeds: int) -> str:
+    """How many seeds a check lost to the regime rule (:func:`out_of_regime_removed`); '' when none."""
+    return f"{excluded} of {seeds} seeds dropped out, a run having left the theorem's regime" if excluded else ""
+
+
 def _interval_text(r: dict[str, Any]) -> str:
+    """The interval's reading; when too few seeds are left for one, how many are left and how many it needs."""
+    if math.isnan(r["lo"]):
+        left = r["seeds"] - r["excluded"]
+        return (f"median {_fmt(r['median'])} over the {left} seed{'s' * (left != 1)} left ({r['positive']} > 0); no interval: "
+                f"{_dropped_text(r['excluded'], r['seeds']) or 'too few seeds'}, and the interval needs {r['need']}")
     return (f"median {_fmt(r['median'])}, {100 * r['level']:.1f} % interval [{_fmt(r['lo'])}, {_fmt(r['hi'])}] "
-            f"over {r['seeds']} seeds ({r['positive']} > 0)")
+            f"over {r['seeds'] - r['excluded']} seeds ({r['positive']} > 0)"
+            + (f"; {_dropped_text(r['excluded'], r['seeds'])}" if r["excluded"] else ""))
 
 
 def _check_rule(rule: str) -> None:
@@ -212,7 +224,10 @@ def _need(series: pd.Series, what: str) -> pd.Series:
 
 
 def _fmt(x: float) -> str:
-    return "−∞ (diverged)" if x == -math.inf else f"{x:.3g}"
+    """A rate or bound as the pages print it: −∞ is a diverged run, NaN a value whose runs all left the regime."""
+    if x == -math.inf:
+        return "−∞ (diverged)"
+    return "none (every run left the regime)" if math.isnan(x) else f"{x:.3g}"
 
 
 def check_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "", rule: str = "sign") -> Verdict:
@@ -228,7 +243,8 @@ def check_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figure: st
             d = with_res[common].to_numpy(dtype=float) - without[common].to_numpy(dtype=float)
         r = {**r, **interval_rule(d, "claim (a)")}
     detail = (f"median rate β = 1: {_fmt(r['median_rate_with'])}, β = 0: {_fmt(r['median_rate_without'])}; "
-              f"β = 1 faster in {r['faster_in']} of {r['seeds']} seeds")
+              f"β = 1 faster in {r['faster_in']} of {r['seeds'] - r['excluded']} seed{'s' * (r['seeds'] - r['excluded'] != 1)}"
+              + (f"; {_dropped_text(r['excluded'], r['seeds'])}" if r["excluded"] and rule != "interval" else ""))
     if rule == "interval":
         detail += f"; difference: {_interval_text(r)}"
     return Verdict("residual_helps", CLAIMS["residual_helps"], r["outcome"], r, detail, dataset,
@@ -326,10 +342,12 @@ def check_depth_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figu
     per_seed = np.array([_median_or_nan(row) for row in d.to_numpy(dtype=float)])
     r = sign_test(per_seed) if rule == "sign" else {**sign_test(per_seed), **interval_rule(per_seed, "claim (c)")}
     k = r.get("threshold")
-    detail = (f"per-seed median over L of the difference > 0 in {r['positive']} of {r['seeds']} seeds"
+    total = int(per_seed.size)
+    detail = (f"per-seed median over L of the difference > 0 in {r['positive']} of {total - r['excluded']} seeds"
               + (f"; {_interval_text(r)}" if rule == "interval" else
-                 f" (decides at ≥ {k})" if k is not None else f" ({r['seeds']} seeds cannot decide at 5 %)")
-              + "; per depth: " + "; ".join(f"L={L}: faster in {v['faster_in']}/{v['seeds']} (median rate "
+                 (f" (decides at ≥ {k})" if k is not None else f" ({r['seeds']} seeds cannot decide at 5 %)")
+                 + (f"; {_dropped_text(r['excluded'], total)}" if r["excluded"] else ""))
+              + "; per depth: " + "; ".join(f"L={L}: faster in {v['faster_in']}/{v['seeds'] - v['excluded']} (median rate "
                                             f"{_fmt(v['median_rate_with'])} vs {_fmt(v['median_rate_without'])})"
                                             for L, v in by_depth.items()))
     return Verdict("depth_residual_helps", CLAIMS["depth_residual_helps"], r["outcome"],
@@ -369,7 +387,7 @@ def check_factorial(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "
     tests = {name: sign_test(per_seed(p)) for name, p in pairs.items()}
     if rule == "interval":
         tests = {name: {**t, "rule": "interval", **{k: v for k, v in interval_rule(per_seed(pairs[name]), "the factorial").items()
-                                                    if k in ("lo", "hi", "level")}} for name, t in tests.items()}
+                                                    if k in ("lo", "hi", "level", "design_level")}} for name, t in tests.items()}
     up = holm({name: t["p_up"] for name, t in tests.items()})
     down = holm({name: t["p_down"] for name, t in tests.items()})
     effects = {}
@@ -385,9 +403,12 @@ def check_factorial(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "
     chance = 2 * binomial_tail(n, k) if k is not None else 0.0  # Holm's first step: some skip "speeds up" by chance (at most)
     numbers = {"outcome": outcome, "chance": chance, "correction": "Holm over the two skips, per direction",
                "attention": attention, "ffn": ffn, "carried_by": " and ".join(carried) or "neither", "median_rate": medians}
-    unit = "seeds, mean difference > 0"
-    detail = (f"attention skip: {attention['effect']} ({attention['positive']}/{attention['differences']} {unit}); "
-              f"FFN skip: {ffn['effect']} ({ffn['positive']}/{ffn['differences']} {unit}); Holm-corrected; median rates "
+    def counts(e: dict) -> str:
+        dropped = _dropped_text(e["excluded"], e["seeds"] + e["excluded"])
+        return f"{e['positive']}/{e['differences']} seeds, mean difference > 0" + (f"; {dropped}" if dropped else "")
+
+    detail = (f"attention skip: {attention['effect']} ({counts(attention)}); "
+              f"FFN skip: {ffn['effect']} ({counts(ffn)}); Holm-corrected; median rates "
               + ", ".join(f"{k}: {_fmt(v)}" for k, v in medians.items()))
     return Verdict("factorial", CLAIMS["factorial"], outcome, numbers, detail, dataset, str(per_run["protocol"].iloc[0]), figure)
 
@@ -519,8 +540,9 @@ def interval_summary(verdicts: pd.DataFrame) -> dict[str, Any]:
     used = verdicts[verdicts["rule"] == "interval"]
     if used.empty:
         raise ValueError("claims.interval_summary: no verdict was decided by the interval rule")
-    level = float(used["level"].min())
-    return {"seeds": int(used["seeds"].min()), "level": level, "chance": 1.0 - level, "checks": int(len(used))}
+    seeds = int(used["seeds"].min())
+    level = interval_level(seeds, MIN_COVERAGE)  # the design's level: a check whose seeds dropped out has no interval
+    return {"seeds": seeds, "level": level, "chance": 1.0 - level, "checks": int(len(used))}
 
 
 def _skip_effects(numbers: dict) -> str:

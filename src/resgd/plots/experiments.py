@@ -331,7 +331,10 @@ OUTCOME_COLORS = {"holds": "#1a7f37", "fails": "#b42318", "horizon-dependent": "
 def _rule_text(numbers: dict) -> str:
     """What the rule needed and what it found, in a few words."""
     if numbers.get("rule") == "interval":
-        return (f"{numbers.get('positive', 0)} of {numbers['seeds']} > 0\n{100 * numbers['level']:.1f} % interval "
+        left = numbers["seeds"] - numbers.get("excluded", 0)
+        if math.isnan(numbers["lo"]):  # too many seeds dropped out (a run left the theorem's regime)
+            return f"{numbers.get('positive', 0)} of {left} seeds left > 0\nno interval: it needs {numbers.get('need', '?')} seeds"
+        return (f"{numbers.get('positive', 0)} of {left} > 0\n{100 * numbers['level']:.1f} % interval "
                 f"of the median [{numbers['lo']:.3g}, {numbers['hi']:.3g}]")
     if "spearman" in numbers and "bound" in numbers:
         return f"ρ of the medians = {numbers['spearman']:.2f}\ndecides at |ρ| ≥ {numbers['bound']:g}"
