@@ -164,6 +164,145 @@ def test_two_runs_publishing_into_one_folder_take_turns(tmp_path):
     assert _tags(tmp_path) == {"second"} and _stages(tmp_path) == []
 
 
+# --------------------------------------------------------------------------- publish: a committed stage in odd places
+
+
+def _files(tag: str, names=("a", "b", "c")):
+    """Outputs writing ``tag`` into figures/<name>.txt and results/tables/<name>.csv."""
+    from resgd.pipeline.reproduce import Outputs
+
+    return Outputs(figure_files={n: (f"{n}.txt", lambda tmp, n=n: tmp.write_text(f"{tag} {n}")) for n in names},
+                   result_files={n: (f"tables/{n}.csv", lambda tmp, n=n: tmp.write_text(f"{tag} {n}")) for n in names})
+
+
+def _read_all(root: Path, names=("a", "b", "c")) -> dict[str, str]:
+    return {f"{folder}/{n}": (root / folder / sub / f"{n}.{ext}").read_text().split()[0]
+            for folder, sub, ext in (("figures", "", "txt"), ("results", "tables", "csv")) for n in names}
+
+
+def _publish_failing_after(root: Path, tag: str, monkeypatch, moves_done: int) -> None:
+    """Publish ``tag`` and fail (an OSError, the process lives on) after ``moves_done`` final moves: the
+    commit is written, the stages stay behind (as after kill -9 or a full disk mid-publish)."""
+    from resgd.pipeline import reproduce
+
+    real, done = reproduce._move, []
+
+    def move(staged, final):
+        if len(done) >= moves_done:
+            raise OSError(28, "No space left on device", str(final))
+        done.append(final)
+        real(staged, final)
+
+    monkeypatch.setattr(reproduce, "_move", move)
+    with pytest.raises(OSError):
+        reproduce.publish(_files(tag), root / "figures", root / "results")
+    monkeypatch.setattr(reproduce, "_move", real)
+
+
+def test_a_committed_stage_left_by_a_live_run_is_completed_before_the_next_publish_not_after(tmp_path, monkeypatch):
+    """Before: v2 failed after its commit in a process that lived on (its pid alive, so its stage was
+    skipped); v3 published; a later run rolled v2's stage forward over v3's file: a = v3, b = v3, c = v2.
+    After: under the publish lock no stage belongs to a publish in progress, whatever its pid, so v3
+    first completes v2, then publishes: all v3, no stage left."""
+    from resgd.pipeline.reproduce import publish, publish_lock
+
+    publish(_files("v1"), tmp_path / "figures", tmp_path / "results")
+    _publish_failing_after(tmp_path, "v2", monkeypatch, moves_done=2)
+    left = list(tmp_path.glob("*/.resgd-stage-*"))
+    assert left and all(f"-{os.getpid()}-" in p.name for p in left)  # the stages' pid is alive: this process
+    publish(_files("v3"), tmp_path / "figures", tmp_path / "results")
+    with publish_lock([tmp_path / "figures", tmp_path / "results"]):
+        pass
+    assert set(_read_all(tmp_path).values()) == {"v3"} and not list(tmp_path.glob("*/.resgd-stage-*"))
+
+
+def test_completing_a_commit_never_replaces_a_file_written_after_it(tmp_path, monkeypatch):
+    """A file written after a commit (by a later run, or by hand) is newer than anything that commit
+    staged, so completing the commit keeps it."""
+    import time
+
+    from resgd.pipeline.reproduce import publish, publish_lock
+
+    publish(_files("v1"), tmp_path / "figures", tmp_path / "results")
+    _publish_failing_after(tmp_path, "v2", monkeypatch, moves_done=0)
+    time.sleep(0.02)
+    (tmp_path / "results" / "tables" / "c.csv").write_text("later c")
+    with publish_lock([tmp_path / "figures", tmp_path / "results"]):
+        pass
+    seen = _read_all(tmp_path)
+    assert seen.pop("results/c") == "later" and set(seen.values()) == {"v2"}
+
+
+def test_a_folder_on_another_file_system_is_published_by_copy_then_rename(tmp_path, monkeypatch):
+    """Before: results/tables a symlink to another file system: "Invalid cross-device link" after the
+    commit point, new figures with old tables, and every later run failed until the stage was removed
+    by hand. After: a move that cannot be a rename is a copy beside the destination renamed onto it."""
+    import errno
+
+    from resgd.pipeline import reproduce
+
+    real = os.replace
+
+    def replace(src, dst):
+        if "/tables/" in str(dst) and ".resgd-stage-" in str(src) and ".resgd-stage-" not in str(dst):  # stage → tables/
+            raise OSError(errno.EXDEV, "Invalid cross-device link", str(dst))
+        real(src, dst)
+
+    reproduce.publish(_files("v1"), tmp_path / "figures", tmp_path / "results")
+    monkeypatch.setattr(reproduce.os, "replace", replace)
+    reproduce.publish(_files("v2"), tmp_path / "figures", tmp_path / "results")
+    assert set(_read_all(tmp_path).values()) == {"v2"}
+    assert not list(tmp_path.rglob(".resgd-stage-*")) and not list(tmp_path.rglob("*.part"))
+
+
+def test_a_folder_renamed_after_a_killed_publish_completes_it_where_it_now_is(tmp_path, monkeypatch):
+    """Before: the commit record held absolute paths, so after the folder was renamed the next run
+    completed the moves into the old path (or failed). After: each stage's moves are relative to it."""
+    from resgd.pipeline.reproduce import publish, publish_lock
+
+    root = tmp_path / "checkout"
+    publish(_files("v1"), root / "figures", root / "results")
+    _publish_failing_after(root, "v2", monkeypatch, moves_done=1)
+    root.rename(tmp_path / "renamed")
+    with publish_lock([tmp_path / "renamed" / "figures", tmp_path / "renamed" / "results"]):
+        pass
+    assert set(_read_all(tmp_path / "renamed").values()) == {"v2"} and not root.exists()
+
+
+def test_publishing_into_a_copy_completes_the_copy_and_leaves_the_original_to_its_own_run(tmp_path, monkeypatch):
+    """Before: a `cp -a` copy of folders holding a committed stage: publishing into the copy also
+    completed the moves in the original (absolute paths). After: a stage whose recorded place still
+    holds its original is a copy: it completes its own files only; the original's run completes its own."""
+    from resgd.pipeline.reproduce import publish, publish_lock
+
+    original, copy = tmp_path / "original", tmp_path / "copy"
+    publish(_files("v1"), original / "figures", original / "results")
+    _publish_failing_after(original, "v2", monkeypatch, moves_done=0)
+    shutil.copytree(original, copy, symlinks=True)
+    publish(_files("v3", names=("a",)), copy / "figures", copy / "results")
+    seen = _read_all(copy)
+    assert {seen.pop("figures/a"), seen.pop("results/a")} == {"v3"} and set(seen.values()) == {"v2"}
+    assert set(_read_all(original).values()) == {"v1"} and list(original.glob("*/.resgd-stage-*"))  # untouched
+    with publish_lock([original / "figures", original / "results"]):
+        pass
+    assert set(_read_all(original).values()) == {"v2"} and not list(original.glob("*/.resgd-stage-*"))
+
+
+def test_a_folder_shared_by_two_checkouts_through_a_symlink_is_completed_once_and_whole(tmp_path, monkeypatch):
+    """Two checkouts share one results folder through a symlink; the first's publish is killed after
+    its commit. The second checkout's run (same results folder, by another path) completes it whole
+    before publishing its own: every file of both folders from one run at each step."""
+    from resgd.pipeline.reproduce import publish
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    publish(_files("v1"), first / "figures", first / "results")
+    second.mkdir()
+    (second / "results").symlink_to(first / "results")
+    _publish_failing_after(first, "v2", monkeypatch, moves_done=1)
+    publish(_files("v3"), first / "figures", second / "results")
+    assert set(_read_all(first).values()) == {"v3"} and not list(tmp_path.rglob(".resgd-stage-*"))
+
+
 # --------------------------------------------------------------------------- a lock held on another host
 
 
@@ -277,6 +416,49 @@ def test_a_run_of_the_other_mode_does_not_overwrite_a_folder_s_figures(tmp_path,
     assert drawn == [False] and (figures / "fig.png").read_text() == "full"
     assert cli.main(argv, parts={"setup": part}) == 0  # the same mode again: fine
     assert cli.main([*argv[:-1], str(tmp_path / "quick"), "--quick"], parts={"setup": part}) == 0  # elsewhere: fine
+
+
+def test_a_damaged_mode_stamp_is_refused_not_read_as_no_stamp(tmp_path):
+    """Before: a stamp holding ``full\\xff`` counted as no stamp, so a quick run overwrote full figures and
+    restamped the folder. After: one line naming the stamp; nothing is written."""
+    from resgd.infra.mode_stamp import STAMP, claim
+    from resgd.validation import OutputError
+
+    (tmp_path / STAMP).write_bytes(b"full\xff\n")
+    with pytest.raises(OutputError, match="the stamp is damaged") as caught:
+        claim(tmp_path, "quick", how_to_move="--figures-dir")
+    assert str(tmp_path / STAMP) in str(caught.value) and "\n" not in str(caught.value)
+    assert (tmp_path / STAMP).read_bytes() == b"full\xff\n"
+
+
+def test_two_first_runs_of_both_modes_cannot_both_stamp_a_new_folder(tmp_path):
+    """Before: two first runs (quick and full) into a new folder both published in 1 of 5 tries (each
+    read "no stamp", then wrote its own). After: the stamp is created exclusively; exactly one run is
+    let in, the other is refused, in every one of 40 races."""
+    import threading
+
+    from resgd.infra.mode_stamp import claim, stamped_mode
+    from resgd.validation import OutputError
+
+    for trial in range(40):
+        folder, outcomes, start = tmp_path / f"new{trial}", {}, threading.Barrier(2)
+
+        def first_run(mode, folder=folder, outcomes=outcomes, start=start):
+            start.wait()
+            try:
+                claim(folder, mode, how_to_move="--figures-dir")
+                outcomes[mode] = "in"
+            except OutputError:
+                outcomes[mode] = "refused"
+
+        runs = [threading.Thread(target=first_run, args=(mode,)) for mode in ("quick", "full")]
+        for run in runs:
+            run.start()
+        for run in runs:
+            run.join()
+        winner = stamped_mode(folder)
+        assert outcomes == {winner: "in", ({"quick", "full"} - {winner}).pop(): "refused"}, outcomes
+        assert sorted(p.name for p in folder.iterdir()) == [".resgd-mode"]  # no temporary file left
 
 
 def test_a_book_build_in_a_read_only_checkout_is_one_line(tmp_path, monkeypatch, capsys):

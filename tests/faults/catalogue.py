@@ -370,6 +370,37 @@ FAULTS: tuple[Fault, ...] = (
     Fault("R14", "concurrency", "a local worker process stopped with SIGSTOP mid-sweep", "named on stderr once after "
           "STOPPED_WORKER_S (30 s), with its pid and kill -CONT / kill -9 (was: no progress and no message for 186-215 s)",
           "tests/test_faults.py::test_a_stopped_local_worker_is_named_within_the_stated_time", "fixed"),
+    Fault("R15", "concurrency", "a publish fails after its commit in a process that lives on; a later publish, then "
+          "another run", "the later publish first completes the committed one, then publishes: every file from the "
+          "later one (was: the old stage, skipped while its pid lived, was rolled forward over a newer file)",
+          f"{_O}::test_a_committed_stage_left_by_a_live_run_is_completed_before_the_next_publish_not_after", "fixed"),
+    Fault("R16", "concurrency", "a file written after a commit that is completed later", "kept: completing a commit "
+          "never replaces a file newer than the commit record",
+          f"{_O}::test_completing_a_commit_never_replaces_a_file_written_after_it", "fixed"),
+    Fault("W14", "disk", "results/tables a symlink to another file system", "published by copy beside the destination "
+          "then rename (was: 'Invalid cross-device link' after the commit, new figures with old tables, every later "
+          "run failing until the stage was removed by hand)",
+          f"{_O}::test_a_folder_on_another_file_system_is_published_by_copy_then_rename", "fixed"),
+    Fault("R17", "concurrency", "the output folders renamed after a publish killed past its commit", "the next run "
+          "completes it where the folders now are (was: moves into the old absolute paths)",
+          f"{_O}::test_a_folder_renamed_after_a_killed_publish_completes_it_where_it_now_is", "fixed"),
+    Fault("R18", "concurrency", "a `cp -a` copy of folders holding a committed stage, then a publish into the copy",
+          "the copy completes its own files only; the original is completed by its own next run (was: publishing "
+          "into the copy also completed moves in the original)",
+          f"{_O}::test_publishing_into_a_copy_completes_the_copy_and_leaves_the_original_to_its_own_run", "fixed"),
+    Fault("R19", "concurrency", "two checkouts sharing a results folder through a symlink, one publish killed past "
+          "its commit", "the other checkout's run completes it whole, then publishes its own (was: mixed outputs)",
+          f"{_O}::test_a_folder_shared_by_two_checkouts_through_a_symlink_is_completed_once_and_whole", "fixed"),
+    Fault("R20", "concurrency", "a left stage whose pid is alive on this host (pid reuse, or a stage of another host)",
+          "completed or removed: under the publish lock no stage belongs to a publish in progress, whatever its pid "
+          "or host (was: left alone for good, the outputs mixed)",
+          f"{_O}::test_a_committed_stage_left_by_a_live_run_is_completed_before_the_next_publish_not_after", "fixed"),
+    Fault("E23", "settings", "a damaged mode stamp (`full\\xff`)", "one line naming the stamp; nothing written (was: "
+          "read as no stamp, so a quick run overwrote full figures and restamped the folder)",
+          f"{_O}::test_a_damaged_mode_stamp_is_refused_not_read_as_no_stamp", "fixed"),
+    Fault("R21", "concurrency", "two first runs (quick and full) into a new folder at once", "exactly one stamps it, the "
+          "other is refused (was: both published in 1 of 5 tries)",
+          f"{_O}::test_two_first_runs_of_both_modes_cannot_both_stamp_a_new_folder", "fixed"),
     Fault("K17", "dask", "a Dask worker stopped with SIGSTOP while it holds a task", "named on stderr once it has not "
           "reported to its scheduler for SILENT_WORKER_S (30 s, the client's clock); continued, it delivers (was: no "
           "progress and no message for 186-215 s)",

@@ -7,21 +7,22 @@ and returns :class:`Outputs` (figures, and files for the figures and the results
 1. every output folder is checked to be writable **before** any work starts (a read-only
    figures folder is reported at once, not after the sweep);
 2. the part is computed and drawn;
-3. its files are **published together** (:func:`publish`): each is written completely into a
-   staging folder beside its destination, and only when all of them are ready are they moved
-   into place. A failure before that point leaves every earlier output as it was, so tables,
-   verdicts and figures never come from two different runs. Before the first move a manifest of
-   all moves is written (atomically) into the first staging folder: it is the one commit point
-   (the other staging folders name it). SIGTERM and SIGINT from there on act only once every move
-   is done; a run killed (even with kill -9) after it leaves its stages and manifest behind, and
-   the next publish into those folders first completes the moves (:func:`recover_stages`, roll
-   forward); stages whose manifest does not exist were never committed and are removed (roll
-   back). A stage is removed only after its moves are complete. So a part's outputs are all old
-   or all new. Runs publishing into the same folders take turns (:func:`publish_lock`).
+3. its files are **published together** (:func:`publish`), by a write-ahead record under one lock:
+   every file is written completely into a staging folder beside its destination, each stage
+   describes its own moves (relative to itself and its folder), and one commit record, written
+   atomically into the first stage, lists every stage by name; only then are the files moved into
+   place. **Under the publish lock of every folder a commit spans, any stage found was left by a
+   run that is no longer publishing** (whatever its pid or host), so the next run completes it if a
+   commit record lists it and removes it otherwise, before it writes anything: outputs are all old
+   or all new, and a file written after a commit is never replaced by it. Moves are resolved where
+   the stage now is (a renamed or copied folder completes its own files, not the original's), and
+   cross to another file system by copy-then-rename. SIGTERM and SIGINT after the commit act once
+   every move is done; runs publishing into the same folders take turns (:func:`publish_lock`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..infra.atomic import write_with, writer_alive
+from ..infra.atomic import write_with
 from ..infra.file_lock import FileLock, lock_owner, try_lock
 from ..validation import OutputError
 from .cache import resolve_cache_dir, resolve_results_dir
@@ -78,7 +79,7 @@ def publish(outputs: Outputs, figures_dir: str | os.PathLike | None = None,
     """Write every output of ``outputs`` into staging folders, then move all into place.
 
     All or nothing under SIGTERM, SIGINT and kill -9 at any instant (see the module docstring);
-    runs that publish into the same folders take turns (:func:`publish_lock`).
+    runs that publish into the same folders take turns (:func:`publish_lock`, both folders always).
     Returns label → final path (a figure ``name`` → its PNG, ``name.pdf`` → its PDF).
     """
     import matplotlib.pyplot as plt
@@ -88,55 +89,64 @@ def publish(outputs: Outputs, figures_dir: str | os.PathLike | None = None,
 
     roots = {"figures": resolve_figures_dir(figures_dir), "results": resolve_results_dir(results_dir)}
     stages: dict[str, Path] = {}
-    moves: list[tuple[Path, Path]] = []
+    moves: dict[str, list[tuple[Path, Path]]] = {}
     paths: dict[str, Path] = {}
 
     def stage(root: str) -> Path:
         if root not in stages:
-            folder = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=roots[root]))
-            if stages:  # a secondary stage: committed if and only if the first stage's manifest exists
-                write_with(folder / PREPARED, lambda tmp: tmp.write_text(json.dumps(
-                    {"manifest": str(next(iter(stages.values())) / MANIFEST)})))
-            stages[root] = folder
+            stages[root] = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=roots[root])).resolve()
+            moves[root] = []
         return stages[root]
 
     used = [roots["figures"]] * bool(outputs.figures or outputs.figure_files) + [roots["results"]] * bool(outputs.result_files)
-    with publish_lock(used):
+    held = used + [r for r in roots.values() if r.is_dir()]  # every folder a commit may span: completed only by its holder
+    with publish_lock(held):
         committed = False
         try:
             for name, fig in outputs.figures.items():
-                staged = save_figure(fig, name, stage("figures"))
+                saved = save_figure(fig, name, stage("figures"))
                 plt.close(fig)
-                for ext, path in staged.items():
-                    final = roots["figures"] / path.name
-                    moves.append((path, final))
-                    paths[name if ext == "png" else f"{name}.{ext}"] = final
+                for ext, path in saved.items():
+                    moves["figures"].append((path, roots["figures"] / path.name))
+                    paths[name if ext == "png" else f"{name}.{ext}"] = roots["figures"] / path.name
             for root, files in (("figures", outputs.figure_files), ("results", outputs.result_files)):
                 for label, (relative, writer) in files.items():
-                    moves.append((write_with(stage(root) / relative, writer), roots[root] / relative))
+                    staged = write_with(stage(root) / relative, writer)
+                    moves[root].append((staged, roots[root] / relative))
                     paths[label] = roots[root] / relative
             if not stages:
                 return paths
             order = list(stages.values())
-            manifest = json.dumps({"stages": [str(folder) for folder in order],
-                                   "moves": [[str(staged), str(final)] for staged, final in moves]})
+            primary = order[0]
+            for root, folder in stages.items():  # every stage describes its own moves before the commit
+                _write_prepared(folder, roots[root], moves[root], primary / MANIFEST)
             with signals_deferred():  # SIGTERM/SIGINT act once the publish is complete
-                write_with(order[0] / MANIFEST, lambda tmp: tmp.write_text(manifest))  # the one commit point
+                write_with(primary / MANIFEST, lambda tmp: tmp.write_text(json.dumps({  # the one commit point
+                    "format": 2, "stages": [{"id": f.name, "abs": str(f), "rel": os.path.relpath(f, primary)} for f in order]})))
                 committed = True
-                _complete(moves)
-                _remove_stages(order)
+                _finish_commit(primary)
         finally:
             if not committed:  # never committed: roll back (the outputs stay as they were)
                 for folder in stages.values():
                     shutil.rmtree(folder, ignore_errors=True)
-            # committed: the stages are removed only once every move is done; after a failure
-            # they stay, and the next publish into these folders rolls them forward
+            # committed: a stage is removed only once its moves are done; after a failure the stages
+            # stay, and the next publish into these folders completes them first
     return paths
 
 
 PREPARED = "resgd-publish-prepared.json"
-"""In a secondary stage: the path of the manifest (in the first stage) that commits it."""
+"""In every stage: its own moves (relative to the stage and to its folder) and where the commit record is."""
 LOCK_NAME = ".resgd-publish.lock"
+
+
+def _write_prepared(stage: Path, root: Path, moves: list[tuple[Path, Path]], manifest: Path) -> None:
+    """A stage's description, written before the commit: its id (the folder's name, which a copy or a
+    rename keeps), its moves relative to itself and to its folder (so a renamed or copied folder
+    completes them where it now is), and the commit record's path, absolute and relative."""
+    info = {"format": 2, "id": stage.name,  # a destination stays relative to its folder as named (symlinks followed then)
+            "moves": [[os.path.relpath(staged, stage), os.path.relpath(final, root)] for staged, final in moves],
+            "manifest": {"abs": str(manifest), "rel": os.path.relpath(manifest, stage)}}
+    write_with(stage / PREPARED, lambda tmp: tmp.write_text(json.dumps(info)))
 
 
 @contextmanager
@@ -207,18 +217,25 @@ def signals_deferred(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT))
             signal.raise_signal(sig)
 
 
-def _complete(moves: Iterable[tuple[Path, Path]]) -> None:
-    """Move each staged file whose stage still holds it into place (again after a kill: idempotent)."""
-    for staged, final in moves:
-        if staged.exists():
-            final.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staged, final)
-
-
-def _remove_stages(order: list[Path]) -> None:
-    """The secondary stages first, the first stage (which holds the manifest) last."""
-    for folder in reversed(order):
-        shutil.rmtree(folder, ignore_errors=True)
+def _move(staged: Path, final: Path) -> None:
+    """``os.replace`` the staged file onto ``final``; onto another file system (a folder that is a
+    symlink to another mount) by a copy beside ``final`` (its mtime kept) replaced onto it, then the
+    staged file removed: the same all-or-nothing rename, where a plain rename cannot cross."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(staged, final)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
+        os.close(fd)
+        try:
+            shutil.copy2(staged, tmp)
+            os.replace(tmp, final)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        staged.unlink()
 
 
 def _read_json(path: Path) -> object:
@@ -228,33 +245,105 @@ def _read_json(path: Path) -> object:
         return None
 
 
-def _roll_forward(manifest: object) -> None:
-    if isinstance(manifest, list):  # the older layout: a list of moves
-        manifest = {"stages": [], "moves": manifest}
-    _complete((Path(staged), Path(final)) for staged, final in manifest.get("moves", []))
-    _remove_stages([Path(folder) for folder in manifest.get("stages", [])])
+def _finish_stage(stage: Path, committed_ns: int) -> None:
+    """Complete one committed stage's moves where the stage now is, then remove it. A destination
+    written after the commit (a later publish's file) is newer than this one and is kept."""
+    info = _read_json(stage / PREPARED)
+    root = stage.parent
+    for staged_rel, final_rel in (info.get("moves", []) if isinstance(info, dict) else []):
+        staged, final = stage / staged_rel, root / final_rel
+        if not staged.exists():
+            continue  # moved already (this is a rerun of the same completion)
+        try:
+            newer = final.stat().st_mtime_ns > committed_ns
+        except OSError:
+            newer = False
+        if newer:
+            continue
+        _move(staged, final)
+    shutil.rmtree(stage, ignore_errors=True)
+
+
+def _stage_at(candidates: Iterable[Path], stage_id: str) -> Path | None:
+    """The first candidate that is a stage folder named ``stage_id`` (a renamed or copied folder keeps it)."""
+    for path in candidates:
+        if path.name == stage_id and (path / PREPARED).is_file():
+            return path
+    return None
+
+
+def _finish_commit(primary: Path) -> None:
+    """Complete the commit whose record ``primary`` holds: its other stages first (where the record
+    says, else where they are relative to ``primary``), the record's own stage last (the others
+    look for it). A copied ``primary`` (its recorded place still holds the original) completes only
+    its own moves: the original's stages belong to the original."""
+    manifest = primary / MANIFEST
+    record = _read_json(manifest)
+    committed_ns = manifest.stat().st_mtime_ns
+    if isinstance(record, list) or (isinstance(record, dict) and "moves" in record):
+        return _finish_format_1(record)
+    listed = [s for s in (record.get("stages", []) if isinstance(record, dict) else []) if isinstance(s, dict)]
+    me = next((s for s in listed if s.get("id") == primary.name), {})
+    copied = Path(me.get("abs", primary)) != primary and Path(me.get("abs", primary)).exists()
+    if not copied:
+        for entry in listed:
+            if entry.get("id") == primary.name:
+                continue
+            other = _stage_at([Path(entry.get("abs", "")), primary / entry.get("rel", "")], entry.get("id", ""))
+            if other is not None:
+                _finish_stage(other, committed_ns)
+    _finish_stage(primary, committed_ns)
+
+
+def _finish_format_1(record: dict | list) -> None:
+    """A commit record of the earlier layout (absolute paths, moves in the record), left by a run of
+    an earlier version: rolled forward as that version did, so its outputs are not lost."""
+    record = {"stages": [], "moves": record} if isinstance(record, list) else record
+    for staged, final in record.get("moves", []):
+        if Path(staged).exists():
+            _move(Path(staged), Path(final))
+    for folder in reversed(record.get("stages", [])):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _commit_record(stage: Path) -> Path | None:
+    """The commit record (manifest) that lists ``stage``: its own, or the first stage's, found from
+    where ``stage`` now is, then where it was; None when the publish never committed (or its record
+    was completed and removed before this stage was found)."""
+    if (stage / MANIFEST).is_file():
+        return stage / MANIFEST
+    info = _read_json(stage / PREPARED)
+    if isinstance(info, dict) and isinstance(info.get("manifest"), str):  # the earlier layout: an absolute path
+        return Path(info["manifest"]) if (Path(info["manifest"])).is_file() else None
+    where = info.get("manifest", {}) if isinstance(info, dict) else {}
+    for candidate in (stage / where.get("rel", ""), Path(where.get("abs", ""))):
+        record = _read_json(candidate) if candidate.name == MANIFEST else None
+        if isinstance(record, dict) and any(s.get("id") == stage.name for s in record.get("stages", [])):
+            return candidate
+    return None
 
 
 def recover_stages(folder: str | os.PathLike) -> None:
-    """Finish or drop what a killed run left in ``folder``: a stage whose manifest exists (its own,
-    or for a secondary stage the first stage's) was committed, so its moves are completed; any other
-    was not, so it is removed (live runs' stages are left alone)."""
-    for stale in Path(folder).glob(f"{STAGE_PREFIX}*-*"):
-        pid = stale.name[len(STAGE_PREFIX):].split("-", 1)[0]
-        try:
-            modified = stale.stat().st_mtime
-        except OSError:
-            continue  # removed by its own run meanwhile
-        if not pid.isdigit() or writer_alive(int(pid), modified):
-            continue
-        manifest = _read_json(stale / MANIFEST)
-        if manifest is None:
-            pointer = _read_json(stale / PREPARED)
-            if isinstance(pointer, dict) and isinstance(pointer.get("manifest"), str):
-                manifest = _read_json(Path(pointer["manifest"]))
-        if isinstance(manifest, (list, dict)):
-            _roll_forward(manifest)
-        shutil.rmtree(stale, ignore_errors=True)
+    """Finish or drop what an earlier run left in ``folder`` (called with its publish lock held, so
+    no stage there belongs to a publish in progress, whatever its pid or host): a stage listed by a
+    commit record is completed, any other was never committed and is removed."""
+    for stale in sorted(Path(folder).glob(f"{STAGE_PREFIX}*")):
+        stale = stale.resolve()
+        if not stale.is_dir():
+            continue  # completed meanwhile, as part of another stage's commit
+        record = _commit_record(stale)
+        if record is None:
+            shutil.rmtree(stale, ignore_errors=True)
+        elif record.parent == stale or not isinstance(_read_json(record), dict) or "format" not in _read_json(record):
+            _finish_commit(record.parent)  # the record's own stage, or a stage of the earlier layout
+        else:  # a stage the record lists: the whole commit is completed, unless this stage is a copy
+            listed = [s for s in _read_json(record).get("stages", []) if isinstance(s, dict)]
+            committed_ns = record.stat().st_mtime_ns
+            recorded = Path(next((s.get("abs", "") for s in listed if s.get("id") == stale.name), ""))
+            if recorded == stale or not recorded.exists():
+                _finish_commit(record.parent)
+            if stale.exists():  # a copy (its original belongs to the original), or not found from the record
+                _finish_stage(stale, committed_ns)
 
 
 def reproduce_part(
@@ -272,7 +361,8 @@ def reproduce_part(
     if writes_results:
         folders += [resolve_results_dir(results_dir), resolve_cache_dir()]
     check_writable(folders)
-    with publish_lock(folders[:2]):
+    outputs = [folders[0], resolve_results_dir(results_dir)]
+    with publish_lock([f for f in outputs if f in folders or f.is_dir()]):
         pass  # a publish a killed run left half done is completed (or rolled back) before anything else
     use_style()
     return publish(compute(), figures_dir, results_dir)
