@@ -1,12 +1,11 @@
 """The one GD trainer: R ≥ 1 runs of one shape, stacked along a leading run axis.
 
 Every run of the book goes through :func:`train_stacked` (a single run is a stack of one;
-:func:`train_gd` is that stack's face). Runs of one shape that differ only in the
-seed of the initial weights, the residual weight β and the step size μ train together: every weight
-carries a leading run axis, β, β_ffn and μ are per-run tensors, and a hand-derived backward pass
-(:func:`_backward`, one batched product per product of the forward pass, no autograd graph) gives
-every run its own gradient, so each operation serves all R runs (the map's tiny models are
-dominated by per-operation overhead, which a stack shares).
+:func:`train_gd` is that stack's face). Runs of one shape that differ only in the seed of the
+initial weights, β, β_ffn and the step size μ train together: each operation then serves all R
+runs, and the map's tiny models are dominated by per-operation overhead, which a stack shares.
+A hand-derived backward pass (:func:`_backward`, one batched product per product of the forward
+pass, no autograd graph) gives every run its own gradient.
 
 The maths is :func:`resgd.core.model.forward` (the readable reference) with a run axis in front:
 the same association of the attention logits (:func:`resgd.core.model.fold_logits`, the one rule),
@@ -15,6 +14,18 @@ iteration a run records its loss, ‖∇Φ‖ and, every ``record_every`` iterat
 σ_min/σ_max of its stacked first-layer Z; the divergence rule is the loss not finite or above
 ``divergence_factor`` × the run's loss at t = 0: that run's history ends there and it leaves the
 stack; the others go on untouched.
+
+Layouts (shapes as model.py's, with these differences):
+
+* every weight, activation and gradient has the run axis first: ``(R, …)``; β and β_ffn are (R,);
+* a layer's tokens are either all of a run's tokens in a row, ``(R, T, ·)`` with T = N·n (for the
+  products with a weight), or one sample per batch entry, ``(R·N, n, ·)`` (for the products within
+  a sample): two views of the same memory;
+* the attention logits and probabilities are stored transposed, keys-major: ``St[p, j, i]`` is
+  model.py's ``S[p, i, j]`` (key j, query i), and so are ``At`` and their gradients, so that the
+  softmax reduces over dim 1 with the queries contiguous;
+* a run's weights live in one flat row of θ (R, P) (:class:`_Layout`); the code reads them by name
+  through :class:`_Weights`, views into that row.
 
 Equality (tested):
 
@@ -32,10 +43,11 @@ Where grouping pays (``benchmarks/bench_stacked.py``): few tokens and few weight
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import threading
 from dataclasses import dataclass, replace
-from typing import Callable, Collection, Sequence
+from typing import Callable, Collection, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -57,8 +69,8 @@ def worth_stacking(cfg: ModelConfig, n_train: int, n_tokens: int) -> bool:
 
     Stacking pays where per-operation overhead dominates: few tokens and few weights per run, so
     that a stack's weights and gradients stay in cache (``benchmarks/bench_stacked.py`` measures
-    both ways on this machine); at the headline experiments' 2048-3072 tokens one run
-    fills the kernels. Speed only: a run's numbers do not depend on its stack."""
+    both ways); at the headline experiments' sizes one run fills the kernels. Speed only: a run's
+    numbers do not depend on its stack."""
     weights = sum(a * b for a, b in weight_shapes(cfg).values())
     return n_train * n_tokens <= STACK_MAX_TOKENS and weights <= STACK_MAX_WEIGHTS
 
@@ -100,39 +112,104 @@ class StackedRun:
     diverged: bool
 
 
+class _Block(NamedTuple):
+    """One layer's weights of every run (or their gradients), named as in :func:`resgd.core.model.block`;
+    each (R, fan_in, fan_out). The field order is the flat layout's (:func:`resgd.core.model.weight_shapes`)."""
+
+    W_Q: torch.Tensor  # (R, d, d_qk)
+    W_K: torch.Tensor  # (R, d, d_qk)
+    W_V: torch.Tensor  # (R, d, d)
+    W_1: torch.Tensor  # (R, d, m): the FFN's first layer
+    W_2: torch.Tensor  # (R, m, d): the FFN's second layer
+
+
+class _Weights(NamedTuple):
+    """All weights of every run (or their gradients): the blocks, first layer first, and the output layer."""
+
+    blocks: tuple[_Block, ...]
+    W_U: torch.Tensor  # (R, d, k)
+
+    def tensors(self) -> Iterator[torch.Tensor]:
+        """Every tensor in the flat layout's order."""
+        return itertools.chain(*self.blocks, (self.W_U,))
+
+
 class _Layout:
-    """Where each weight lives in a run's flat parameter vector (the order of ``weight_shapes``)."""
+    """Where each weight lives in a run's flat parameter vector (a row of θ, the order of ``weight_shapes``)."""
 
     def __init__(self, cfg: ModelConfig):
         self.shapes = weight_shapes(cfg)
         self.names = list(self.shapes)
         self.sizes = [a * b for a, b in self.shapes.values()]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).tolist()
+        self.n_weights = self.offsets[-1]  # P
+        self.n_layers = cfg.n_layers
+        # _Weights.tensors()' order, which the flat gradient is concatenated in
+        assert self.names == [f"{name}.{layer}" for layer in range(cfg.n_layers) for name in _Block._fields] + ["W_U"]
 
     def flatten(self, params: Sequence[Params], dtype: torch.dtype) -> torch.Tensor:
+        """θ (R, P): run r's weights in row r."""
         return torch.stack([torch.cat([p[name].detach().reshape(-1).to(dtype) for name in self.names])
                             for p in params])
 
-    def views(self, theta: torch.Tensor) -> list[torch.Tensor]:
+    def views(self, theta: torch.Tensor) -> _Weights:
+        """Every weight of every run by name, as views into ``theta`` (updating θ in place updates them)."""
         R = theta.shape[0]
-        return [theta[:, a:b].view(R, *shape)
-                for (a, b), shape in zip(zip(self.offsets, self.offsets[1:]), self.shapes.values())]
+        view = {name: theta[:, a:b].view(R, *shape)
+                for name, a, b, shape in zip(self.names, self.offsets, self.offsets[1:], self.shapes.values())}
+        blocks = tuple(_Block(**{name: view[f"{name}.{layer}"] for name in _Block._fields})
+                       for layer in range(self.n_layers))
+        return _Weights(blocks=blocks, W_U=view["W_U"])
 
     def unflatten(self, row: torch.Tensor) -> Params:
+        """One run's weights by name from its row of θ (copies)."""
         return {name: row[a:b].view(shape).clone()
                 for name, a, b, shape in zip(self.names, self.offsets, self.offsets[1:], self.shapes.values())}
+
+
+@dataclass(frozen=True)
+class _Stack:
+    """What every step of a stack reads besides the weights: the shared model shape and data, and the
+    per-run residual weights (one row per run still in the stack)."""
+
+    cfg: ModelConfig  # the shape shared by the runs (its β is run 0's; the step reads ``beta``)
+    beta: torch.Tensor  # (R,)
+    beta_ffn: torch.Tensor  # (R,)
+    X: torch.Tensor  # (R, N, n, d): the first layer's input, one copy per run; or (N, n, d), shared (forward only)
+    mask: torch.Tensor | None  # (N, n), True at real tokens
+    Y: torch.Tensor | None = None  # targets: (N, …) shared, or (R, N, …) one per run
+    reduction: str = "sum"
+    n_weights: int = 0  # P, the length of a run's flat gradient
+
+    # made once per stack rather than at every step:
+    @functools.cached_property
+    def residual_4d(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """β and β_ffn as (R, 1, 1, 1), against the (R, N, n, d) activations."""
+        return self.beta.view(-1, 1, 1, 1), self.beta_ffn.view(-1, 1, 1, 1)
+
+    @functools.cached_property
+    def residual_3d(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """β and β_ffn as (R, 1, 1), against the (R, T, d) gradients."""
+        return self.beta.view(-1, 1, 1), self.beta_ffn.view(-1, 1, 1)
+
+    @functools.cached_property
+    def keypad(self) -> torch.Tensor | None:
+        """The padded keys as (1, N, n, 1): along dim 2 of the keys-major logits St viewed (R, N, n, n)."""
+        return None if self.mask is None else ~self.mask.view(1, *self.mask.shape, 1)
+
+    def select(self, keep: torch.Tensor) -> _Stack:
+        """The stack of the runs ``keep`` (the targets stay: where runs leave, :func:`train_stacked`, all share them)."""
+        return replace(self, beta=self.beta[keep], beta_ffn=self.beta_ffn[keep], X=self.X[keep])
 
 
 class _Buffers:
     """Tensors reused from step to step of one :func:`train_stacked` call, by name and shape.
 
-    A step's intermediates (about 1 MB each at the map's shapes) came fresh from the allocator
-    every step, and glibc hands such blocks back to the system, so every step page-faulted them
-    in again, and the memory-bound kernels (``threshold_backward``, ``relu``) ran at a fraction of
-    their in-cache speed. Every operation
-    writes into a buffer with ``out=`` instead: the same kernels on the same layouts, so every
-    result is bit for bit what it was (``tests/test_stack_identity.py``, ``tests/test_engine_reference.py``).
-    ``None`` as the store (:func:`predict_stacked`) gives fresh tensors."""
+    Fresh intermediates every step came from the allocator, glibc handed such blocks back to the
+    system, and every step page-faulted them in again, so the memory-bound kernels ran out of cache.
+    Every operation writes into a buffer with ``out=`` instead: the same kernels on the same
+    layouts, so every result is bit for bit what it was (``tests/test_stack_identity.py``,
+    ``tests/test_engine_reference.py``). ``None`` as the store (:func:`predict_stacked`) gives fresh tensors."""
 
     def __init__(self, dtype: torch.dtype, store: dict | None = None):
         self.dtype, self.store = dtype, store
@@ -146,74 +223,74 @@ class _Buffers:
         return tensor
 
 
-@dataclass
+@dataclass(slots=True)
 class _Saved:
-    """One layer's forward tensors that its backward pass reads (runs × samples flattened where bmm wants it)."""
+    """One layer's forward tensors that its backward pass reads. Folded logits
+    (:func:`resgd.core.model.fold_logits`) keep ``XM`` and ``M``, unfolded ones ``Q`` and ``K``."""
 
-    X2: torch.Tensor  # (R, T, d): the layer's input, T = N·n tokens
-    QK: tuple[torch.Tensor, ...]  # (Q, K), each (R·N, n, q); folded: (X M, M) with X M (R·N, n, d), M (R, d, d)
-    A: torch.Tensor  # (R·N, n, n) attention probabilities, keys-major: A[p, j, i] = weight of key j for query i
+    X: torch.Tensor  # (R, T, d): the layer's input
+    At: torch.Tensor  # (R·N, n, n): the attention probabilities, keys-major (Aᵀ per sample)
     V: torch.Tensor  # (R·N, n, d)
     Z: torch.Tensor  # (R, T, d)
     P: torch.Tensor  # (R, T, m): the FFN's pre-activation
     G: torch.Tensor  # (R, T, m): act(P)
+    Q: torch.Tensor | None = None  # (R·N, n, d_qk)
+    K: torch.Tensor | None = None  # (R·N, n, d_qk)
+    XM: torch.Tensor | None = None  # (R·N, n, d): X M
+    M: torch.Tensor | None = None  # (R, d, d): W_Q W_Kᵀ
 
 
-def _forward(weights: list[torch.Tensor], cfg: ModelConfig, beta: torch.Tensor, beta_ffn: torch.Tensor,
-             X: torch.Tensor, mask: torch.Tensor | None, record: bool,
-             saved: list[_Saved] | None = None, buf: _Buffers | None = None,
-             ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+def _forward(weights: _Weights, stack: _Stack, *, record: bool = False, saved: list[_Saved] | None = None,
+             buf: _Buffers | None = None) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """``Ŷ`` of every run, shape (R, N, k) or (R, N, n, k), the first layer's Z (R, N, n, d) if
     ``record``, and the last layer's output H (R, N, n, d). :func:`resgd.core.model.forward` with a run
     axis in front (the same association of the logits). Appends each layer's :class:`_Saved` to
     ``saved`` when given (for :func:`_backward`); writes into ``buf``'s tensors when given."""
-    R = weights[0].shape[0]
-    N, n, d = X.shape[-3:]
+    cfg, mask = stack.cfg, stack.mask
+    R = weights.W_U.shape[0]
+    N, n, d = stack.X.shape[-3:]
     T = N * n
     q, m = cfg.d_qk, cfg.m
     divisor = cfg.logit_divisor
-    buf = buf if buf is not None else _Buffers(X.dtype)
-    keypad = None if mask is None else ~mask.view(1, N, n, 1)  # keys along dim 2 (keys-major logits)
-    b = beta.view(R, 1, 1, 1)
-    bf = beta_ffn.view(R, 1, 1, 1)
-    H = X if X.ndim == 4 else X.view(1, N, n, d).expand(R, N, n, d)  # (R, N, n, d): given once per call by train_stacked
+    fold = fold_logits(d, q)
+    buf = buf if buf is not None else _Buffers(stack.X.dtype)
+    keypad = stack.keypad
+    beta, beta_ffn = stack.residual_4d
+    H = stack.X if stack.X.ndim == 4 else stack.X.view(1, N, n, d).expand(R, N, n, d)  # (R, N, n, d)
     Z0 = None
-    for layer in range(cfg.n_layers):
-        W_Q, W_K, W_V, W_1, W_2 = weights[5 * layer:5 * layer + 5]
-        X2 = H.reshape(R, T, d)
-        Xs = X2.reshape(R * N, n, d)
-        if fold_logits(d, q):  # model.attention_logits' association: through W_Q W_Kᵀ (d×d)
-            M = torch.bmm(W_Q, W_K.transpose(1, 2), out=buf(("M", layer), R, d, d))
-            XM = torch.bmm(X2, M, out=buf(("XM", layer), R, T, d)).view(R * N, n, d)
-            S = torch.bmm(Xs, XM.transpose(1, 2), out=buf("S", R * N, n, n)).div_(divisor)  # Sᵀ = X (X M)ᵀ
-            qk = (XM, M)
+    for layer, w in enumerate(weights.blocks):
+        X = H.reshape(R, T, d)  # the layer's input, a run's tokens in a row
+        Xs = X.reshape(R * N, n, d)  # ... and per sample
+        Q = K = XM = M = None
+        if fold:  # model.attention_logits' association: through W_Q W_Kᵀ (d×d)
+            M = torch.bmm(w.W_Q, w.W_K.transpose(1, 2), out=buf(("M", layer), R, d, d))
+            XM = torch.bmm(X, M, out=buf(("XM", layer), R, T, d)).view(R * N, n, d)
+            St = torch.bmm(Xs, XM.transpose(1, 2), out=buf("S", R * N, n, n)).div_(divisor)  # Sᵀ = X (X M)ᵀ / s
         else:
-            Q = torch.bmm(X2, W_Q, out=buf(("Q", layer), R, T, q)).view(R * N, n, q)
-            K = torch.bmm(X2, W_K, out=buf(("K", layer), R, T, q)).view(R * N, n, q)
-            S = torch.bmm(K, Q.transpose(1, 2), out=buf("S", R * N, n, n)).div_(divisor)  # Sᵀ = K Qᵀ
-            qk = (Q, K)
+            Q = torch.bmm(X, w.W_Q, out=buf(("Q", layer), R, T, q)).view(R * N, n, q)
+            K = torch.bmm(X, w.W_K, out=buf(("K", layer), R, T, q)).view(R * N, n, q)
+            St = torch.bmm(K, Q.transpose(1, 2), out=buf("S", R * N, n, n)).div_(divisor)  # Sᵀ = K Qᵀ / s
         if keypad is not None:
-            S.view(R, N, n, n).masked_fill_(keypad, float("-inf"))
-        # ATen's softmax over the keys, keys-major: its reductions run over dim 1 with the queries
-        # contiguous, faster than over rows of a few dozen keys; each sample's slab is computed
-        # alike whatever R is
-        A = torch._softmax(S, 1, False, out=buf(("A", layer), R * N, n, n))
-        V = torch.bmm(X2, W_V, out=buf(("V", layer), R, T, d)).view(R * N, n, d)
-        Z = torch.mul(H, b, out=buf(("Z", layer), R, N, n, d))
-        Z.add_(torch.bmm(A.transpose(1, 2), V, out=buf("AV", R * N, n, d)).view(R, N, n, d))  # b H + A V
+            St.view(R, N, n, n).masked_fill_(keypad, float("-inf"))
+        # softmax over the keys, dim 1 of the keys-major St: its reductions run with the queries
+        # contiguous, faster than over rows of a few dozen keys; each sample's slab is computed alike
+        # whatever R is
+        At = torch.softmax(St, 1, out=buf(("A", layer), R * N, n, n))
+        V = torch.bmm(X, w.W_V, out=buf(("V", layer), R, T, d)).view(R * N, n, d)
+        Z = torch.mul(H, beta, out=buf(("Z", layer), R, N, n, d))
+        Z.add_(torch.bmm(At.transpose(1, 2), V, out=buf("AV", R * N, n, d)).view(R, N, n, d))  # β H + A V
         if layer == 0 and record:
             Z0 = Z
         Z2 = Z.view(R, T, d)
-        P = torch.bmm(Z2, W_1, out=buf(("P", layer), R, T, m))
+        P = torch.bmm(Z2, w.W_1, out=buf(("P", layer), R, T, m))
         G = _activation_out(cfg.activation, P, buf(("G", layer), R, T, m))
-        H = torch.mul(Z, bf, out=buf(("H", layer), R, N, n, d))
-        H.add_(torch.bmm(G, W_2, out=buf("GW2", R, T, d)).view(R, N, n, d))  # bf Z + G W_2
+        H = torch.mul(Z, beta_ffn, out=buf(("H", layer), R, N, n, d))
+        H.add_(torch.bmm(G, w.W_2, out=buf("GW2", R, T, d)).view(R, N, n, d))  # β_ffn Z + G W_2
         if saved is not None:
-            saved.append(_Saved(X2, qk, A, V, Z2, P, G))
-    W_U = weights[-1]
+            saved.append(_Saved(X=X, At=At, V=V, Z=Z2, P=P, G=G, Q=Q, K=K, XM=XM, M=M))
     if cfg.pooling == "mean":
-        return _bmm(_pool(H, mask), W_U), Z0, H
-    return _bmm(H.reshape(R, T, d), W_U).view(R, N, n, -1), Z0, H
+        return _bmm(_pool(H, mask), weights.W_U), Z0, H
+    return _bmm(H.reshape(R, T, d), weights.W_U).view(R, N, n, -1), Z0, H
 
 
 def _activation_out(name: str, P: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -255,22 +332,22 @@ def _activation_backward(name: str, dG: torch.Tensor, P: torch.Tensor, G: torch.
     return dG.mul_(torch.where(P > 20.0, torch.ones_like(P), torch.sigmoid(P)))  # softplus, threshold 20 as torch's
 
 
-def _backward(saved: list[_Saved], weights: list[torch.Tensor], cfg: ModelConfig, beta: torch.Tensor,
-              beta_ffn: torch.Tensor, H: torch.Tensor, dY: torch.Tensor, mask: torch.Tensor | None,
-              buf: _Buffers | None = None) -> list[torch.Tensor]:
-    """∂Φ_r/∂θ_r of every run from the output gradient ``dY`` (shape of Ŷ): the hand-derived
+def _backward(saved: list[_Saved], weights: _Weights, stack: _Stack, H: torch.Tensor, dY: torch.Tensor,
+              buf: _Buffers | None = None) -> _Weights:
+    """∂Φ_r/∂θ_r of every run, by name, from the output gradient ``dY`` (shape of Ŷ): the hand-derived
     backward pass of :func:`_forward` (one bmm per product, no autograd graph; per-operation
     overhead is what a stack of tiny models pays for). Writes into ``buf``'s tensors when given:
     the weight gradients per layer, the scratch shared by the layers (``dX`` alternates two)."""
+    cfg, mask = stack.cfg, stack.mask
     R, N, n, d = H.shape
     T = N * n
     q, m = cfg.d_qk, cfg.m
     divisor = cfg.logit_divisor
+    fold = fold_logits(d, q)
     buf = buf if buf is not None else _Buffers(H.dtype)
-    grads: list[torch.Tensor | None] = [None] * len(weights)
-    W_U = weights[-1]
+    W_U = weights.W_U
     if cfg.pooling == "mean":
-        grads[-1] = torch.bmm(_pool(H, mask).transpose(1, 2), dY)
+        dW_U = torch.bmm(_pool(H, mask).transpose(1, 2), dY)
         dpool = torch.bmm(dY, W_U.transpose(1, 2))  # (R, N, d)
         if mask is None:
             dH = (dpool / n).unsqueeze(2).expand(R, N, n, d)
@@ -280,66 +357,68 @@ def _backward(saved: list[_Saved], weights: list[torch.Tensor], cfg: ModelConfig
                            out=buf("dH", R, N, n, d))
     else:
         dY2 = dY.reshape(R, T, -1)
-        grads[-1] = torch.bmm(H.reshape(R, T, d).transpose(1, 2), dY2)
+        dW_U = torch.bmm(H.reshape(R, T, d).transpose(1, 2), dY2)
         dH = torch.bmm(dY2, W_U.transpose(1, 2), out=buf("dH", R, T, d)).view(R, N, n, d)
-    b = beta.view(R, 1, 1)
-    bf = beta_ffn.view(R, 1, 1)
+    beta, beta_ffn = stack.residual_3d
+    grads: list[_Block | None] = [None] * cfg.n_layers
     for layer in reversed(range(cfg.n_layers)):
-        W_Q, W_K, W_V, W_1, W_2 = weights[5 * layer:5 * layer + 5]
-        sv = saved[layer]
+        w, sv = weights.blocks[layer], saved[layer]
         dH2 = dH.reshape(R, T, d)
-        # FFN sublayer: H = bf Z + act(Z W_1) W_2
-        grads[5 * layer + 4] = torch.bmm(sv.G.transpose(1, 2), dH2, out=buf(("dW_2", layer), R, m, d))
-        dG = torch.bmm(dH2, W_2.transpose(1, 2), out=buf("dG", R, T, m))
+        # FFN sublayer: H = β_ffn Z + act(Z W_1) W_2
+        dW_2 = torch.bmm(sv.G.transpose(1, 2), dH2, out=buf(("dW_2", layer), R, m, d))
+        dG = torch.bmm(dH2, w.W_2.transpose(1, 2), out=buf("dG", R, T, m))
         dP = _activation_backward(cfg.activation, dG, sv.P, sv.G, out=buf("dP", R, T, m))
-        grads[5 * layer + 3] = torch.bmm(sv.Z.transpose(1, 2), dP, out=buf(("dW_1", layer), R, d, m))
-        dZ = torch.mul(dH2, bf, out=buf("dZ", R, T, d))
-        dZ.baddbmm_(dP, W_1.transpose(1, 2))  # (R, T, d); in place: a faster kernel than baddbmm's
-        # attention sublayer: Z = b X + A V, A = softmax(S), V = X W_V
+        dW_1 = torch.bmm(sv.Z.transpose(1, 2), dP, out=buf(("dW_1", layer), R, d, m))
+        dZ = torch.mul(dH2, beta_ffn, out=buf("dZ", R, T, d))
+        dZ.baddbmm_(dP, w.W_1.transpose(1, 2))  # (R, T, d); in place: a faster kernel than baddbmm's
+        # attention sublayer: Z = β X + A V, A = softmax(S), V = X W_V
         dattn = dZ.view(R * N, n, d)
-        dA = torch.bmm(sv.V, dattn.transpose(1, 2), out=buf("dA", R * N, n, n))  # keys-major, as A
-        dV = torch.bmm(sv.A, dattn, out=buf("dV", R * N, n, d)).view(R, T, d)  # Aᵀ dZ
-        grads[5 * layer + 2] = torch.bmm(sv.X2.transpose(1, 2), dV, out=buf(("dW_V", layer), R, d, d))
-        # softmax's backward A ⊙ (dA − Σ_keys dA ⊙ A), in place into dA, keys-major (padded keys: A = 0, so dS = 0)
-        rowsum = torch.sum(torch.mul(dA, sv.A, out=buf("dA*A", R * N, n, n)), dim=1, keepdim=True,
+        dAt = torch.bmm(sv.V, dattn.transpose(1, 2), out=buf("dA", R * N, n, n))  # (∂Φ/∂A)ᵀ = V dZᵀ, keys-major as At
+        dV = torch.bmm(sv.At, dattn, out=buf("dV", R * N, n, d)).view(R, T, d)  # Aᵀ dZ
+        dW_V = torch.bmm(sv.X.transpose(1, 2), dV, out=buf(("dW_V", layer), R, d, d))
+        # softmax's backward A ⊙ (dA − Σ_keys dA ⊙ A), in place into dAt, keys-major (padded keys: A = 0, so dS = 0)
+        rowsum = torch.sum(torch.mul(dAt, sv.At, out=buf("dA*A", R * N, n, n)), dim=1, keepdim=True,
                            out=buf("rowsum", R * N, 1, n))
-        dS = dA.sub_(rowsum).mul_(sv.A).div_(divisor)  # dSᵀ
-        Xs = sv.X2.reshape(R * N, n, d)
-        if fold_logits(d, q):  # S = (X M) Xᵀ / s, M = W_Q W_Kᵀ
-            XM, M = sv.QK
-            dXM = torch.bmm(dS.transpose(1, 2), Xs, out=buf("dXM", R * N, n, d))
-            dM = torch.bmm(sv.X2.transpose(1, 2), dXM.view(R, T, d), out=buf("dM", R, d, d))
-            grads[5 * layer] = torch.bmm(dM, W_K, out=buf(("dW_Q", layer), R, d, q))
-            grads[5 * layer + 1] = torch.bmm(dM.transpose(1, 2), W_Q, out=buf(("dW_K", layer), R, d, q))
+        dSt = dAt.sub_(rowsum).mul_(sv.At).div_(divisor)  # (∂Φ/∂S)ᵀ ÷ s: the gradient of the products in S
+        Xs = sv.X.reshape(R * N, n, d)
+        if fold:  # S = (X M) Xᵀ / s, M = W_Q W_Kᵀ
+            dXM = torch.bmm(dSt.transpose(1, 2), Xs, out=buf("dXM", R * N, n, d))
+            dM = torch.bmm(sv.X.transpose(1, 2), dXM.view(R, T, d), out=buf("dM", R, d, d))
+            dW_Q = torch.bmm(dM, w.W_K, out=buf(("dW_Q", layer), R, d, q))
+            dW_K = torch.bmm(dM.transpose(1, 2), w.W_Q, out=buf(("dW_K", layer), R, d, q))
         else:  # S = Q Kᵀ / s
-            Q, K = sv.QK
-            dQ = torch.bmm(dS.transpose(1, 2), K, out=buf("dQ", R * N, n, q)).view(R, T, -1)
-            dK = torch.bmm(dS, Q, out=buf("dK", R * N, n, q)).view(R, T, -1)
-            grads[5 * layer] = torch.bmm(sv.X2.transpose(1, 2), dQ, out=buf(("dW_Q", layer), R, d, q))
-            grads[5 * layer + 1] = torch.bmm(sv.X2.transpose(1, 2), dK, out=buf(("dW_K", layer), R, d, q))
+            dQ = torch.bmm(dSt.transpose(1, 2), sv.K, out=buf("dQ", R * N, n, q)).view(R, T, -1)
+            dK = torch.bmm(dSt, sv.Q, out=buf("dK", R * N, n, q)).view(R, T, -1)
+            dW_Q = torch.bmm(sv.X.transpose(1, 2), dQ, out=buf(("dW_Q", layer), R, d, q))
+            dW_K = torch.bmm(sv.X.transpose(1, 2), dK, out=buf(("dW_K", layer), R, d, q))
+        grads[layer] = _Block(W_Q=dW_Q, W_K=dW_K, W_V=dW_V, W_1=dW_1, W_2=dW_2)
         if layer == 0:
             break  # nobody needs ∂Φ/∂X of the input
-        dX = torch.mul(dZ, b, out=buf(("dX", layer % 2), R, T, d))
-        dX.baddbmm_(dV, W_V.transpose(1, 2))
-        if fold_logits(d, q):
-            dX.add_(torch.bmm(dXM.view(R, T, d), M.transpose(1, 2), out=buf("dXM Mᵀ", R, T, d)))
-            dX.add_(torch.bmm(dS, XM, out=buf("dSᵀ XM", R * N, n, d)).view(R, T, d))
+        dX = torch.mul(dZ, beta, out=buf(("dX", layer % 2), R, T, d))
+        dX.baddbmm_(dV, w.W_V.transpose(1, 2))
+        if fold:
+            dX.add_(torch.bmm(dXM.view(R, T, d), sv.M.transpose(1, 2), out=buf("dXM Mᵀ", R, T, d)))
+            dX.add_(torch.bmm(dSt, sv.XM, out=buf("dSᵀ XM", R * N, n, d)).view(R, T, d))
         else:
-            dX.baddbmm_(dQ, W_Q.transpose(1, 2)).baddbmm_(dK, W_K.transpose(1, 2))
+            dX.baddbmm_(dQ, w.W_Q.transpose(1, 2)).baddbmm_(dK, w.W_K.transpose(1, 2))
         dH = dX.view(R, N, n, d)
-    return grads
+    return _Weights(blocks=tuple(grads), W_U=dW_U)
 
 
 def predict_stacked(params: Sequence[Params], models: Sequence[ModelConfig], X: torch.Tensor,
                     mask: torch.Tensor | None = None) -> torch.Tensor:
     """``Ŷ`` of every run on ``X`` in one pass, shape (R, N, k) or (R, N, n, k): the end-of-run
-    metrics of a stack (one forward per run cost a quarter of the robustness map's time)."""
-    cfg = models[0]
-    layout = _Layout(cfg)
-    beta = torch.tensor([float(m.beta) for m in models], dtype=X.dtype)
-    beta_ffn = torch.tensor([float(m.residual_ffn) for m in models], dtype=X.dtype)
+    metrics of a stack, without one forward per run."""
+    layout = _Layout(models[0])
+    stack = _Stack(cfg=models[0], beta=_per_run(models, "beta", X.dtype), beta_ffn=_per_run(models, "residual_ffn", X.dtype),
+                   X=X, mask=mask)
     with torch.no_grad():
-        return _forward(layout.views(layout.flatten(params, X.dtype)), cfg, beta, beta_ffn, X, mask, False)[0]
+        return _forward(layout.views(layout.flatten(params, X.dtype)), stack)[0]
+
+
+def _per_run(models: Sequence[ModelConfig], field: str, dtype: torch.dtype) -> torch.Tensor:
+    """Each run's β (``"beta"``) or β_ffn (``"residual_ffn"``), (R,)."""
+    return torch.tensor([float(getattr(m, field)) for m in models], dtype=dtype)
 
 
 def _residual(Y_hat: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -385,15 +464,17 @@ def _buffer_store(key: tuple) -> dict:
     return _STORE.buffers
 
 
-def _evaluate(weights, cfg: ModelConfig, gd: GDConfig, beta, beta_ffn, X_runs, mask, Y, n_weights: int,
-              record: bool, buf: _Buffers):
-    """One step's (loss, flat gradients, their norms, the first layer's Z) of every run."""
+def _evaluate(weights: _Weights, stack: _Stack, *, record: bool, buf: _Buffers
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Every run's loss (R,), flat gradient ∇Φ_r (R, P) in the layout of θ, its norm (R,) in
+    float64, and the first layer's Z (R, N, n, d) when ``record``."""
     saved: list[_Saved] = []
-    Y_hat, Z0, H = _forward(weights, cfg, beta, beta_ffn, X_runs, mask, record, saved, buf)
-    loss, dY = _loss_and_output_grad(Y_hat, Y, mask, gd.reduction)
-    grads = _backward(saved, weights, cfg, beta, beta_ffn, H, dY, mask, buf)
-    flat = torch.cat([g.reshape(X_runs.shape[0], -1) for g in grads], dim=1, out=buf("flat", X_runs.shape[0], n_weights))
-    return loss, flat, torch.linalg.vector_norm(flat.to(torch.float64), dim=1), Z0
+    Y_hat, Z0, H = _forward(weights, stack, record=record, saved=saved, buf=buf)
+    loss, dY = _loss_and_output_grad(Y_hat, stack.Y, stack.mask, stack.reduction)
+    grads = _backward(saved, weights, stack, H, dY, buf)
+    R = stack.X.shape[0]
+    grad = torch.cat([g.reshape(R, -1) for g in grads.tensors()], dim=1, out=buf("flat", R, stack.n_weights))
+    return loss, grad, torch.linalg.vector_norm(grad.to(torch.float64), dim=1), Z0
 
 
 def loss_and_grads(params: Sequence[Params], models: Sequence[ModelConfig], X: torch.Tensor, Y: torch.Tensor,
@@ -412,14 +493,11 @@ def loss_and_grads(params: Sequence[Params], models: Sequence[ModelConfig], X: t
     else:
         check_inputs(X, mask=mask, d=cfg.d, Y=Y, Y_shape=output_shape(cfg, X))
     layout = _Layout(cfg)
-    theta = layout.flatten(params, X.dtype)
-    beta = torch.tensor([float(m.beta) for m in models], dtype=X.dtype)
-    beta_ffn = torch.tensor([float(m.residual_ffn) for m in models], dtype=X.dtype)
-    gd = GDConfig(lr=1.0, iterations=0, reduction=reduction)
-    X_runs = X.expand(len(params), *X.shape).contiguous()
-    loss, flat, _, _ = _evaluate(layout.views(theta), cfg, gd, beta, beta_ffn, X_runs, mask, Y, theta.shape[1], False,
-                                 _Buffers(X.dtype))
-    return loss, [layout.unflatten(row) for row in flat]
+    stack = _Stack(cfg=cfg, beta=_per_run(models, "beta", X.dtype), beta_ffn=_per_run(models, "residual_ffn", X.dtype),
+                   X=X.expand(len(params), *X.shape).contiguous(), mask=mask, Y=Y, reduction=reduction,
+                   n_weights=layout.n_weights)
+    loss, grad, _, _ = _evaluate(layout.views(layout.flatten(params, X.dtype)), stack, record=False, buf=_Buffers(X.dtype))
+    return loss, [layout.unflatten(row) for row in grad]
 
 
 Checkpoint = Callable[[int, int, Params], None]
@@ -464,29 +542,27 @@ def train_stacked(
     dtype = X.dtype
     theta = layout.flatten(params, dtype)  # (R, P): run r's weights, flat
     lr = torch.tensor([g.lr for g in gds], dtype=dtype)
-    beta = torch.tensor([float(m.beta) for m in models], dtype=dtype)
-    beta_ffn = torch.tensor([float(m.residual_ffn) for m in models], dtype=dtype)
+    stack = _Stack(cfg=cfg, beta=_per_run(models, "beta", dtype), beta_ffn=_per_run(models, "residual_ffn", dtype),
+                   X=X.expand(R, *X.shape).contiguous(),  # the first layer's input of every run, copied once
+                   mask=mask, Y=Y, reduction=gd.reduction, n_weights=layout.n_weights)
     alive = np.arange(R)  # original index of each row still in the stack
     table = np.full((R, gd.iterations + 1, len(ROW_FIELDS)), math.nan)  # run r's row t: ROW_FIELDS
     outcome: list[StackedRun | None] = [None] * R
     loss0 = None
     buf = _Buffers(dtype, _buffer_store((shape_model(cfg), tuple(X.shape), R, dtype)))
-
     weights = layout.views(theta)  # θ is updated in place: its views stay valid until runs leave the stack
-    X_runs = X.expand(len(alive), *X.shape).contiguous()  # the first layer's input of every run, copied once
 
     for t in range(gd.iterations + 1):
         record = t % gd.record_every == 0 or t == gd.iterations
-        loss, flat, norm, Z0 = _evaluate(weights, cfg, gd, beta, beta_ffn, X_runs, mask, Y, theta.shape[1], record, buf)
+        loss, grad, grad_norm, Z0 = _evaluate(weights, stack, record=record, buf=buf)
         values = loss.to(torch.float64).numpy()
-        norms = norm.numpy()
         smax = smin = None
         if record:
             smax, smin = _sigma(Z0, mask)
         if loss0 is None:
             loss0 = values.copy()
         stop = ~np.isfinite(values) | (values > gd.divergence_factor * loss0)
-        table[alive, t, 0], table[alive, t, 1], table[alive, t, 2] = t, values, norms
+        table[alive, t, 0], table[alive, t, 1], table[alive, t, 2] = t, values, grad_norm.numpy()
         if record:
             table[alive, t, 3], table[alive, t, 4] = smin, smax
         for r in alive[stop]:
@@ -499,12 +575,11 @@ def train_stacked(
         if stop.any():  # diverged runs leave the stack; the others are untouched
             keep = torch.from_numpy(np.flatnonzero(~stop))
             alive, loss0 = alive[~stop], loss0[~stop]
-            theta, flat, lr = theta[keep], flat[keep], lr[keep]
-            beta, beta_ffn = beta[keep], beta_ffn[keep]
+            theta, grad, lr = theta[keep], grad[keep], lr[keep]
             if len(alive) == 0:
                 break
-            weights, X_runs = layout.views(theta), X_runs[keep]
-        theta.addcmul_(flat, lr.view(-1, 1), value=-1.0)  # θ_r ← θ_r − μ_r ∇Φ_r (in place: no fresh pages)
+            weights, stack = layout.views(theta), stack.select(keep)
+        theta.addcmul_(grad, lr.view(-1, 1), value=-1.0)  # θ_r ← θ_r − μ_r ∇Φ_r (in place: no fresh pages)
     for i, r in enumerate(alive):
         if outcome[r] is None:
             outcome[r] = StackedRun(history_frame(table[r, :t + 1]), layout.unflatten(theta[i]), False)  # t: the last step
