@@ -106,7 +106,7 @@ def max_rel_diff(grads: dict, reference: dict) -> float:
 
 def make_stacked_loss(cfg, masked: bool, reduction: str):
     """One run's ``Φ`` with β and β_ffn as arguments (they differ across a stack), returning the
-    first layer's Z as auxiliary output (for σ(Z)): :func:`resgd.core.stacked._forward`'s maths,
+    first layer's Z as auxiliary output (for σ(Z)): :func:`resgd.core.step.forward`'s maths,
     the same association of the logits (:func:`resgd.core.model.fold_logits`)."""
     import jax
     import jax.numpy as jnp

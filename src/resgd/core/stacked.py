@@ -4,7 +4,7 @@ Every run of the book goes through :func:`train_stacked` (a single run is a stac
 :func:`train_gd` is that stack's face). Runs of one shape that differ only in the seed of the
 initial weights, β, β_ffn and the step size μ train together: each operation then serves all R
 runs, and the map's tiny models are dominated by per-operation overhead, which a stack shares.
-A hand-derived backward pass (:func:`_backward`, one batched product per product of the forward
+A hand-derived backward pass (:func:`backward`, one batched product per product of the forward
 pass, no autograd graph) gives every run its own gradient.
 
 The maths is :func:`resgd.core.model.forward` (the readable reference) with a run axis in front:
@@ -15,17 +15,8 @@ iteration a run records its loss, ‖∇Φ‖ and, every ``record_every`` iterat
 ``divergence_factor`` × the run's loss at t = 0: that run's history ends there and it leaves the
 stack; the others go on untouched.
 
-Layouts (shapes as model.py's, with these differences):
-
-* every weight, activation and gradient has the run axis first: ``(R, …)``; β and β_ffn are (R,);
-* a layer's tokens are either all of a run's tokens in a row, ``(R, T, ·)`` with T = N·n (for the
-  products with a weight), or one sample per batch entry, ``(R·N, n, ·)`` (for the products within
-  a sample): two views of the same memory;
-* the attention logits and probabilities are stored transposed, keys-major: ``St[p, j, i]`` is
-  model.py's ``S[p, i, j]`` (key j, query i), and so are ``At`` and their gradients, so that the
-  softmax reduces over dim 1 with the queries contiguous;
-* a run's weights live in one flat row of θ (R, P) (:class:`_Layout`); the code reads them by name
-  through :class:`_Weights`, views into that row.
+The step itself (the forward pass, the hand-derived backward pass and their layouts) is
+:mod:`resgd.core.step`.
 
 Equality (tested):
 
@@ -43,18 +34,16 @@ Where grouping pays (``benchmarks/bench_stacked.py``): few tokens and few weight
 from __future__ import annotations
 
 import functools
-import itertools
 import math
-import threading
 from dataclasses import dataclass, replace
-from typing import Callable, Collection, Iterator, NamedTuple, Sequence
+from typing import Callable, Collection, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
-from .conditioning import gram_singular_values
-from .model import ModelConfig, Params, _activation, fold_logits, weight_shapes
+from .model import ModelConfig, Params, weight_shapes
+from .step import Buffers, Layout, Stack, buffer_store, evaluate, forward, per_run, sigma_extremes
 from .train import ROW_FIELDS, GDConfig, history_frame, output_shape
 from ..validation import ConfigError, check_inputs
 
@@ -112,369 +101,15 @@ class StackedRun:
     diverged: bool
 
 
-class _Block(NamedTuple):
-    """One layer's weights of every run (or their gradients), named as in :func:`resgd.core.model.block`;
-    each (R, fan_in, fan_out). The field order is the flat layout's (:func:`resgd.core.model.weight_shapes`)."""
-
-    W_Q: torch.Tensor  # (R, d, d_qk)
-    W_K: torch.Tensor  # (R, d, d_qk)
-    W_V: torch.Tensor  # (R, d, d)
-    W_1: torch.Tensor  # (R, d, m): the FFN's first layer
-    W_2: torch.Tensor  # (R, m, d): the FFN's second layer
-
-
-class _Weights(NamedTuple):
-    """All weights of every run (or their gradients): the blocks, first layer first, and the output layer."""
-
-    blocks: tuple[_Block, ...]
-    W_U: torch.Tensor  # (R, d, k)
-
-    def tensors(self) -> Iterator[torch.Tensor]:
-        """Every tensor in the flat layout's order."""
-        return itertools.chain(*self.blocks, (self.W_U,))
-
-
-class _Layout:
-    """Where each weight lives in a run's flat parameter vector (a row of θ, the order of ``weight_shapes``)."""
-
-    def __init__(self, cfg: ModelConfig):
-        self.shapes = weight_shapes(cfg)
-        self.names = list(self.shapes)
-        self.sizes = [a * b for a, b in self.shapes.values()]
-        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).tolist()
-        self.n_weights = self.offsets[-1]  # P
-        self.n_layers = cfg.n_layers
-        # _Weights.tensors()' order, which the flat gradient is concatenated in
-        assert self.names == [f"{name}.{layer}" for layer in range(cfg.n_layers) for name in _Block._fields] + ["W_U"]
-
-    def flatten(self, params: Sequence[Params], dtype: torch.dtype) -> torch.Tensor:
-        """θ (R, P): run r's weights in row r."""
-        return torch.stack([torch.cat([p[name].detach().reshape(-1).to(dtype) for name in self.names])
-                            for p in params])
-
-    def views(self, theta: torch.Tensor) -> _Weights:
-        """Every weight of every run by name, as views into ``theta`` (updating θ in place updates them)."""
-        R = theta.shape[0]
-        view = {name: theta[:, a:b].view(R, *shape)
-                for name, a, b, shape in zip(self.names, self.offsets, self.offsets[1:], self.shapes.values())}
-        blocks = tuple(_Block(**{name: view[f"{name}.{layer}"] for name in _Block._fields})
-                       for layer in range(self.n_layers))
-        return _Weights(blocks=blocks, W_U=view["W_U"])
-
-    def unflatten(self, row: torch.Tensor) -> Params:
-        """One run's weights by name from its row of θ (copies)."""
-        return {name: row[a:b].view(shape).clone()
-                for name, a, b, shape in zip(self.names, self.offsets, self.offsets[1:], self.shapes.values())}
-
-
-@dataclass(frozen=True)
-class _Stack:
-    """What every step of a stack reads besides the weights: the shared model shape and data, and the
-    per-run residual weights (one row per run still in the stack)."""
-
-    cfg: ModelConfig  # the shape shared by the runs (its β is run 0's; the step reads ``beta``)
-    beta: torch.Tensor  # (R,)
-    beta_ffn: torch.Tensor  # (R,)
-    X: torch.Tensor  # (R, N, n, d): the first layer's input, one copy per run; or (N, n, d), shared (forward only)
-    mask: torch.Tensor | None  # (N, n), True at real tokens
-    Y: torch.Tensor | None = None  # targets: (N, …) shared, or (R, N, …) one per run
-    reduction: str = "sum"
-    n_weights: int = 0  # P, the length of a run's flat gradient
-
-    # made once per stack rather than at every step:
-    @functools.cached_property
-    def residual_4d(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """β and β_ffn as (R, 1, 1, 1), against the (R, N, n, d) activations."""
-        return self.beta.view(-1, 1, 1, 1), self.beta_ffn.view(-1, 1, 1, 1)
-
-    @functools.cached_property
-    def residual_3d(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """β and β_ffn as (R, 1, 1), against the (R, T, d) gradients."""
-        return self.beta.view(-1, 1, 1), self.beta_ffn.view(-1, 1, 1)
-
-    @functools.cached_property
-    def keypad(self) -> torch.Tensor | None:
-        """The padded keys as (1, N, n, 1): along dim 2 of the keys-major logits St viewed (R, N, n, n)."""
-        return None if self.mask is None else ~self.mask.view(1, *self.mask.shape, 1)
-
-    def select(self, keep: torch.Tensor) -> _Stack:
-        """The stack of the runs ``keep`` (the targets stay: where runs leave, :func:`train_stacked`, all share them)."""
-        return replace(self, beta=self.beta[keep], beta_ffn=self.beta_ffn[keep], X=self.X[keep])
-
-
-class _Buffers:
-    """Tensors reused from step to step of one :func:`train_stacked` call, by name and shape.
-
-    Fresh intermediates every step came from the allocator, glibc handed such blocks back to the
-    system, and every step page-faulted them in again, so the memory-bound kernels ran out of cache.
-    Every operation writes into a buffer with ``out=`` instead: the same kernels on the same
-    layouts, so every result is bit for bit what it was (``tests/test_stack_identity.py``,
-    ``tests/test_engine_reference.py``). ``None`` as the store (:func:`predict_stacked`) gives fresh tensors."""
-
-    def __init__(self, dtype: torch.dtype, store: dict | None = None):
-        self.dtype, self.store = dtype, store
-
-    def __call__(self, key, *shape: int) -> torch.Tensor:
-        if self.store is None:
-            return torch.empty(shape, dtype=self.dtype)
-        tensor = self.store.get(key)
-        if tensor is None or tensor.shape != shape:
-            tensor = self.store[key] = torch.empty(shape, dtype=self.dtype)
-        return tensor
-
-
-@dataclass(slots=True)
-class _Saved:
-    """One layer's forward tensors that its backward pass reads. Folded logits
-    (:func:`resgd.core.model.fold_logits`) keep ``XM`` and ``M``, unfolded ones ``Q`` and ``K``."""
-
-    X: torch.Tensor  # (R, T, d): the layer's input
-    At: torch.Tensor  # (R·N, n, n): the attention probabilities, keys-major (Aᵀ per sample)
-    V: torch.Tensor  # (R·N, n, d)
-    Z: torch.Tensor  # (R, T, d)
-    P: torch.Tensor  # (R, T, m): the FFN's pre-activation
-    G: torch.Tensor  # (R, T, m): act(P)
-    Q: torch.Tensor | None = None  # (R·N, n, d_qk)
-    K: torch.Tensor | None = None  # (R·N, n, d_qk)
-    XM: torch.Tensor | None = None  # (R·N, n, d): X M
-    M: torch.Tensor | None = None  # (R, d, d): W_Q W_Kᵀ
-
-
-def _forward(weights: _Weights, stack: _Stack, *, record: bool = False, saved: list[_Saved] | None = None,
-             buf: _Buffers | None = None) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-    """``Ŷ`` of every run, shape (R, N, k) or (R, N, n, k), the first layer's Z (R, N, n, d) if
-    ``record``, and the last layer's output H (R, N, n, d). :func:`resgd.core.model.forward` with a run
-    axis in front (the same association of the logits). Appends each layer's :class:`_Saved` to
-    ``saved`` when given (for :func:`_backward`); writes into ``buf``'s tensors when given."""
-    cfg, mask = stack.cfg, stack.mask
-    R = weights.W_U.shape[0]
-    N, n, d = stack.X.shape[-3:]
-    T = N * n
-    q, m = cfg.d_qk, cfg.m
-    divisor = cfg.logit_divisor
-    fold = fold_logits(d, q)
-    buf = buf if buf is not None else _Buffers(stack.X.dtype)
-    keypad = stack.keypad
-    beta, beta_ffn = stack.residual_4d
-    H = stack.X if stack.X.ndim == 4 else stack.X.view(1, N, n, d).expand(R, N, n, d)  # (R, N, n, d)
-    Z0 = None
-    for layer, w in enumerate(weights.blocks):
-        X = H.reshape(R, T, d)  # the layer's input, a run's tokens in a row
-        Xs = X.reshape(R * N, n, d)  # ... and per sample
-        Q = K = XM = M = None
-        if fold:  # model.attention_logits' association: through W_Q W_Kᵀ (d×d)
-            M = torch.bmm(w.W_Q, w.W_K.transpose(1, 2), out=buf(("M", layer), R, d, d))
-            XM = torch.bmm(X, M, out=buf(("XM", layer), R, T, d)).view(R * N, n, d)
-            St = torch.bmm(Xs, XM.transpose(1, 2), out=buf("S", R * N, n, n)).div_(divisor)  # Sᵀ = X (X M)ᵀ / s
-        else:
-            Q = torch.bmm(X, w.W_Q, out=buf(("Q", layer), R, T, q)).view(R * N, n, q)
-            K = torch.bmm(X, w.W_K, out=buf(("K", layer), R, T, q)).view(R * N, n, q)
-            St = torch.bmm(K, Q.transpose(1, 2), out=buf("S", R * N, n, n)).div_(divisor)  # Sᵀ = K Qᵀ / s
-        if keypad is not None:
-            St.view(R, N, n, n).masked_fill_(keypad, float("-inf"))
-        # softmax over the keys, dim 1 of the keys-major St: its reductions run with the queries
-        # contiguous, faster than over rows of a few dozen keys; each sample's slab is computed alike
-        # whatever R is
-        At = torch.softmax(St, 1, out=buf(("A", layer), R * N, n, n))
-        V = torch.bmm(X, w.W_V, out=buf(("V", layer), R, T, d)).view(R * N, n, d)
-        Z = torch.mul(H, beta, out=buf(("Z", layer), R, N, n, d))
-        Z.add_(torch.bmm(At.transpose(1, 2), V, out=buf("AV", R * N, n, d)).view(R, N, n, d))  # β H + A V
-        if layer == 0 and record:
-            Z0 = Z
-        Z2 = Z.view(R, T, d)
-        P = torch.bmm(Z2, w.W_1, out=buf(("P", layer), R, T, m))
-        G = _activation_out(cfg.activation, P, buf(("G", layer), R, T, m))
-        H = torch.mul(Z, beta_ffn, out=buf(("H", layer), R, N, n, d))
-        H.add_(torch.bmm(G, w.W_2, out=buf("GW2", R, T, d)).view(R, N, n, d))  # β_ffn Z + G W_2
-        if saved is not None:
-            saved.append(_Saved(X=X, At=At, V=V, Z=Z2, P=P, G=G, Q=Q, K=K, XM=XM, M=M))
-    if cfg.pooling == "mean":
-        return _bmm(_pool(H, mask), weights.W_U), Z0, H
-    return _bmm(H.reshape(R, T, d), weights.W_U).view(R, N, n, -1), Z0, H
-
-
-def _activation_out(name: str, P: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``act(P)``, into ``out`` for ReLU (``torch.relu`` is ``clamp_min(P, 0)``: the same kernel)."""
-    if name == "relu":
-        return torch.clamp_min(P, 0, out=out)
-    return _activation(name)(P)
-
-
-def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``torch.bmm(a, b)``, through the batched kernel even for a stack of one: for a one-column
-    ``b`` (a one-output model's output layer) torch computes a single product by gemv and a stack
-    by the batched gemm, which round differently, so a run alone would not be bit for bit the run
-    inside a stack. A stack of one is computed as a stack of two (the run twice, expanded: no copy)."""
-    if a.shape[0] != 1 or b.shape[-1] != 1:
-        return torch.bmm(a, b)
-    return torch.bmm(a.expand(2, -1, -1), b.expand(2, -1, -1))[:1]
-
-
-def _pool(H: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Mean over the real tokens, (R, N, d)."""
-    if mask is None:
-        return H.mean(dim=2)
-    N, n = mask.shape
-    w = mask.to(H.dtype)
-    return (H * w.view(1, N, n, 1)).sum(dim=2) / w.sum(dim=1, keepdim=True).view(1, N, 1)
-
-
-def _activation_backward(name: str, dG: torch.Tensor, P: torch.Tensor, G: torch.Tensor,
-                         out: torch.Tensor | None = None) -> torch.Tensor:
-    """∂Φ/∂P from ∂Φ/∂G (``G = act(P)``), as torch's autograd computes it; ReLU's by its fused
-    kernel (one pass, no mask tensor; into ``out`` when given), in place into ``dG`` otherwise."""
-    if name == "relu":
-        if out is None:
-            return torch.ops.aten.threshold_backward(dG, P, 0)
-        return torch.ops.aten.threshold_backward.grad_input(dG, P, 0, grad_input=out)
-    if name == "gelu":  # exact (erf) GELU: Φ(x) + x φ(x)
-        return dG.mul_(0.5 * (1.0 + torch.erf(P * (0.5 ** 0.5))) + P * torch.exp(-0.5 * P * P) * (2.0 * math.pi) ** -0.5)
-    return dG.mul_(torch.where(P > 20.0, torch.ones_like(P), torch.sigmoid(P)))  # softplus, threshold 20 as torch's
-
-
-def _backward(saved: list[_Saved], weights: _Weights, stack: _Stack, H: torch.Tensor, dY: torch.Tensor,
-              buf: _Buffers | None = None) -> _Weights:
-    """∂Φ_r/∂θ_r of every run, by name, from the output gradient ``dY`` (shape of Ŷ): the hand-derived
-    backward pass of :func:`_forward` (one bmm per product, no autograd graph; per-operation
-    overhead is what a stack of tiny models pays for). Writes into ``buf``'s tensors when given:
-    the weight gradients per layer, the scratch shared by the layers (``dX`` alternates two)."""
-    cfg, mask = stack.cfg, stack.mask
-    R, N, n, d = H.shape
-    T = N * n
-    q, m = cfg.d_qk, cfg.m
-    divisor = cfg.logit_divisor
-    fold = fold_logits(d, q)
-    buf = buf if buf is not None else _Buffers(H.dtype)
-    W_U = weights.W_U
-    if cfg.pooling == "mean":
-        dW_U = torch.bmm(_pool(H, mask).transpose(1, 2), dY)
-        dpool = torch.bmm(dY, W_U.transpose(1, 2))  # (R, N, d)
-        if mask is None:
-            dH = (dpool / n).unsqueeze(2).expand(R, N, n, d)
-        else:
-            w = mask.to(H.dtype)
-            dH = torch.mul(dpool.unsqueeze(2), (w / w.sum(dim=1, keepdim=True)).view(1, N, n, 1),
-                           out=buf("dH", R, N, n, d))
-    else:
-        dY2 = dY.reshape(R, T, -1)
-        dW_U = torch.bmm(H.reshape(R, T, d).transpose(1, 2), dY2)
-        dH = torch.bmm(dY2, W_U.transpose(1, 2), out=buf("dH", R, T, d)).view(R, N, n, d)
-    beta, beta_ffn = stack.residual_3d
-    grads: list[_Block | None] = [None] * cfg.n_layers
-    for layer in reversed(range(cfg.n_layers)):
-        w, sv = weights.blocks[layer], saved[layer]
-        dH2 = dH.reshape(R, T, d)
-        # FFN sublayer: H = β_ffn Z + act(Z W_1) W_2
-        dW_2 = torch.bmm(sv.G.transpose(1, 2), dH2, out=buf(("dW_2", layer), R, m, d))
-        dG = torch.bmm(dH2, w.W_2.transpose(1, 2), out=buf("dG", R, T, m))
-        dP = _activation_backward(cfg.activation, dG, sv.P, sv.G, out=buf("dP", R, T, m))
-        dW_1 = torch.bmm(sv.Z.transpose(1, 2), dP, out=buf(("dW_1", layer), R, d, m))
-        dZ = torch.mul(dH2, beta_ffn, out=buf("dZ", R, T, d))
-        dZ.baddbmm_(dP, w.W_1.transpose(1, 2))  # (R, T, d); in place: a faster kernel than baddbmm's
-        # attention sublayer: Z = β X + A V, A = softmax(S), V = X W_V
-        dattn = dZ.view(R * N, n, d)
-        dAt = torch.bmm(sv.V, dattn.transpose(1, 2), out=buf("dA", R * N, n, n))  # (∂Φ/∂A)ᵀ = V dZᵀ, keys-major as At
-        dV = torch.bmm(sv.At, dattn, out=buf("dV", R * N, n, d)).view(R, T, d)  # Aᵀ dZ
-        dW_V = torch.bmm(sv.X.transpose(1, 2), dV, out=buf(("dW_V", layer), R, d, d))
-        # softmax's backward A ⊙ (dA − Σ_keys dA ⊙ A), in place into dAt, keys-major (padded keys: A = 0, so dS = 0)
-        rowsum = torch.sum(torch.mul(dAt, sv.At, out=buf("dA*A", R * N, n, n)), dim=1, keepdim=True,
-                           out=buf("rowsum", R * N, 1, n))
-        dSt = dAt.sub_(rowsum).mul_(sv.At).div_(divisor)  # (∂Φ/∂S)ᵀ ÷ s: the gradient of the products in S
-        Xs = sv.X.reshape(R * N, n, d)
-        if fold:  # S = (X M) Xᵀ / s, M = W_Q W_Kᵀ
-            dXM = torch.bmm(dSt.transpose(1, 2), Xs, out=buf("dXM", R * N, n, d))
-            dM = torch.bmm(sv.X.transpose(1, 2), dXM.view(R, T, d), out=buf("dM", R, d, d))
-            dW_Q = torch.bmm(dM, w.W_K, out=buf(("dW_Q", layer), R, d, q))
-            dW_K = torch.bmm(dM.transpose(1, 2), w.W_Q, out=buf(("dW_K", layer), R, d, q))
-        else:  # S = Q Kᵀ / s
-            dQ = torch.bmm(dSt.transpose(1, 2), sv.K, out=buf("dQ", R * N, n, q)).view(R, T, -1)
-            dK = torch.bmm(dSt, sv.Q, out=buf("dK", R * N, n, q)).view(R, T, -1)
-            dW_Q = torch.bmm(sv.X.transpose(1, 2), dQ, out=buf(("dW_Q", layer), R, d, q))
-            dW_K = torch.bmm(sv.X.transpose(1, 2), dK, out=buf(("dW_K", layer), R, d, q))
-        grads[layer] = _Block(W_Q=dW_Q, W_K=dW_K, W_V=dW_V, W_1=dW_1, W_2=dW_2)
-        if layer == 0:
-            break  # nobody needs ∂Φ/∂X of the input
-        dX = torch.mul(dZ, beta, out=buf(("dX", layer % 2), R, T, d))
-        dX.baddbmm_(dV, w.W_V.transpose(1, 2))
-        if fold:
-            dX.add_(torch.bmm(dXM.view(R, T, d), sv.M.transpose(1, 2), out=buf("dXM Mᵀ", R, T, d)))
-            dX.add_(torch.bmm(dSt, sv.XM, out=buf("dSᵀ XM", R * N, n, d)).view(R, T, d))
-        else:
-            dX.baddbmm_(dQ, w.W_Q.transpose(1, 2)).baddbmm_(dK, w.W_K.transpose(1, 2))
-        dH = dX.view(R, N, n, d)
-    return _Weights(blocks=tuple(grads), W_U=dW_U)
-
-
 def predict_stacked(params: Sequence[Params], models: Sequence[ModelConfig], X: torch.Tensor,
                     mask: torch.Tensor | None = None) -> torch.Tensor:
     """``Ŷ`` of every run on ``X`` in one pass, shape (R, N, k) or (R, N, n, k): the end-of-run
     metrics of a stack, without one forward per run."""
-    layout = _Layout(models[0])
-    stack = _Stack(cfg=models[0], beta=_per_run(models, "beta", X.dtype), beta_ffn=_per_run(models, "residual_ffn", X.dtype),
+    layout = Layout(models[0])
+    stack = Stack(cfg=models[0], beta=per_run(models, "beta", X.dtype), beta_ffn=per_run(models, "residual_ffn", X.dtype),
                    X=X, mask=mask)
     with torch.no_grad():
-        return _forward(layout.views(layout.flatten(params, X.dtype)), stack)[0]
-
-
-def _per_run(models: Sequence[ModelConfig], field: str, dtype: torch.dtype) -> torch.Tensor:
-    """Each run's β (``"beta"``) or β_ffn (``"residual_ffn"``), (R,)."""
-    return torch.tensor([float(getattr(m, field)) for m in models], dtype=dtype)
-
-
-def _residual(Y_hat: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """``Ŷ − Y`` of every run, zero at padded tokens of per-token outputs (``Y``: one target for
-    every run, or with a leading run axis as ``Ŷ`` has, one per run)."""
-    residual = Y_hat - (Y if Y.ndim == Y_hat.ndim else Y.unsqueeze(0))
-    if mask is not None and residual.ndim == 4:
-        residual = residual * mask.unsqueeze(0).unsqueeze(-1).to(residual.dtype)
-    return residual
-
-
-def stacked_losses(Y_hat: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None, reduction: str) -> torch.Tensor:
-    """Per-run ``½ Σ ‖Ŷ − Y‖²`` over real entries (÷ N for ``"mean"``), shape (R,)."""
-    return _loss_and_output_grad(Y_hat, Y, mask, reduction)[0]
-
-
-def _loss_and_output_grad(Y_hat: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None,
-                          reduction: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-run losses (R,) and ∂Φ_r/∂Ŷ_r (the shape of Ŷ)."""
-    residual = _residual(Y_hat, Y, mask)
-    loss = 0.5 * residual.pow(2).flatten(1).sum(dim=1)
-    if reduction == "mean":
-        return loss / Y_hat.shape[1], residual / Y_hat.shape[1]  # ÷ N
-    return loss, residual
-
-
-def _sigma(Z: torch.Tensor, mask: torch.Tensor | None) -> tuple[np.ndarray, np.ndarray]:
-    """σ_max and σ_min of every run's stacked Z (real tokens only), as :func:`train_gd`
-    records them (:func:`resgd.core.conditioning.gram_singular_values`, batched over the runs)."""
-    sigma = gram_singular_values(Z.flatten(1, 2) if mask is None else Z[:, mask])
-    return sigma[:, 0], sigma[:, -1]
-
-
-_STORE = threading.local()
-
-
-def _buffer_store(key: tuple) -> dict:
-    """This thread's buffers for the stack shape ``key``, kept from call to call (the map trains
-    many stacks of one shape in a row; a call's first step no longer page-faults them in). Only
-    the last shape's are kept; no buffer outlives a call in anything the call returns."""
-    if getattr(_STORE, "key", None) != key:
-        _STORE.key, _STORE.buffers = key, {}
-    return _STORE.buffers
-
-
-def _evaluate(weights: _Weights, stack: _Stack, *, record: bool, buf: _Buffers
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Every run's loss (R,), flat gradient ∇Φ_r (R, P) in the layout of θ, its norm (R,) in
-    float64, and the first layer's Z (R, N, n, d) when ``record``."""
-    saved: list[_Saved] = []
-    Y_hat, Z0, H = _forward(weights, stack, record=record, saved=saved, buf=buf)
-    loss, dY = _loss_and_output_grad(Y_hat, stack.Y, stack.mask, stack.reduction)
-    grads = _backward(saved, weights, stack, H, dY, buf)
-    R = stack.X.shape[0]
-    grad = torch.cat([g.reshape(R, -1) for g in grads.tensors()], dim=1, out=buf("flat", R, stack.n_weights))
-    return loss, grad, torch.linalg.vector_norm(grad.to(torch.float64), dim=1), Z0
+        return forward(layout.views(layout.flatten(params, X.dtype)), stack)[0]
 
 
 def loss_and_grads(params: Sequence[Params], models: Sequence[ModelConfig], X: torch.Tensor, Y: torch.Tensor,
@@ -492,11 +127,11 @@ def loss_and_grads(params: Sequence[Params], models: Sequence[ModelConfig], X: t
             check_inputs(X, mask=mask, d=cfg.d, Y=target, Y_shape=output_shape(cfg, X))
     else:
         check_inputs(X, mask=mask, d=cfg.d, Y=Y, Y_shape=output_shape(cfg, X))
-    layout = _Layout(cfg)
-    stack = _Stack(cfg=cfg, beta=_per_run(models, "beta", X.dtype), beta_ffn=_per_run(models, "residual_ffn", X.dtype),
+    layout = Layout(cfg)
+    stack = Stack(cfg=cfg, beta=per_run(models, "beta", X.dtype), beta_ffn=per_run(models, "residual_ffn", X.dtype),
                    X=X.expand(len(params), *X.shape).contiguous(), mask=mask, Y=Y, reduction=reduction,
                    n_weights=layout.n_weights)
-    loss, grad, _, _ = _evaluate(layout.views(layout.flatten(params, X.dtype)), stack, record=False, buf=_Buffers(X.dtype))
+    loss, grad, _, _ = evaluate(layout.views(layout.flatten(params, X.dtype)), stack, record=False, buf=Buffers(X.dtype))
     return loss, [layout.unflatten(row) for row in grad]
 
 
@@ -538,27 +173,27 @@ def train_stacked(
         raise ConfigError("train_stacked: checkpoints given without on_checkpoint")
     check_inputs(X, mask=mask, d=cfg.d, Y=Y, Y_shape=output_shape(cfg, X))
     checkpoints = frozenset(checkpoints)
-    layout = _Layout(cfg)
+    layout = Layout(cfg)
     dtype = X.dtype
     theta = layout.flatten(params, dtype)  # (R, P): run r's weights, flat
     lr = torch.tensor([g.lr for g in gds], dtype=dtype)
-    stack = _Stack(cfg=cfg, beta=_per_run(models, "beta", dtype), beta_ffn=_per_run(models, "residual_ffn", dtype),
+    stack = Stack(cfg=cfg, beta=per_run(models, "beta", dtype), beta_ffn=per_run(models, "residual_ffn", dtype),
                    X=X.expand(R, *X.shape).contiguous(),  # the first layer's input of every run, copied once
                    mask=mask, Y=Y, reduction=gd.reduction, n_weights=layout.n_weights)
     alive = np.arange(R)  # original index of each row still in the stack
     table = np.full((R, gd.iterations + 1, len(ROW_FIELDS)), math.nan)  # run r's row t: ROW_FIELDS
     outcome: list[StackedRun | None] = [None] * R
     loss0 = None
-    buf = _Buffers(dtype, _buffer_store((shape_model(cfg), tuple(X.shape), R, dtype)))
+    buf = Buffers(dtype, buffer_store((shape_model(cfg), tuple(X.shape), R, dtype)))
     weights = layout.views(theta)  # θ is updated in place: its views stay valid until runs leave the stack
 
     for t in range(gd.iterations + 1):
         record = t % gd.record_every == 0 or t == gd.iterations
-        loss, grad, grad_norm, Z0 = _evaluate(weights, stack, record=record, buf=buf)
+        loss, grad, grad_norm, Z0 = evaluate(weights, stack, record=record, buf=buf)
         values = loss.to(torch.float64).numpy()
         smax = smin = None
         if record:
-            smax, smin = _sigma(Z0, mask)
+            smax, smin = sigma_extremes(Z0, mask)
         if loss0 is None:
             loss0 = values.copy()
         stop = ~np.isfinite(values) | (values > gd.divergence_factor * loss0)

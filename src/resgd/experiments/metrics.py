@@ -11,7 +11,8 @@ import math
 import torch
 
 from ..core.model import forward
-from ..core.stacked import predict_stacked, stacked_losses
+from ..core.stacked import predict_stacked
+from ..core.step import stacked_losses
 from ..core.train import loss_from_output
 from .run_config import RunConfig
 
