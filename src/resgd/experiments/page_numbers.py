@@ -21,6 +21,11 @@ SLUGS = {"common": "common", f"theory c={THEORY_PRIMARY:g}": "theory",
 """Protocol label → the short name in glue keys (``<dataset>-<slug>-...``)."""
 
 
+def _of_seeds(k: int, n: int) -> str:
+    """"k of n seeds", singular for one."""
+    return f"{k} of {n} seed{'s' * (n != 1)}"
+
+
 def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[str, Any]:
     """Every number the data set's page glues, under keys without the data-set prefix (the page
     glues ``<dataset>-<key>``): settings, step sizes, and per protocol (:data:`SLUGS`) each
@@ -44,7 +49,7 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
             part = v.numbers["attention"] if key == "f" else v.numbers
             out[f"{slug}-{key}-level"] = 100 * float(part["design_level"])  # the arm's level, known before any run
         if key == "a":
-            out[f"{slug}-a-won"] = f"{v.numbers['faster_in']} of {v.numbers['seeds'] - v.numbers['excluded']}"  # seeds left
+            out[f"{slug}-a-won"] = _of_seeds(v.numbers["faster_in"], v.numbers["seeds"] - v.numbers["excluded"])  # seeds left
             out[f"{slug}-a-chance"] = float(v.numbers["chance"])
         if key == "b":
             out[f"{slug}-b-rho"] = float(v.numbers["spearman"])
@@ -52,7 +57,9 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
         if key == "f":
             out[f"{slug}-f-carried"] = v.numbers["carried_by"]
         if key == "c":
-            out[f"{slug}-c-positive"] = f"{v.numbers['positive']} of {v.numbers['seeds']}"
+            # seeds left: the sign rule counts them in "seeds", the interval rule counts every seed there
+            left = v.numbers["seeds"] - (v.numbers["excluded"] if v.numbers.get("rule") == "interval" else 0)
+            out[f"{slug}-c-positive"] = _of_seeds(v.numbers["positive"], left)
             out[f"{slug}-c-threshold"] = "—" if v.numbers["threshold"] is None else int(v.numbers["threshold"])
     replay = replay_table(results)
     out["replay-changed"], out["replay-K"] = int(replay["changed"].sum()), int(len(replay))
