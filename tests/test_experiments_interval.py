@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from resgd.core.stats import order_statistic_coverage
-from resgd.experiments import claims, design
+from resgd.experiments import claims, design, rules
 from resgd.experiments import study as ex
 
 
@@ -50,21 +50,21 @@ def test_training_cost_counts_each_distinct_run_once():
 
 def test_interval_rule_decides_by_the_exact_interval():
     level = order_statistic_coverage(8, 2)
-    up = claims.interval_rule(np.linspace(0.1, 0.8, 8), "t")
+    up = rules.interval_rule(np.linspace(0.1, 0.8, 8), "t")
     assert up["outcome"] == "holds" and up["lo"] == pytest.approx(0.2) and up["level"] == pytest.approx(level)
     assert up["chance"] == pytest.approx(1 - level) and round(100 * level, 1) == 93.0
-    assert claims.interval_rule(-np.linspace(0.1, 0.8, 8), "t")["outcome"] == "fails"
+    assert rules.interval_rule(-np.linspace(0.1, 0.8, 8), "t")["outcome"] == "fails"
     # one seed against out of 8 still holds (x_(2) > 0); two against do not
-    assert claims.interval_rule([-1, 1, 2, 3, 4, 5, 6, 7], "t")["outcome"] == "holds"
-    assert claims.interval_rule([-1, -0.5, 2, 3, 4, 5, 6, 7], "t")["outcome"] == "undecided"
+    assert rules.interval_rule([-1, 1, 2, 3, 4, 5, 6, 7], "t")["outcome"] == "holds"
+    assert rules.interval_rule([-1, -0.5, 2, 3, 4, 5, 6, 7], "t")["outcome"] == "undecided"
     # a seed whose two runs both diverged (NaN difference) is left out; ±∞ sort
-    assert claims.interval_rule([math.nan, math.inf, 1, 2, 3, 4, 5, 6], "t")["outcome"] == "holds"
+    assert rules.interval_rule([math.nan, math.inf, 1, 2, 3, 4, 5, 6], "t")["outcome"] == "holds"
 
 
 @pytest.mark.parametrize("n", [0, 3, 7])
 def test_interval_rule_needs_eight_seeds_one_line_error(n):
     with pytest.raises(ValueError) as info:
-        claims.interval_rule(np.ones(n), "claim (a)")
+        rules.interval_rule(np.ones(n), "claim (a)")
     assert "\n" not in str(info.value) and ">= 8 seeds" in str(info.value) and f"got {n}" in str(info.value)
 
 
@@ -72,13 +72,13 @@ def test_interval_rule_chance_rate_on_simulated_no_effect():
     """No effect (symmetric noise about 0): "holds" and "fails" each at most (1 − level)/2 = 3.5 %."""
     rng = np.random.default_rng(0)
     draws = 20000
-    outcomes = [claims.interval_rule(rng.standard_t(3, size=8), "t")["outcome"] for _ in range(draws)]
+    outcomes = [rules.interval_rule(rng.standard_t(3, size=8), "t")["outcome"] for _ in range(draws)]
     bound = (1 - order_statistic_coverage(8, 2)) / 2
     se = math.sqrt(bound * (1 - bound) / draws)
     for side in ("holds", "fails"):
         assert abs(outcomes.count(side) / draws - bound) < 4 * se  # exact for a continuous law
     # and with an effect of 2 sd it finds it: P(at most one of 8 draws ≤ 0) = 0.987 at p = Φ(−2)
-    found = [claims.interval_rule(2.0 + rng.standard_normal(8), "t")["outcome"] for _ in range(2000)]
+    found = [rules.interval_rule(2.0 + rng.standard_normal(8), "t")["outcome"] for _ in range(2000)]
     assert found.count("holds") / 2000 > 0.97
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from resgd.experiments import claims
+from resgd.experiments import rules
 from resgd.experiments.claims import FACTORIAL_RULE
 from resgd.experiments.design import ALPHA
 from resgd.experiments.null_rates import CORRELATIONS, REPLAYED, RULES, null_rates, null_rates_path
@@ -68,11 +68,11 @@ def test_the_simulation_counts_each_direction():
 
 def test_the_exact_rates_behind_them():
     # the sign rule at 8 seeds is the interval rule: 7 of 8, 9/256 each way
-    assert 2 * claims.binomial_tail(8, claims.sign_threshold(8)) == pytest.approx(2 * 9 / 256)
+    assert 2 * rules.binomial_tail(8, rules.sign_threshold(8)) == pytest.approx(2 * 9 / 256)
     # (c) over 3 x 3 pairs: 8 of 9, 10/512 each way
-    assert claims.binomial_tail(9, claims.sign_threshold(9)) == pytest.approx(10 / 512)
+    assert rules.binomial_tail(9, rules.sign_threshold(9)) == pytest.approx(10 / 512)
     # (b) on medians of five β: |ρ| ≥ 0.9 for 5 of 120 orders each way
-    assert claims.spearman_chance(5) / 2 == pytest.approx(5 / 120)
+    assert rules.spearman_chance(5) / 2 == pytest.approx(5 / 120)
     assert max(5 / 120, 9 / 256, 10 / 512) <= ALPHA
 
 

@@ -33,9 +33,9 @@ def choices_table(s: Settings) -> pd.DataFrame:
         ("stalled", f"Φ(T)/Φ(0) ≥ {STALL_RATIO}: outcome 'stalled' (never 'diverged', never 'stable')", "design.STALL_RATIO"),
         ("primary speed", "rate = −log(Φ(T)/Φ(0)) / T, the mean per-iteration log contraction (what Theorem 1 bounds by μα); the robustness map decides on the same Φ(T)/Φ(0)", "design (Measures)"),
         ("secondary speeds", f"rate_half = minus the least-squares slope of log Φ(t) over t ∈ [{RATE_WINDOW[0]:g}·T, {RATE_WINDOW[1]:g}·T] (replayed beside the verdicts); iterations to Φ(t) ≤ {RELATIVE_TARGET} Φ(0); loss at T; shown, never deciding", "design.RATE_WINDOW, RELATIVE_TARGET"),
-        ("verdict rules: 8-seed arms", f"L = 1 under theory c = {THEORY_PRIMARY:g}: the exact interval for the median of a per-seed statistic ((a) rate difference, (b) Spearman(β, rate), factorial: a skip's mean difference), level ≥ {MIN_COVERAGE:g} (93.0 % at 8 seeds); holds above 0, fails below, else undecided", "design.INTERVAL_ARMS, MIN_COVERAGE; claims.interval_rule"),
+        ("verdict rules: 8-seed arms", f"L = 1 under theory c = {THEORY_PRIMARY:g}: the exact interval for the median of a per-seed statistic ((a) rate difference, (b) Spearman(β, rate), factorial: a skip's mean difference), level ≥ {MIN_COVERAGE:g} (93.0 % at 8 seeds); holds above 0, fails below, else undecided", "design.INTERVAL_ARMS, MIN_COVERAGE; rules.interval_rule"),
         ("verdict rules: other arms", f"(a): the exact sign test at {ALPHA:.0%} per direction (3 seeds can never decide: undecided by design); (c): one sign test over every (L, seed) pair; (b): Spearman(β, median rate) ≥ {SPEARMAN_BOUND} holds, ≤ −{SPEARMAN_BOUND} fails (4.2 % each way)", "design, claims"),
-        ("factorial", f"each skip: the sign test of its per-seed mean difference, Holm-corrected over the two skips per direction (family-wise ≤ {ALPHA:.0%})", "claims.check_factorial, claims.holm"),
+        ("factorial", f"each skip: the sign test of its per-seed mean difference, Holm-corrected over the two skips per direction (family-wise ≤ {ALPHA:.0%})", "claims.check_factorial, rules.holm"),
         ("precision", f"{s.dtype} throughout", "Settings.dtype"),
     ]
     return pd.DataFrame(rows, columns=["choice", "value", "parameter"])

@@ -14,28 +14,24 @@ all read as speed (the paper says "converges faster"):
     living twin without.
 
 Plus the factorial (``factorial``): which skip, attention or FFN, carries the effect at L = 1.
-The verdicts of each notebook are written to ``results/claims/<dataset>_<mode>.json``;
-:func:`load_verdicts` reads them back for the claims page.
+The rules that decide are :mod:`resgd.experiments.rules`; the verdicts of each notebook are written to
+``results/claims/<dataset>_<mode>.json`` and read back for the claims page by :mod:`resgd.experiments.verdict_files`.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..infra.atomic import json_text, write_json
-from ..core.stats import interval_level, interval_min_n, median_interval, spearman
-from ..pipeline.cache import resolve_results_dir
+from ..core.stats import spearman
 from ..validation import check_choice
-from .design import ALPHA, MIN_COVERAGE, MIN_INTERVAL_SEEDS, RULES, SPEARMAN_BOUND, VERDICTS, rule as arm_rule
+from .design import ALPHA, RULES, SPEARMAN_BOUND, rule as arm_rule
+from .rules import binomial_tail, holm, interval_rule, median_or_nan, paired, sign_test, spearman_chance
 
 CLAIMS = {
     "residual_helps": "(a) A single-layer model with the residual connection (β = 1) trains faster than without (β = 0) (the paper: residual connections matter).",
@@ -106,85 +102,6 @@ def _rates(table: pd.DataFrame, experiment: str, beta: float, L: int, beta_ffn: 
     return pd.Series(col("rate").astype(float)[keep], index=col("seed")[keep])
 
 
-def binomial_tail(n: int, k: int) -> float:
-    """P(Bin(n, ½) ≥ k): the exact one-sided sign-test p-value of k agreeing signs among n."""
-    return sum(math.comb(n, j) for j in range(max(k, 0), n + 1)) / 2.0**n if n else 1.0
-
-
-def sign_threshold(n: int, alpha: float = ALPHA) -> int | None:
-    """The smallest k with P(Bin(n, ½) ≥ k) ≤ ``alpha``; None when even n of n is too likely by chance."""
-    return next((k for k in range(n + 1) if n and binomial_tail(n, k) <= alpha), None)
-
-
-def sign_test(d) -> dict[str, Any]:
-    """The exact sign test on per-seed differences ``d`` at :data:`ALPHA` per direction: ``holds`` when
-    the count of d > 0 has one-sided p ≤ ALPHA, ``fails`` when the count of d < 0 has, else
-    ``undecided``. NaN values are dropped; zeros count on neither side. ``chance``: the exact
-    probability of a decided outcome under no effect (0 when n is too small to decide)."""
-    d = np.asarray(d, dtype=float).ravel()
-    excluded = int(np.isnan(d).sum())
-    d = d[~np.isnan(d)]
-    n, up, down = int(d.size), int(np.sum(d > 0)), int(np.sum(d < 0))
-    p_up, p_down = binomial_tail(n, up), binomial_tail(n, down)
-    outcome = "holds" if n and p_up <= ALPHA else ("fails" if n and p_down <= ALPHA else "undecided")
-    k = sign_threshold(n)
-    return {"outcome": outcome, "rule": "sign", "seeds": n, "excluded": excluded, "positive": up, "negative": down,
-            "p_up": p_up, "p_down": p_down, "threshold": k,
-            "chance": 2.0 * binomial_tail(n, k) if k is not None else 0.0,
-            "median": float(np.median(d)) if n else math.nan, "values": [float(x) for x in d]}
-
-
-def _median_or_nan(values: np.ndarray) -> float:
-    """The median of the values that are not NaN (a run that dropped out); NaN when none is left."""
-    kept = values[~np.isnan(values)]
-    return float(np.median(kept)) if kept.size else math.nan
-
-
-def paired(faster: pd.Series, slower: pd.Series) -> dict[str, Any]:
-    """The sign rule on d = faster − slower per common seed (:func:`sign_test`), with the medians."""
-    common = faster.index.intersection(slower.index)
-    with np.errstate(invalid="ignore"):
-        d = faster[common].to_numpy(dtype=float) - slower[common].to_numpy(dtype=float)
-    r = sign_test(d)
-    n = int(len(d))
-    return {**r, "seeds": n, "faster_in": r["positive"], "slower_in": r["negative"],
-            "median_rate_with": _median_or_nan(faster[common].to_numpy(dtype=float)),
-            "median_rate_without": _median_or_nan(slower[common].to_numpy(dtype=float)),
-            "differences": [float(x) for x in d]}
-
-
-def holm(p_values: dict[str, float], alpha: float = ALPHA) -> dict[str, bool]:
-    """Holm's step-down correction: which hypotheses are rejected, the family-wise error at most ``alpha``."""
-    order = sorted(p_values, key=p_values.get)
-    rejected, m = {}, len(order)
-    going = True
-    for i, name in enumerate(order):
-        going = going and p_values[name] <= alpha / (m - i)
-        rejected[name] = going
-    return rejected
-
-
-def interval_rule(values, what: str) -> dict[str, Any]:
-    """The interval rule of the design's 8-seed arms: the exact interval for the median of the
-    per-seed ``values`` (:func:`resgd.core.stats.median_interval` at :data:`MIN_COVERAGE`);
-    ``holds`` when it lies above 0, ``fails`` below, ``undecided`` otherwise. ``chance``: the
-    probability of a decided outcome under no effect, at most 1 − level. ``what`` names the
-    comparison in the one-line error raised for fewer than :data:`MIN_INTERVAL_SEEDS` seeds."""
-    x = np.asarray(values, dtype=float).ravel()
-    if x.size < MIN_INTERVAL_SEEDS:
-        raise ValueError(f"claims: {what} uses the interval rule, which needs >= {MIN_INTERVAL_SEEDS} seeds "
-                         f"(design.MIN_INTERVAL_SEEDS), got {x.size}; train Settings.interval_seeds")
-    lo, hi, level = median_interval(x, MIN_COVERAGE)
-    outcome = "undecided" if math.isnan(lo) else ("holds" if lo > 0 else "fails" if hi < 0 else "undecided")
-    kept = x[~np.isnan(x)]
-    return {"outcome": outcome, "rule": "interval", "seeds": int(x.size), "excluded": int(np.isnan(x).sum()),
-            "lo": lo, "hi": hi, "level": level, "design_level": interval_level(int(x.size), MIN_COVERAGE),
-            "need": interval_min_n(MIN_COVERAGE),
-            "chance": 1.0 - level if not math.isnan(level) else math.nan,
-            "median": _median_or_nan(x),
-            "positive": int(np.sum(kept > 0)), "negative": int(np.sum(kept < 0)), "values": [float(v) for v in x]}
-
-
 def _dropped_text(excluded: int, seeds: int) -> str:
     """How many seeds a check lost to the regime rule (:func:`out_of_regime_removed`); '' when none."""
     return f"{excluded} of {seeds} seeds dropped out, a run having left the theorem's regime" if excluded else ""
@@ -203,18 +120,6 @@ def _interval_text(r: dict[str, Any]) -> str:
 
 def _check_rule(rule: str) -> None:
     check_choice("claims: unknown verdict rule", rule, RULES)
-
-
-def spearman_chance(n_values: int, bound: float = SPEARMAN_BOUND) -> float:
-    """Probability that |Spearman ρ| ≥ ``bound`` between ``n_values`` distinct points and a random
-    order (no effect): exact, by enumerating the n! orders (n ≤ 8)."""
-    from itertools import permutations
-
-    if not 2 <= n_values <= 8:
-        raise ValueError(f"spearman_chance: expected 2 <= n_values <= 8, got {n_values!r}")
-    x = np.arange(n_values, dtype=float)
-    hits = [abs(spearman(x, np.array(p, dtype=float))) >= bound - 1e-12 for p in permutations(range(n_values))]
-    return float(np.mean(hits))
 
 
 def _need(series: pd.Series, what: str) -> pd.Series:
@@ -339,7 +244,7 @@ def check_depth_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figu
     (:func:`sign_test` or :func:`interval_rule`); the per-depth counts are shown, not decisive."""
     _check_rule(rule)
     by_depth, d = _depth_pairs(per_run)
-    per_seed = np.array([_median_or_nan(row) for row in d.to_numpy(dtype=float)])
+    per_seed = np.array([median_or_nan(row) for row in d.to_numpy(dtype=float)])
     r = sign_test(per_seed) if rule == "sign" else {**sign_test(per_seed), **interval_rule(per_seed, "claim (c)")}
     k = r.get("threshold")
     total = int(per_seed.size)
@@ -492,140 +397,6 @@ def verdicts_table(verdicts: Iterable[Verdict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["claim", "dataset", "protocol", "figure", "verdict", "numbers"])
 
 
-def verdicts_payload(verdicts: Sequence[Verdict], *, dataset: str, mode: str,
-                     meta: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One data set's verdicts as the JSON object of ``<dataset>_<mode>.json``."""
-    import resgd
-
-    return {"dataset": dataset, "mode": mode, "version": resgd.__version__, **_jsonable(meta or {}),
-            "verdicts": [v.to_dict() for v in verdicts]}
-
-
-def verdicts_writer(verdicts: Sequence[Verdict], **kwargs: Any) -> Callable[[Path], object]:
-    """A writer of :func:`verdicts_payload` for a given (temporary) path, for publishing with other outputs."""
-    text = json_text(verdicts_payload(verdicts, **kwargs))
-    return lambda path: Path(path).write_text(text, encoding="utf-8")
-
-
-def write_verdicts(verdicts: Sequence[Verdict], path: str | os.PathLike, *, dataset: str, mode: str,
-                   meta: dict[str, Any] | None = None) -> Path:
-    """Write one data set's verdicts to ``path`` as JSON, atomically."""
-    return write_json(path, verdicts_payload(verdicts, dataset=dataset, mode=mode, meta=meta))
-
-
 FACTORIAL_RULE = "Holm sign test"
 """What decides the factorial in every arm: each skip's exact sign test, Holm-corrected over the two
 skips (in an interval arm each skip's interval is shown beside it and decides nothing)."""
-
-
-def rule_name(name: str, numbers: dict) -> str:
-    """The rule that decided a verdict, as the tables name it: the factorial's :data:`FACTORIAL_RULE`,
-    else ``interval`` or ``sign``."""
-    if name == "factorial":
-        return FACTORIAL_RULE
-    return "interval" if _interval_parts(numbers) else "sign"
-
-
-def _interval_parts(numbers: dict) -> list[dict]:
-    """The interval-rule results inside a verdict's numbers: the verdict's own, or its parts' (the
-    factorial's per-skip intervals, shown beside its Holm sign test)."""
-    parts = [numbers] + [v for v in numbers.values() if isinstance(v, dict)]
-    return [p for p in parts if p.get("rule") == "interval"]
-
-
-def interval_summary(verdicts: pd.DataFrame) -> dict[str, Any]:
-    """The seeds and level of the checks decided by the interval rule (:data:`design.INTERVAL_ARMS`),
-    and their chance of a decided outcome under no effect (1 − level), for the claims page's prose.
-    An error when no check in ``verdicts`` used the interval (the page would have nothing to say)."""
-    used = verdicts[verdicts["rule"] == "interval"]
-    if used.empty:
-        raise ValueError("claims.interval_summary: no verdict was decided by the interval rule")
-    seeds = int(used["seeds"].min())
-    level = interval_level(seeds, MIN_COVERAGE)  # the design's level: a check whose seeds dropped out has no interval
-    return {"seeds": seeds, "level": level, "chance": 1.0 - level, "checks": int(len(used))}
-
-
-def _skip_effects(numbers: dict) -> str:
-    """The factorial's per-skip effects ('attention skip slows, FFN skip undecided'); '' for other checks.
-    The verdict itself only says whether some skip speeds training up; this says what each one does."""
-    if not isinstance(numbers.get("attention"), dict):
-        return ""
-    return ", ".join(f"{name} skip {numbers[key].get('effect', 'undecided')}"
-                     for name, key in (("attention", "attention"), ("FFN", "ffn")) if isinstance(numbers.get(key), dict))
-
-
-def _data_kind(payload: dict) -> str:
-    """What a verdicts file was computed on: the synthetic stand-in, a real-format file the loaders
-    were told not to check against the published one (:data:`resgd.data.NOT_CANONICAL_LABELS`), or
-    verified real data."""
-    from ..data import NOT_CANONICAL_LABELS
-
-    if payload.get("is_standin"):
-        return "synthetic stand-in"
-    return "not canonical" if payload.get("source_label") in NOT_CANONICAL_LABELS else "real"
-
-
-def _chance(numbers: dict) -> float:
-    """The verdict's chance of a decided outcome under no effect (JSON writes non-finite floats as strings)."""
-    return float(numbers.get("chance", "nan"))
-
-
-def decides(numbers: dict) -> bool:
-    """Whether a check enters the verdict table: its arm trained at least
-    :data:`~resgd.experiments.design.MIN_INTERVAL_SEEDS` seeds (else it is descriptive)."""
-    return int(numbers.get("arm_seeds", 0)) >= MIN_INTERVAL_SEEDS
-
-
-def verdict_counts(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """Per protocol, over the deciding checks (``decides``): how many claims hold, fail, are
-    horizon-dependent or undecided (of K checks), how many decided outcomes no effect at all would
-    give in expectation (the sum of each check's chance); and how many checks are descriptive."""
-    deciding = verdicts["decides"] if "decides" in verdicts.columns else pd.Series(True, index=verdicts.index)
-    rows = []
-    for protocol, g in verdicts.groupby("protocol", sort=False):
-        counted = g[deciding[g.index]]
-        rows.append({"protocol": protocol, "K": int(len(counted)),
-                     **{v.replace("-", "_"): int((counted["verdict"] == v).sum()) for v in VERDICTS},
-                     "decided_by_chance": float(counted["chance"].sum()), "descriptive": int(len(g) - len(counted))})
-    return pd.DataFrame(rows)
-
-
-def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick",
-                  datasets: Sequence[str] = ("jena", "sst2")) -> pd.DataFrame:
-    """Every data set's verdicts as one table (rows: claim × data set × protocol), from
-    ``<directory>/<dataset>_<mode>.json`` (default directory: ``<results dir>/claims``).
-
-    A missing file is an error that names it and the notebook that writes it.
-    """
-    folder = Path(directory) if directory is not None else resolve_results_dir() / "claims"
-    rows = []
-    for dataset in datasets:
-        path = folder / f"{dataset}_{mode}.json"
-        if not path.is_file():
-            notebook = NOTEBOOK.get(dataset, dataset)
-            raise FileNotFoundError(
-                f"{path} is missing: run notebooks/{notebook}.md in {mode} mode first "
-                f"(or `python -m resgd reproduce{' --quick' if mode == 'quick' else ''} --only {dataset}`)"
-            )
-        payload = json.loads(path.read_text(encoding="utf-8"))
-        for item in payload["verdicts"]:
-            v = Verdict.from_dict(item)
-            rows.append({
-                "claim": v.claim, "name": v.name, "dataset": payload.get("dataset", dataset),
-                "data": _data_kind(payload), "source": str(payload.get("source_label", "")),
-                "protocol": v.protocol, "figure": v.figure, "notebook": NOTEBOOK.get(dataset, dataset),
-                "verdict": v.outcome, "chance": _chance(v.numbers), "decides": decides(v.numbers),
-                "seeds_in_arm": int(v.numbers.get("arm_seeds", 0)),
-                "horizons": ", ".join(f"{horizon_name(float(h))} {o}" for h, o in v.numbers.get("horizons", {}).items()),
-                "out_of_regime": int(v.numbers.get("runs_out_of_regime", 0)),
-                "shape": str(v.numbers.get("shape", "")),
-                "rule": rule_name(v.name, v.numbers),
-                "skips": _skip_effects(v.numbers),
-                "seeds": min((int(q["seeds"]) for q in _interval_parts(v.numbers)), default=None),
-                "level": min((float(q["level"]) for q in _interval_parts(v.numbers)), default=None),
-                "numbers": v.detail, "mode": payload.get("mode", mode),
-            })
-    order = {name: i for i, name in enumerate(CLAIMS)}
-    table = pd.DataFrame(rows)
-    return table.sort_values(by=["name", "dataset", "protocol"], key=lambda col: col.map(order) if col.name == "name" else col,
-                             ignore_index=True)

@@ -67,7 +67,8 @@ def horizon_table(results: ExperimentResults) -> pd.DataFrame:
     """Each check (claim × protocol) at every horizon of :data:`~resgd.experiments.design.HORIZONS`,
     the design's combined verdict, whether its arm decides (≥ 8 seeds) and, for claim (c), the
     earlier pooled rule replayed at T (:func:`resgd.experiments.claims.check_depth_pooled`)."""
-    from .claims import check_depth_pooled, horizon_name, decides, out_of_regime_removed
+    from .claims import check_depth_pooled, horizon_name, out_of_regime_removed
+    from .verdict_files import decides
 
     pooled = {}
     decided = out_of_regime_removed(results._decided(1.0))

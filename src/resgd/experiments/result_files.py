@@ -18,7 +18,7 @@ from .results import ExperimentResults
 
 def result_files(results: ExperimentResults) -> dict[str, tuple[str, Any]]:
     """The results tables (CSV) and the claim verdicts (JSON): label → (path in the results folder, writer)."""
-    from .claims import verdicts_writer
+    from .verdict_files import verdicts_writer
 
     s = results.settings
     tag = f"{s.dataset}_{s.mode}"

@@ -2,7 +2,7 @@
 
 Why: a reader of the landing page wants the conclusion before the table; a sentence typed by hand
 goes stale when a rerun changes a verdict. Each sentence here is a function of the verdicts table of
-:func:`resgd.experiments.claims.load_verdicts` and names the protocol it speaks of.
+:func:`resgd.experiments.verdict_files.load_verdicts` and names the protocol it speaks of.
 """
 
 from __future__ import annotations
