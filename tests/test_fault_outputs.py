@@ -233,6 +233,22 @@ def test_completing_a_commit_never_replaces_a_file_written_after_it(tmp_path, mo
     assert seen.pop("results/c") == "later" and set(seen.values()) == {"v2"}
 
 
+def test_a_publish_replaces_an_old_file_dated_in_the_future(tmp_path):
+    """The newer-file rule is for completing someone else's commit only: the publish that just
+    committed (under the lock since) replaces every file, even one whose mtime is ahead of the clock
+    (files unpacked from another machine, a server's clock)."""
+    import time
+
+    from resgd.pipeline.reproduce import publish
+
+    publish(_files("v1"), tmp_path / "figures", tmp_path / "results")
+    ahead = time.time() + 3600
+    for path in (tmp_path / "figures" / "a.txt", tmp_path / "results" / "tables" / "a.csv"):
+        os.utime(path, (ahead, ahead))
+    publish(_files("v2"), tmp_path / "figures", tmp_path / "results")
+    assert set(_read_all(tmp_path).values()) == {"v2"}
+
+
 def test_a_folder_on_another_file_system_is_published_by_copy_then_rename(tmp_path, monkeypatch):
     """Before: results/tables a symlink to another file system: "Invalid cross-device link" after the
     commit point, new figures with old tables, and every later run failed until the stage was removed

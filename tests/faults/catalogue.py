@@ -377,6 +377,9 @@ FAULTS: tuple[Fault, ...] = (
     Fault("R16", "concurrency", "a file written after a commit that is completed later", "kept: completing a commit "
           "never replaces a file newer than the commit record",
           f"{_O}::test_completing_a_commit_never_replaces_a_file_written_after_it", "fixed"),
+    Fault("R22", "concurrency", "an old output whose mtime is ahead of the clock, then a publish", "replaced: only "
+          "completing another run's commit keeps newer files", f"{_O}::test_a_publish_replaces_an_old_file_dated_in_the_future",
+          "bug"),
     Fault("W14", "disk", "results/tables a symlink to another file system", "published by copy beside the destination "
           "then rename (was: 'Invalid cross-device link' after the commit, new figures with old tables, every later "
           "run failing until the stage was removed by hand)",

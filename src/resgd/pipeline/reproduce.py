@@ -79,7 +79,8 @@ def publish(outputs: Outputs, figures_dir: str | os.PathLike | None = None,
     """Write every output of ``outputs`` into staging folders, then move all into place.
 
     All or nothing under SIGTERM, SIGINT and kill -9 at any instant (see the module docstring);
-    runs that publish into the same folders take turns (:func:`publish_lock`, both folders always).
+    runs that publish into the same folders take turns (:func:`publish_lock`, held on every folder
+    written and every existing one, so a commit spanning both is completed only by their holder).
     Returns label → final path (a figure ``name`` → its PNG, ``name.pdf`` → its PDF).
     """
     import matplotlib.pyplot as plt
@@ -124,7 +125,7 @@ def publish(outputs: Outputs, figures_dir: str | os.PathLike | None = None,
                 write_with(primary / MANIFEST, lambda tmp: tmp.write_text(json.dumps({  # the one commit point
                     "format": 2, "stages": [{"id": f.name, "abs": str(f), "rel": os.path.relpath(f, primary)} for f in order]})))
                 committed = True
-                _finish_commit(primary)
+                _finish_commit(primary, keep_newer=False)  # under the lock since the commit: nothing is newer
         finally:
             if not committed:  # never committed: roll back (the outputs stay as they were)
                 for folder in stages.values():
@@ -245,9 +246,10 @@ def _read_json(path: Path) -> object:
         return None
 
 
-def _finish_stage(stage: Path, committed_ns: int) -> None:
+def _finish_stage(stage: Path, committed_ns: int | None) -> None:
     """Complete one committed stage's moves where the stage now is, then remove it. A destination
-    written after the commit (a later publish's file) is newer than this one and is kept."""
+    written after the commit (``committed_ns``; a later publish's file, or one written by hand) is
+    newer than this one and is kept; ``None``: every move is made (the publish that just committed)."""
     info = _read_json(stage / PREPARED)
     root = stage.parent
     for staged_rel, final_rel in (info.get("moves", []) if isinstance(info, dict) else []):
@@ -255,7 +257,7 @@ def _finish_stage(stage: Path, committed_ns: int) -> None:
         if not staged.exists():
             continue  # moved already (this is a rerun of the same completion)
         try:
-            newer = final.stat().st_mtime_ns > committed_ns
+            newer = committed_ns is not None and final.stat().st_mtime_ns > committed_ns
         except OSError:
             newer = False
         if newer:
@@ -272,14 +274,14 @@ def _stage_at(candidates: Iterable[Path], stage_id: str) -> Path | None:
     return None
 
 
-def _finish_commit(primary: Path) -> None:
+def _finish_commit(primary: Path, keep_newer: bool = True) -> None:
     """Complete the commit whose record ``primary`` holds: its other stages first (where the record
     says, else where they are relative to ``primary``), the record's own stage last (the others
     look for it). A copied ``primary`` (its recorded place still holds the original) completes only
     its own moves: the original's stages belong to the original."""
     manifest = primary / MANIFEST
     record = _read_json(manifest)
-    committed_ns = manifest.stat().st_mtime_ns
+    committed_ns = manifest.stat().st_mtime_ns if keep_newer else None
     if isinstance(record, list) or (isinstance(record, dict) and "moves" in record):
         return _finish_format_1(record)
     listed = [s for s in (record.get("stages", []) if isinstance(record, dict) else []) if isinstance(s, dict)]
