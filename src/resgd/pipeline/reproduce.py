@@ -100,8 +100,7 @@ def publish(outputs: Outputs, figures_dir: str | os.PathLike | None = None,
         return stages[root]
 
     used = [roots["figures"]] * bool(outputs.figures or outputs.figure_files) + [roots["results"]] * bool(outputs.result_files)
-    held = used + [r for r in roots.values() if r.is_dir()]  # every folder a commit may span: completed only by its holder
-    with publish_lock(held):
+    with publish_lock(_spanned(used, roots.values())):
         committed = False
         try:
             for name, fig in outputs.figures.items():
@@ -133,6 +132,12 @@ def publish(outputs: Outputs, figures_dir: str | os.PathLike | None = None,
             # committed: a stage is removed only once its moves are done; after a failure the stages
             # stay, and the next publish into these folders completes them first
     return paths
+
+
+def _spanned(written: Iterable[Path], outputs: Iterable[Path]) -> list[Path]:
+    """The folders a publish locks: those it writes and every existing output folder, since a commit
+    left there may span both and is completed only by the holder of both locks."""
+    return list(dict.fromkeys([*written, *(f for f in outputs if f.is_dir())]))
 
 
 PREPARED = "resgd-publish-prepared.json"
@@ -274,6 +279,19 @@ def _stage_at(candidates: Iterable[Path], stage_id: str) -> Path | None:
     return None
 
 
+def _listed(record: object) -> list[dict]:
+    """The stages a commit record of this layout lists (none for the earlier layout or an unreadable file)."""
+    if not isinstance(record, dict) or "format" not in record:
+        return []
+    return [s for s in record.get("stages", []) if isinstance(s, dict)]
+
+
+def _is_copy(stage: Path, listed: list[dict]) -> bool:
+    """Whether ``stage`` is a copy: the place its record gives for it still holds another folder (the original)."""
+    recorded = next((Path(s["abs"]) for s in listed if s.get("id") == stage.name and s.get("abs")), None)
+    return recorded is not None and recorded != stage and recorded.exists()
+
+
 def _finish_commit(primary: Path, keep_newer: bool = True) -> None:
     """Complete the commit whose record ``primary`` holds: its other stages first (where the record
     says, else where they are relative to ``primary``), the record's own stage last (the others
@@ -284,10 +302,8 @@ def _finish_commit(primary: Path, keep_newer: bool = True) -> None:
     committed_ns = manifest.stat().st_mtime_ns if keep_newer else None
     if isinstance(record, list) or (isinstance(record, dict) and "moves" in record):
         return _finish_format_1(record)
-    listed = [s for s in (record.get("stages", []) if isinstance(record, dict) else []) if isinstance(s, dict)]
-    me = next((s for s in listed if s.get("id") == primary.name), {})
-    copied = Path(me.get("abs", primary)) != primary and Path(me.get("abs", primary)).exists()
-    if not copied:
+    listed = _listed(record)
+    if not _is_copy(primary, listed):
         for entry in listed:
             if entry.get("id") == primary.name:
                 continue
@@ -320,7 +336,7 @@ def _commit_record(stage: Path) -> Path | None:
     where = info.get("manifest", {}) if isinstance(info, dict) else {}
     for candidate in (stage / where.get("rel", ""), Path(where.get("abs", ""))):
         record = _read_json(candidate) if candidate.name == MANIFEST else None
-        if isinstance(record, dict) and any(s.get("id") == stage.name for s in record.get("stages", [])):
+        if any(s.get("id") == stage.name for s in _listed(record)):
             return candidate
     return None
 
@@ -336,13 +352,13 @@ def recover_stages(folder: str | os.PathLike) -> None:
         record = _commit_record(stale)
         if record is None:
             shutil.rmtree(stale, ignore_errors=True)
-        elif record.parent == stale or not isinstance(_read_json(record), dict) or "format" not in _read_json(record):
+            continue
+        listed = _listed(_read_json(record))
+        if record.parent == stale or not listed:
             _finish_commit(record.parent)  # the record's own stage, or a stage of the earlier layout
         else:  # a stage the record lists: the whole commit is completed, unless this stage is a copy
-            listed = [s for s in _read_json(record).get("stages", []) if isinstance(s, dict)]
             committed_ns = record.stat().st_mtime_ns
-            recorded = Path(next((s.get("abs", "") for s in listed if s.get("id") == stale.name), ""))
-            if recorded == stale or not recorded.exists():
+            if not _is_copy(stale, listed):
                 _finish_commit(record.parent)
             if stale.exists():  # a copy (its original belongs to the original), or not found from the record
                 _finish_stage(stale, committed_ns)
@@ -363,8 +379,7 @@ def reproduce_part(
     if writes_results:
         folders += [resolve_results_dir(results_dir), resolve_cache_dir()]
     check_writable(folders)
-    outputs = [folders[0], resolve_results_dir(results_dir)]
-    with publish_lock([f for f in outputs if f in folders or f.is_dir()]):
+    with publish_lock(_spanned(folders[:2], [folders[0], resolve_results_dir(results_dir)])):
         pass  # a publish a killed run left half done is completed (or rolled back) before anything else
     use_style()
     return publish(compute(), figures_dir, results_dir)
