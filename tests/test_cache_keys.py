@@ -92,7 +92,8 @@ def test_the_cache_key_covers_every_module_a_cached_number_is_computed_with(tmp_
                                                    "experiments/results.py", "experiments/figures.py",
                                                    "experiments/page_tables.py", "experiments/page_numbers.py",
                                                    "experiments/result_files.py", "experiments/choices.py",
-                                                   "experiments/claims.py", "experiments/design.py",
+                                                   "experiments/claims.py", "experiments/rules.py",
+                                                   "experiments/verdict_files.py", "experiments/design.py",
                                                    "experiments/readout_link.py", "pipeline/reproduce.py"))}
     assert loaded - readers <= covered, sorted(loaded - readers - covered)
     assert "experiments/metrics.py" in covered  # computes the cached test loss and accuracies

@@ -102,6 +102,11 @@ def _rates(table: pd.DataFrame, experiment: str, beta: float, L: int, beta_ffn: 
     return pd.Series(col("rate").astype(float)[keep], index=col("seed")[keep])
 
 
+def of_seeds(k: int, n: int) -> str:
+    """"k of n seeds", singular for one."""
+    return f"{k} of {n} seed{'s' * (n != 1)}"
+
+
 def _dropped_text(excluded: int, seeds: int) -> str:
     """How many seeds a check lost to the regime rule (:func:`out_of_regime_removed`); '' when none."""
     return f"{excluded} of {seeds} seeds dropped out, a run having left the theorem's regime" if excluded else ""
@@ -110,11 +115,11 @@ def _dropped_text(excluded: int, seeds: int) -> str:
 def _interval_text(r: dict[str, Any]) -> str:
     """The interval's reading; when too few seeds are left for one, how many are left and how many it needs."""
     if math.isnan(r["lo"]):
-        left = r["seeds"] - r["excluded"]
+        left = r["left"]
         return (f"median {_fmt(r['median'])} over the {left} seed{'s' * (left != 1)} left ({r['positive']} > 0); no interval: "
                 f"{_dropped_text(r['excluded'], r['seeds']) or 'too few seeds'}, and the interval needs {r['need']}")
     return (f"median {_fmt(r['median'])}, {100 * r['level']:.1f} % interval [{_fmt(r['lo'])}, {_fmt(r['hi'])}] "
-            f"over {r['seeds'] - r['excluded']} seeds ({r['positive']} > 0)"
+            f"over {r['left']} seeds ({r['positive']} > 0)"
             + (f"; {_dropped_text(r['excluded'], r['seeds'])}" if r["excluded"] else ""))
 
 
@@ -148,7 +153,7 @@ def check_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figure: st
             d = with_res[common].to_numpy(dtype=float) - without[common].to_numpy(dtype=float)
         r = {**r, **interval_rule(d, "claim (a)")}
     detail = (f"median rate β = 1: {_fmt(r['median_rate_with'])}, β = 0: {_fmt(r['median_rate_without'])}; "
-              f"β = 1 faster in {r['faster_in']} of {r['seeds'] - r['excluded']} seed{'s' * (r['seeds'] - r['excluded'] != 1)}"
+              f"β = 1 faster in {of_seeds(r['faster_in'], r['left'])}"
               + (f"; {_dropped_text(r['excluded'], r['seeds'])}" if r["excluded"] and rule != "interval" else ""))
     if rule == "interval":
         detail += f"; difference: {_interval_text(r)}"
@@ -248,11 +253,11 @@ def check_depth_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figu
     r = sign_test(per_seed) if rule == "sign" else {**sign_test(per_seed), **interval_rule(per_seed, "claim (c)")}
     k = r.get("threshold")
     total = int(per_seed.size)
-    detail = (f"per-seed median over L of the difference > 0 in {r['positive']} of {total - r['excluded']} seeds"
+    detail = (f"per-seed median over L of the difference > 0 in {r['positive']} of {r['left']} seeds"
               + (f"; {_interval_text(r)}" if rule == "interval" else
                  (f" (decides at ≥ {k})" if k is not None else f" ({r['seeds']} seeds cannot decide at 5 %)")
                  + (f"; {_dropped_text(r['excluded'], total)}" if r["excluded"] else ""))
-              + "; per depth: " + "; ".join(f"L={L}: faster in {v['faster_in']}/{v['seeds'] - v['excluded']} (median rate "
+              + "; per depth: " + "; ".join(f"L={L}: faster in {v['faster_in']}/{v['left']} (median rate "
                                             f"{_fmt(v['median_rate_with'])} vs {_fmt(v['median_rate_without'])})"
                                             for L, v in by_depth.items()))
     return Verdict("depth_residual_helps", CLAIMS["depth_residual_helps"], r["outcome"],

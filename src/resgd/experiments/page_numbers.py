@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .claims import of_seeds
 from .experiment_settings import TWIN_NAMES
 from .page_tables import horizon_table, replay_table, twins_table
 from .results import PRIMARY, ExperimentResults
@@ -19,11 +20,6 @@ from .step_size import THEORY_FACTORS, THEORY_PRIMARY
 SLUGS = {"common": "common", f"theory c={THEORY_PRIMARY:g}": "theory",
          **{f"theory c={c:g}": f"theory-{'low' if c < THEORY_PRIMARY else 'high'}" for c in THEORY_FACTORS if c != THEORY_PRIMARY}}
 """Protocol label → the short name in glue keys (``<dataset>-<slug>-...``)."""
-
-
-def _of_seeds(k: int, n: int) -> str:
-    """"k of n seeds", singular for one."""
-    return f"{k} of {n} seed{'s' * (n != 1)}"
 
 
 def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[str, Any]:
@@ -49,7 +45,7 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
             part = v.numbers["attention"] if key == "f" else v.numbers
             out[f"{slug}-{key}-level"] = 100 * float(part["design_level"])  # the arm's level, known before any run
         if key == "a":
-            out[f"{slug}-a-won"] = _of_seeds(v.numbers["faster_in"], v.numbers["seeds"] - v.numbers["excluded"])  # seeds left
+            out[f"{slug}-a-won"] = of_seeds(v.numbers["faster_in"], v.numbers["left"])
             out[f"{slug}-a-chance"] = float(v.numbers["chance"])
         if key == "b":
             out[f"{slug}-b-rho"] = float(v.numbers["spearman"])
@@ -57,9 +53,7 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
         if key == "f":
             out[f"{slug}-f-carried"] = v.numbers["carried_by"]
         if key == "c":
-            # seeds left: the sign rule counts them in "seeds", the interval rule counts every seed there
-            left = v.numbers["seeds"] - (v.numbers["excluded"] if v.numbers.get("rule") == "interval" else 0)
-            out[f"{slug}-c-positive"] = _of_seeds(v.numbers["positive"], left)
+            out[f"{slug}-c-positive"] = of_seeds(v.numbers["positive"], v.numbers["left"])
             out[f"{slug}-c-threshold"] = "—" if v.numbers["threshold"] is None else int(v.numbers["threshold"])
     replay = replay_table(results)
     out["replay-changed"], out["replay-K"] = int(replay["changed"].sum()), int(len(replay))

@@ -40,7 +40,7 @@ def sign_test(d) -> dict[str, Any]:
     p_up, p_down = binomial_tail(n, up), binomial_tail(n, down)
     outcome = "holds" if n and p_up <= ALPHA else ("fails" if n and p_down <= ALPHA else "undecided")
     k = sign_threshold(n)
-    return {"outcome": outcome, "rule": "sign", "seeds": n, "excluded": excluded, "positive": up, "negative": down,
+    return {"outcome": outcome, "rule": "sign", "seeds": n, "excluded": excluded, "left": n, "positive": up, "negative": down,
             "p_up": p_up, "p_down": p_down, "threshold": k,
             "chance": 2.0 * binomial_tail(n, k) if k is not None else 0.0,
             "median": float(np.median(d)) if n else math.nan, "values": [float(x) for x in d]}
@@ -89,7 +89,7 @@ def interval_rule(values, what: str) -> dict[str, Any]:
     lo, hi, level = median_interval(x, MIN_COVERAGE)
     outcome = "undecided" if math.isnan(lo) else ("holds" if lo > 0 else "fails" if hi < 0 else "undecided")
     kept = x[~np.isnan(x)]
-    return {"outcome": outcome, "rule": "interval", "seeds": int(x.size), "excluded": int(np.isnan(x).sum()),
+    return {"outcome": outcome, "rule": "interval", "seeds": int(x.size), "excluded": int(np.isnan(x).sum()), "left": int(kept.size),
             "lo": lo, "hi": hi, "level": level, "design_level": interval_level(int(x.size), MIN_COVERAGE),
             "need": interval_min_n(MIN_COVERAGE),
             "chance": 1.0 - level if not math.isnan(level) else math.nan,

@@ -331,7 +331,7 @@ OUTCOME_COLORS = {"holds": "#1a7f37", "fails": "#b42318", "horizon-dependent": "
 def _rule_text(numbers: dict) -> str:
     """What the rule needed and what it found, in a few words."""
     if numbers.get("rule") == "interval":
-        left = numbers["seeds"] - numbers.get("excluded", 0)
+        left = numbers["left"]
         if math.isnan(numbers["lo"]):  # too many seeds dropped out (a run left the theorem's regime)
             return f"{numbers.get('positive', 0)} of {left} seeds left > 0\nno interval: it needs {numbers.get('need', '?')} seeds"
         return (f"{numbers.get('positive', 0)} of {left} > 0\n{100 * numbers['level']:.1f} % interval "
