@@ -181,7 +181,7 @@ def test_a_check_whose_seeds_dropped_out_says_so_in_words_not_nan():
 
 
 def test_an_arm_of_fewer_than_eight_seeds_is_descriptive():
-    few = {v.name: v for v in claims.evaluate(table(MONOTONE, protocol="common"), "jena")}
+    few = {v.name: v for v in claims.evaluate(table(MONOTONE, protocol="theory c=1"), "jena")}  # a sign-rule arm
     assert few["residual_helps"].numbers["arm_seeds"] == 6 and not verdict_files.decides(few["residual_helps"].numbers)
     assert verdict_files.decides({v.name: v for v in claims.evaluate(table(EIGHT), "jena")}["residual_helps"].numbers)
 
@@ -229,9 +229,10 @@ def _eight(rates: dict) -> dict:
 
 
 def _both_protocols(beta_rates, factorial=None):
-    """The theorem's protocol at 8 seeds in the β sweep and factorial (its interval arms), ``common`` as given."""
+    """Both protocols' β sweeps at 8 seeds (interval arms since design v5), the factorial under the
+    theorem's; the depth sweep of :func:`table` has 2 seeds (sign rule: descriptive)."""
     theory = table(_eight(beta_rates), factorial=_eight(factorial) if factorial else None)
-    return pd.concat([theory, table(beta_rates, protocol="common")], ignore_index=True)
+    return pd.concat([theory, table(_eight(beta_rates), protocol="common")], ignore_index=True)
 
 
 def test_verdicts_round_trip_and_missing_file_is_named(tmp_path):
@@ -252,11 +253,11 @@ def test_verdicts_round_trip_and_missing_file_is_named(tmp_path):
     loaded = verdict_files.load_verdicts(tmp_path, mode="quick")
     assert len(loaded) == 13
     row = loaded[(loaded["dataset"] == "sst2") & (loaded["name"] == "residual_helps") & (loaded["protocol"] == "common")].iloc[0]
-    assert row["verdict"] == "fails" and row["data"] == "real" and row["chance"] == pytest.approx(2 / 64)
+    assert row["verdict"] == "fails" and row["data"] == "real" and row["chance"] == pytest.approx(1 - 0.9296875)
     assert set(loaded.loc[loaded["dataset"] == "jena", "data"]) == {"synthetic stand-in"}
     counts = verdict_files.verdict_counts(loaded).set_index("protocol")
-    # the common arms (6 seeds) are descriptive; theory's 8-seed arms decide
-    assert counts.loc["common", "K"] == 0 and counts.loc["common", "descriptive"] == 6
+    # the β sweeps (8 seeds) decide under both protocols; the 2-seed depth sweeps are descriptive
+    assert counts.loc["common", "K"] == 4 and counts.loc["common", "descriptive"] == 2
     assert counts.loc["theory c=0.5", "K"] + counts.loc["theory c=0.5", "descriptive"] == 7
     theory = counts.loc["theory c=0.5"]
     assert theory[["holds", "fails", "horizon_dependent", "undecided"]].sum() == theory["K"] > 0
@@ -264,17 +265,17 @@ def test_verdicts_round_trip_and_missing_file_is_named(tmp_path):
     assert loaded.loc[~loaded["decides"], "seeds_in_arm"].max() < 8 <= loaded.loc[loaded["decides"], "seeds_in_arm"].min()
     with pytest.raises(FileNotFoundError, match="jena_full.json"):
         verdict_files.load_verdicts(tmp_path, mode="full")
-    # the interval-rule checks (theory c=0.5 at one layer: (a), (b)) are named as such; the factorial by
+    # the interval-rule checks (one layer, both protocols: (a), (b)) are named as such; the factorial by
     # the rule that decides it, the Holm-corrected sign test, in every arm
     by_rule = loaded.groupby("rule")["protocol"].agg(set)
-    assert by_rule["interval"] == {"theory c=0.5"} and "common" in by_rule["sign"]
+    assert by_rule["interval"] == {"theory c=0.5", "common"} and by_rule["sign"] == {"theory c=0.5", "common"}  # depth
     assert set(loaded.loc[loaded["rule"] == "interval", "name"]) == {"residual_helps", "beta_monotone"}
     assert set(loaded.loc[loaded["name"] == "factorial", "rule"]) == {claims.FACTORIAL_RULE}
     skips = loaded.set_index(["dataset", "name"])["skips"]
     assert skips[("jena", "factorial")].startswith("attention skip ") and ", FFN skip " in skips[("jena", "factorial")]
     assert skips[("jena", "residual_helps")].eq("").all()
     summary = verdict_files.interval_summary(loaded)
-    assert summary["seeds"] == 8 and summary["level"] == pytest.approx(0.9296875) and summary["checks"] == 4  # (a), (b)
+    assert summary["seeds"] == 8 and summary["level"] == pytest.approx(0.9296875) and summary["checks"] == 8  # (a), (b) × 2 protocols × 2 data sets
     assert summary["chance"] == pytest.approx(1 - 0.9296875)
     with pytest.raises(ValueError, match="no verdict was decided by the interval"):
         verdict_files.interval_summary(loaded[loaded["rule"] == "sign"])
@@ -294,7 +295,7 @@ def test_verdict_grid_figure(tmp_path):
     fig = plot_verdicts(verdict_files.load_verdicts(tmp_path, mode="full"))
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert [t.split("\n")[0] for t in texts].count("fails") == 2 and "holds" in texts
-    assert "fails\n(descriptive)" in texts  # the 6-seed common arm
+    assert "undecided\n(descriptive)" in texts  # the 2-seed depth arms
     assert any("SYNTHETIC" in t.get_text() for t in fig.texts)
     plt.close(fig)
     # a real-format file not checked against the published one is stamped too; verified data is not

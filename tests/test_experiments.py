@@ -251,11 +251,11 @@ def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     results = ex.run_experiments(s, n_jobs=1)
     assert set(results.runs["experiment"]) == {"beta", "depth", "factorial"}
     per_run = results.per_run()
-    # β sweep: 3 β × (2 seeds common + 8 interval seeds theory 0.5) + 2 β × 2 seeds × (c = 0.25, 1);
+    # β sweep: 3 β × (8 interval seeds common + 8 theory 0.5; design v5) + 2 β × 2 seeds × (c = 0.25, 1);
     # factorial 4 × 8 interval seeds; depth: 2 L × 2 seeds × 2 models × 2 protocols + 2 L × 1 seed for each of the
     # He-scaled and the dead twin (sensitivity rows); the plain init of β = 0.5 under theory c = 0.5, 2 seeds
     assert len(s.interval_seeds) == 8 and s.interval_seeds[:2] == s.seeds
-    assert len(per_run) == 6 + 24 + 8 + 32 + 16 + 2 + 2 + 2
+    assert len(per_run) == 24 + 24 + 8 + 32 + 16 + 2 + 2 + 2
     plain = per_run[(per_run["experiment"] == "beta") & (per_run["twin_init"] == "living")]
     assert set(plain["beta"]) == {0.5} and set(plain["protocol"]) == {"theory c=0.5"}
     init = ex.beta_init_table(results)
@@ -264,7 +264,9 @@ def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     horizons = ex.horizon_table(results)
     assert {"T/4", "T/2", "T", "verdict", "decides", "earlier rule at T"} <= set(horizons.columns)
     assert set(horizons["verdict"]) <= {"holds", "fails", "horizon-dependent", "undecided"}
-    assert horizons.loc[horizons["protocol"] == "common", "decides"].eq(False).all()  # 2 seeds: descriptive
+    common = horizons[horizons["protocol"] == "common"].set_index("claim")["decides"]
+    assert common["residual_helps"] and common["beta_monotone"]  # the common β sweep's 8 seeds decide (v5)
+    assert not common["depth_residual_helps"]  # 2 seeds: descriptive
     regime = ex.regime_table(results)
     assert (regime["left"] <= regime["runs"]).all() and (regime["diverged"] <= regime["left"]).all()
     assert {"engine_engine", "engine_mkl_path", "engine_isa", "engine_torch"} <= set(per_run.columns)  # the path of every run
@@ -277,7 +279,8 @@ def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     rules = {(v.protocol, v.name): v.numbers.get("rule", v.numbers.get("attention", {}).get("rule", "sign"))
              for v in results.verdicts()}
     assert rules[("theory c=0.5", "residual_helps")] == rules[("theory c=0.5", "beta_monotone")] == "interval"
-    assert rules[("theory c=0.5", "factorial")] == "interval" and rules[("common", "residual_helps")] == "sign"
+    assert rules[("theory c=0.5", "factorial")] == rules[("common", "residual_helps")] == rules[("common", "beta_monotone")] == "interval"
+    assert rules[("theory c=1", "residual_helps")] == rules[("common", "depth_residual_helps")] == "sign"
     summary = results.summary()
     assert {"loss_T", "iterations_to_target", "rate", "stalled", "diverged", "loss_ratio_T"} <= set(summary.columns)
     assert ("train_acc" in summary.columns) == (dataset == "toy_cls")
@@ -285,6 +288,7 @@ def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     assert ("theory c=0.5", "factorial") in names and ("common", "depth_residual_helps") in names
     numbers = ex.page_numbers(results)
     assert {"theory-a", "common-b", "theory-f-carried", "common-L3-dead-lossT", "common-L3-living-lossT", "theory-a-level",
+            "common-a-level", "common-a-won", "common-b-detail",
             "theory-c-positive", "replay-changed", "horizon-dependent", "descriptive", "theory-left"} <= set(numbers)
     predictions = results.readout()  # one row per distinct run (the factorial's corners are β-sweep runs)
     assert len(predictions) == len(per_run.drop_duplicates(["twin_init", "beta", "beta_ffn", "n_layers", "seed", "lr"]))

@@ -23,14 +23,16 @@ def _table(beta_rates: dict[float, list[float]], factorial: dict | None = None) 
     return frame.assign(protocol="theory c=0.5", twin_init="matched")
 
 
-def test_interval_arms_are_the_theorems_single_layer_arms():
+def test_interval_arms_are_the_deciding_single_layer_arms():
     assert design.rule("beta", "theory c=0.5") == design.rule("factorial", "theory c=0.5") == "interval"
-    assert design.rule("depth", "theory c=0.5") == design.rule("beta", "common") == design.rule("beta", "theory c=1") == "sign"
+    assert design.rule("beta", "common") == "interval"  # design v5
+    assert design.rule("depth", "theory c=0.5") == design.rule("depth", "common") == design.rule("beta", "theory c=1") == "sign"
     for quick in (True, False):
         s = ex.settings("jena", quick, seed=3)
         assert s.interval_seeds == tuple(range(3, 11)) and s.interval_seeds[: len(s.seeds)] == s.seeds
         seeds = {(a.experiment, a.label, a.twin_init): a.seeds(s) for a in design.arms(s.betas, s.depths)}
         assert seeds[("beta", "theory c=0.5", "matched")] == seeds[("factorial", "theory c=0.5", "matched")] == s.interval_seeds
+        assert seeds[("beta", "common", "matched")] == s.interval_seeds  # v5: the common β sweep decides too
         assert seeds[("beta", "theory c=1", "matched")] == seeds[("depth", "theory c=0.5", "matched")] == s.seeds
         assert seeds[("depth", "common", "scaled")] == seeds[("depth", "common", "living")] == s.seeds[:1]
 
@@ -40,12 +42,12 @@ def test_training_cost_counts_each_distinct_run_once():
     one = s.N * s.iterations  # a single-layer run
     depth = sum(s.depth_N * L * s.depth_iterations for L in s.depths)  # one (model, seed) over every depth
     n, k = len(s.seeds), len(s.interval_seeds)
-    # β sweep: common 5 β × n, theory 5 β × k, c = 0.25, 1: 2 β × n each; factorial: its 2 off-diagonal cells × k
-    single = one * (5 * n + 5 * k + 4 * n + 2 * k)
+    # β sweep: common 5 β × k, theory 5 β × k, c = 0.25, 1: 2 β × n each; factorial: its 2 off-diagonal cells × k
+    single = one * (5 * k + 5 * k + 4 * n + 2 * k)
     # depth: 2 models × n seeds × 2 protocols, the He-scaled and the dead twins 1 seed each
     assert design.training_cost(s) == single + depth * (4 * n + 2)
     before = design.training_cost(replace(s, interval_seeds=s.seeds))
-    assert design.training_cost(s) - before == one * 7 * (k - n)
+    assert design.training_cost(s) - before == one * 12 * (k - n)
 
 
 def test_interval_rule_decides_by_the_exact_interval():

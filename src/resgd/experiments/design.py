@@ -11,10 +11,12 @@ Arms (one :class:`Arm` per group of runs that share protocol, step factor and tw
   L̂ were smaller and μ larger) is a sensitivity row under ``theory`` c = 0.5 with
   :data:`PLAIN_INIT_SEEDS` seeds (``twin_init="living"``), never in a verdict;
 * ``factorial`` — L = 1, attention skip × FFN skip, (β, β_ffn) ∈ {0, 1}², under ``theory`` c = 0.5;
-* seeds: the two arms where the theorem's protocol decides at L = 1 (``beta`` and ``factorial``
-  under ``theory`` c = 0.5, :data:`INTERVAL_ARMS`) train ``Settings.interval_seeds`` seeds (8 in
-  quick and full mode; the first ones are the other arms' seeds); every other arm
-  ``Settings.seeds`` (3 in full mode, 2 in quick mode), the dead-by-init twin one;
+* seeds: the three arms that decide at L = 1 (the ``beta`` sweep under ``common`` and under
+  ``theory`` c = 0.5, and the ``factorial`` under ``theory`` c = 0.5: :data:`INTERVAL_ARMS`) train
+  ``Settings.interval_seeds`` seeds (8 in quick and full mode; the first ones are the other arms'
+  seeds); every other arm ``Settings.seeds`` (3 in full mode, 2 in quick mode), the dead-by-init
+  twin one. (v5: the ``common`` β sweep joined them; under v4 it had 3 seeds, so claims (a) and
+  (b) under ``common`` were descriptive and the book's verdict table held the theory arms only);
 * ``depth`` — every L of ``Settings.depths``, the residual model (β = 1) and its matched twin
   (β = 0, ``twin_init="matched"``: every hidden state at the residual model's RMS at t = 0,
   :mod:`resgd.experiments.twin`) under ``common`` and ``theory`` c = 0.5; the earlier "living" twin
@@ -45,7 +47,7 @@ every rule the book uses):
   (b) ρ_s = Spearman(β, r of seed s) over the five β (a diverged run ranks last); factorial, per
   skip, the mean of its two differences (at both levels of the other skip); (c) d = r(β = 1) −
   r(twin) for every (L, seed) pair;
-* ``interval`` (the :data:`INTERVAL_ARMS`, 8 seeds): the exact order-statistic interval for the
+* ``interval`` (the :data:`INTERVAL_ARMS`, 8 seeds, whatever the protocol): the exact order-statistic interval for the
   median of the per-seed values (:func:`resgd.core.stats.median_interval` at :data:`MIN_COVERAGE`:
   8 seeds → [x₍₂₎, x₍₇₎], level 93.0 %): **holds** above 0, **fails** below, **undecided** otherwise;
   by chance at most 3.5 % each way (it is the exact sign test: 7 of 8 seeds agree);
@@ -54,7 +56,8 @@ every rule the book uses):
   With 3 seeds no k qualifies (3 of 3 happens by chance 12.5 % of the time): such an arm is shown,
   with its seed counts, and is **undecided** by design;
 * (b) in a ``sign`` arm: Spearman ρ between β and the median rate over seeds: **holds** when ρ ≥
-  :data:`SPEARMAN_BOUND`, **fails** when ρ ≤ −:data:`SPEARMAN_BOUND` (five β: 4.2 % each way);
+  :data:`SPEARMAN_BOUND`, **fails** when ρ ≤ −:data:`SPEARMAN_BOUND` (five β: 4.2 % each way); since
+  v5 no arm of the book uses it (every five-β sweep has 8 seeds), a run with ``seeds=3`` does;
 * (c) one statistic per seed: D_s = the median over L = 2, 6, 10 of d_L = r(β = 1) − r(matched twin)
   of seed s, then the arm's rule on the D_s (the sign rule with its 3 seeds: it cannot decide, by
   design). Why per seed: the runs of one seed share the data and the first layers' initial weights,
@@ -116,8 +119,9 @@ MIN_COVERAGE = 0.9
 """The interval rule's minimum coverage (as the map's ``MapGrid.min_coverage``): 8 seeds → k = 2, 93.0 %."""
 MIN_INTERVAL_SEEDS = 8
 """The interval rule needs at least this many seeds per arm (with fewer, no k reaches a useful level)."""
-INTERVAL_ARMS = (("beta", f"theory c={THEORY_PRIMARY:g}"), ("factorial", f"theory c={THEORY_PRIMARY:g}"))
-"""(experiment, protocol label) of the arms decided by the interval rule; every other arm: the sign rule."""
+INTERVAL_ARMS = (("beta", "common"), ("beta", f"theory c={THEORY_PRIMARY:g}"), ("factorial", f"theory c={THEORY_PRIMARY:g}"))
+"""(experiment, protocol label) of the arms that train 8 seeds and are decided by the interval rule
+(v5 added the ``common`` β sweep); every other arm: the sign rule."""
 RULES = ("sign", "interval")
 OUTCOMES = ("learning", "stalled", "diverged")
 VERDICTS = ("holds", "fails", "horizon-dependent", "undecided")

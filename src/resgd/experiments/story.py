@@ -69,10 +69,15 @@ def sentences(verdicts: pd.DataFrame) -> list[str]:
         out.append("Which skip carries the effect at one layer: " + "; ".join(
             f"on {NAMES.get(r.dataset, r.dataset)}, {r.skips}" for r in rows.itertuples())
                    + " (each skip tested on its own, corrected for testing two: Holm's method).")
+    common_a = _outcomes(verdicts, "residual_helps", "common")
     common_b = _outcomes(verdicts, "beta_monotone", "common")
     common_c = _outcomes(verdicts, "depth_residual_helps", "common")
     out.append("With one step size shared by every model of a comparison (the common protocol: half the largest step "
-               "on a grid at which the β = 1 model learns), a larger β "
-               + _per_dataset(common_b, "trains faster", "trains slower", "is not decidedly faster") + ", and residual "
-               "models at depth are " + _per_dataset(common_c, "faster", "slower", "not decidedly faster") + ".")
+               "on a grid at which the β = 1 model learns), a single-layer model with the residual connection is "
+               + _per_dataset(common_a, "faster than without it", "slower than without it",
+                              "not decidedly faster or slower than without it")
+               + ", and a larger β " + _per_dataset(common_b, "trains faster", "trains slower", "is not decidedly faster or slower")
+               + _shapes(verdicts, "common") + "; residual models at depth"
+               + _descriptive(verdicts, "depth_residual_helps", "common") + " are "
+               + _per_dataset(common_c, "faster", "slower", "not decidedly faster") + ".")
     return out
