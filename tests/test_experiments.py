@@ -288,7 +288,7 @@ def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     assert ("theory c=0.5", "factorial") in names and ("common", "depth_residual_helps") in names
     numbers = ex.page_numbers(results)
     assert {"theory-a", "common-b", "theory-f-carried", "common-L3-dead-lossT", "common-L3-living-lossT", "theory-a-level",
-            "common-a-level", "common-a-won", "common-b-detail",
+            "common-a-level", "common-a-won", "common-b-detail", "replay-first-differs",
             "theory-c-positive", "replay-changed", "horizon-dependent", "descriptive", "theory-left"} <= set(numbers)
     predictions = results.readout()  # one row per distinct run (the factorial's corners are β-sweep runs)
     assert len(predictions) == len(per_run.drop_duplicates(["twin_init", "beta", "beta_ffn", "n_layers", "seed", "lr"]))
@@ -317,7 +317,27 @@ def test_per_run_measures_on_hand_made_histories():
     assert per_run.loc[0, "rate"] == pytest.approx(0.1) and per_run.loc[0, "outcome"] == "learning"
     assert per_run.loc[0, "iterations_to_target"] == 7  # first t with exp(-0.1 t) <= 1/2
     assert per_run.loc[1, "outcome"] == "stalled" and per_run.loc[1, "iterations_to_target"] == math.inf
+    assert per_run.loc[0, "first_to_target"] == -7 and per_run.loc[1, "first_to_target"] == -math.inf
     assert per_run.loc[0, "loss_ratio_T"] == pytest.approx(math.exp(-1.0))
+
+
+def test_who_gets_there_first_is_not_the_rate_when_one_run_meets_a_floor():
+    """The replayed measure reads the curves at ½Φ(0): a run that falls fast to a floor just under
+    it gets there first yet has the lower rate over T; the rules, applied to first_to_target, say so."""
+    from resgd.experiments import claims
+
+    T = 40
+    fast_floor = [max(2.0 * math.exp(-0.5 * t), 0.9) for t in range(T + 1)]  # ½Φ(0) = 1 at t = 2, then a floor at 0.9
+    steady = [2.0 * math.exp(-0.05 * t) for t in range(T + 1)]  # ½Φ(0) at t = 14, Φ(T) = 0.27
+    rows = []
+    for seed in range(8):
+        for beta, losses in ((1.0, fast_floor), (0.0, steady)):
+            rows += [{**r, "experiment": "beta", "beta": beta, "beta_ffn": beta, "protocol": "common"}
+                     for r in _history([x * (1 + seed / 100) for x in losses], seed=seed)]
+    per_run = ex.per_run_table(pd.DataFrame(rows))
+    by_rate = {v.name: v.outcome for v in claims.evaluate(per_run, "toy")}
+    by_first = {v.name: v.outcome for v in claims.evaluate(per_run.assign(rate=per_run["first_to_target"]), "toy")}
+    assert by_rate["residual_helps"] == "fails" and by_first["residual_helps"] == "holds"
 
 
 def _history(losses, *, diverged_at=math.nan, seed=0):

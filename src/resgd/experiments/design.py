@@ -34,7 +34,12 @@ Measures (per run; :func:`resgd.experiments.tables.per_run_table`), one speed fo
   difference in r);
 * secondary, shown and never deciding: the earlier primary, minus the least-squares slope of log Φ(t)
   over t ∈ [0, T/2] (``rate_half``, :data:`RATE_WINDOW`); the iterations to Φ(t) ≤
-  :data:`RELATIVE_TARGET` · Φ(0) (+∞ if never); the loss at T;
+  :data:`RELATIVE_TARGET` · Φ(0) (+∞ if never); the loss at T. Two of them are replayed through
+  every verdict rule on the same runs (:data:`MEASURES`): ``rate_half``, and ``first_to_target`` =
+  −(iterations to Φ(t) ≤ :data:`RELATIVE_TARGET` · Φ(0)), −∞ if never by T ("who gets there
+  first": the reading of the paper's loss curves at one loss level, fitted to nothing, the same
+  at any T both runs reach it by, and blind to a loss floor below the target; added after v5's
+  first build, as a replay that decides nothing);
 * outcome: ``diverged`` (the trainer's rule), ``stalled`` (Φ(T)/Φ(0) ≥ :data:`STALL_RATIO`: it
   did not learn), ``learning`` otherwise. A stalled run is never called diverged nor stable.
 
@@ -108,8 +113,9 @@ SPEARMAN_BOUND = 0.9
 """(b) in a sign arm holds at ρ ≥ 0.9 (five β: at most one adjacent swap; 5 of 120 orders, 4.2 %), fails at ρ ≤ −0.9."""
 ALPHA = 0.05
 """Every verdict's false-decision rate under no effect, per direction ("holds", "fails"), at most this."""
-MEASURES = ("rate", "rate_half")
-"""The primary speed (``rate``: −log(Φ(T)/Φ(0))/T) and the earlier one (``rate_half``), replayed beside it."""
+MEASURES = ("rate", "rate_half", "first_to_target")
+"""The primary speed (``rate``: −log(Φ(T)/Φ(0))/T) and two replayed beside it on the same runs: the
+earlier one (``rate_half``) and who reaches Φ ≤ RELATIVE_TARGET · Φ(0) first (``first_to_target``)."""
 SENSITIVITY_FACTORS = (0.25, 1.0)
 PLAIN_INIT_SEEDS = 3
 """Seeds of the β sweep's plain-init sensitivity row (0 < β < 1 without gains, as before this design)."""

@@ -57,6 +57,7 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
             out[f"{slug}-c-threshold"] = "—" if v.numbers["threshold"] is None else int(v.numbers["threshold"])
     replay = replay_table(results)
     out["replay-changed"], out["replay-K"] = int(replay["changed"].sum()), int(len(replay))
+    out["replay-first-differs"] = int((replay["first to ½Φ(0) by T (replayed)"] != replay["rate (deciding)"]).sum())
     horizons = horizon_table(results)
     out["horizon-dependent"] = int((horizons["verdict"] == "horizon-dependent").sum())
     out["horizon-K"] = int(len(horizons))

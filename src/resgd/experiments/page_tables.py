@@ -37,12 +37,17 @@ def step_table(results: ExperimentResults) -> pd.DataFrame:
 
 
 def replay_table(results: ExperimentResults) -> pd.DataFrame:
-    """Each verdict on the primary speed (``rate``) beside the same rule on the earlier one
-    (``rate_half``, the half-run slope), on the same runs: where the measure matters."""
+    """Each verdict on the primary speed (``rate``) beside the same rule on the replayed measures, on
+    the same runs: the earlier one (``rate_half``, the half-run slope, at the three horizons) and who
+    first reaches Φ ≤ ½ Φ(0) (``first_to_target``, read at T: a run that has not reached it by T is
+    the slower one). ``changed``: the earlier measure's verdict differs (where the measure matters)."""
     primary = {(v.name, v.protocol): v.outcome for v in results.verdicts("rate")}
     replay = {(v.name, v.protocol): v.outcome for v in results.verdicts("rate_half")}
+    first = {(v.name, v.protocol): v.outcome for v in results.verdicts("first_to_target", horizons=(1.0,))}
     rows = [{"claim": name, "protocol": protocol, "rate (deciding)": outcome, "rate_half (replayed)": replay.get((name, protocol), "—"),
-             "changed": replay.get((name, protocol)) != outcome} for (name, protocol), outcome in primary.items()]
+             "changed": replay.get((name, protocol)) != outcome,
+             "first to ½Φ(0) by T (replayed)": first.get((name, protocol), "—")}
+            for (name, protocol), outcome in primary.items()]
     return pd.DataFrame(rows)
 
 

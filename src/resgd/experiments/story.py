@@ -12,6 +12,13 @@ import pandas as pd
 from .design import MIN_INTERVAL_SEEDS
 
 NAMES = {"jena": "Jena", "sst2": "SST-2"}
+HORIZON = "depending on the horizon (T/4, T/2, T)"
+B_WORDS = ("ranks faster (each seed's rank correlation of β with the rate is above 0)",
+           "ranks slower (each seed's rank correlation of β with the rate is below 0)",
+           "is not decidedly faster or slower", f"ranks faster or not {HORIZON}")
+"""Claim (b)'s words for holds, fails, undecided, horizon-dependent: its rule reads ranks (Spearman
+per seed), so a verdict says how β ranks the rates and the shape clause after it says what the
+curve is (an inverted U "ranks slower" when its peak is at a small β; it does not "train slower")."""
 THEORY = "theory c=0.5"
 
 
@@ -21,7 +28,7 @@ def _outcomes(verdicts: pd.DataFrame, name: str, protocol: str) -> dict[str, str
 
 
 def _per_dataset(outcomes: dict[str, str], holds: str, fails: str, undecided: str,
-                 horizon: str = "faster or not depending on the horizon (T/4, T/2, T)") -> str:
+                 horizon: str = f"faster or not {HORIZON}") -> str:
     """One clause for all data sets when they agree, else one per data set."""
     words = {"holds": holds, "fails": fails, "undecided": undecided, "horizon-dependent": horizon}
     present = [d for d in NAMES if d in outcomes]
@@ -57,8 +64,7 @@ def sentences(verdicts: pd.DataFrame) -> list[str]:
                                                     "faster than without it", "slower than without it",
                                                     "not decidedly faster or slower than without it") + ".",
         "Under the same step, a larger residual weight β " + _per_dataset(
-            _outcomes(verdicts, "beta_monotone", THEORY), "trains faster", "trains slower",
-            "is not decidedly faster or slower") + _shapes(verdicts, THEORY) + ".",
+            _outcomes(verdicts, "beta_monotone", THEORY), *B_WORDS) + _shapes(verdicts, THEORY) + ".",
         "With 2, 6 and 10 layers, models with residual connections against the same models without them, "
         "started with signals of the same size (matched twins)"
         + _descriptive(verdicts, "depth_residual_helps", THEORY) + ": "
@@ -76,7 +82,7 @@ def sentences(verdicts: pd.DataFrame) -> list[str]:
                "on a grid at which the β = 1 model learns), a single-layer model with the residual connection is "
                + _per_dataset(common_a, "faster than without it", "slower than without it",
                               "not decidedly faster or slower than without it")
-               + ", and a larger β " + _per_dataset(common_b, "trains faster", "trains slower", "is not decidedly faster or slower")
+               + ", and a larger β " + _per_dataset(common_b, *B_WORDS)
                + _shapes(verdicts, "common") + "; residual models at depth"
                + _descriptive(verdicts, "depth_residual_helps", "common") + " are "
                + _per_dataset(common_c, "faster", "slower", "not decidedly faster") + ".")

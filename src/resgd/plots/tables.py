@@ -18,7 +18,7 @@ MEANINGS = {
     "NaN": "no value: the quantity is not defined for that row (a run that dropped out of a check, a "
            "configuration without that kind of run, a statistic with too few values)",
     "∞": "never reached (iterations to a target) or a loss that diverged",
-    "−∞": "the rate of a run whose loss diverged",
+    "−∞": "the rate of a run whose loss diverged, or first_to_target of a run that never reached its target",
 }
 
 
