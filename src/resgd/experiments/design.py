@@ -52,8 +52,8 @@ every rule the book uses):
   (b) ρ_s = Spearman(β, r of seed s) over the five β (a diverged run ranks last); factorial, per
   skip, the mean of its two differences (at both levels of the other skip); (c) d = r(β = 1) −
   r(twin) for every (L, seed) pair;
-* ``interval`` (the :data:`INTERVAL_ARMS`, 8 seeds, whatever the protocol): the exact order-statistic interval for the
-  median of the per-seed values (:func:`resgd.core.stats.median_interval` at :data:`MIN_COVERAGE`:
+* ``interval`` (the :data:`INTERVAL_ARMS`, 8 seeds, whatever the protocol): the exact order-statistic
+  interval for the median of the per-seed values (:func:`resgd.core.stats.median_interval` at :data:`MIN_COVERAGE`:
   8 seeds → [x₍₂₎, x₍₇₎], level 93.0 %): **holds** above 0, **fails** below, **undecided** otherwise;
   by chance at most 3.5 % each way (it is the exact sign test: 7 of 8 seeds agree);
 * ``sign`` (every other arm): the exact sign test at :data:`ALPHA` per direction: **holds** when at
@@ -62,7 +62,8 @@ every rule the book uses):
   with its seed counts, and is **undecided** by design;
 * (b) in a ``sign`` arm: Spearman ρ between β and the median rate over seeds: **holds** when ρ ≥
   :data:`SPEARMAN_BOUND`, **fails** when ρ ≤ −:data:`SPEARMAN_BOUND` (five β: 4.2 % each way); since
-  v5 no arm of the book uses it (every five-β sweep has 8 seeds), a run with ``seeds=3`` does;
+  v5 no arm uses it (every five-β sweep has 8 seeds and the interval rule): it is simulated among
+  the replayed rules of :mod:`resgd.experiments.null_rates`;
 * (c) one statistic per seed: D_s = the median over L = 2, 6, 10 of d_L = r(β = 1) − r(matched twin)
   of seed s, then the arm's rule on the D_s (the sign rule with its 3 seeds: it cannot decide, by
   design). Why per seed: the runs of one seed share the data and the first layers' initial weights,

@@ -78,8 +78,8 @@ class ExperimentResults:
     def verdicts(self, measure: str = "rate", horizons: Sequence[float] = HORIZONS):
         """Every claim's verdict on the pre-registered ``measure`` (``design.MEASURES``: the primary
         ``rate``, or ``rate_half`` or ``first_to_target`` replayed on the same runs to show where the
-        measure matters), at
-        every horizon of ``horizons`` and combined by :func:`resgd.experiments.claims.horizon_outcome`."""
+        measure matters), at every horizon of ``horizons`` and combined by
+        :func:`resgd.experiments.claims.horizon_outcome`."""
         from .claims import evaluate_horizons
 
         check_choice("measure", measure, MEASURES)

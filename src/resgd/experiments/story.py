@@ -13,6 +13,8 @@ from .design import MIN_INTERVAL_SEEDS
 
 NAMES = {"jena": "Jena", "sst2": "SST-2"}
 HORIZON = "depending on the horizon (T/4, T/2, T)"
+A_WORDS = ("faster than without it", "slower than without it", "not decidedly faster or slower than without it")
+"""Claim (a)'s words for holds, fails, undecided (the single-layer model with the residual connection is …)."""
 B_WORDS = ("ranks faster (each seed's rank correlation of β with the rate is above 0)",
            "ranks slower (each seed's rank correlation of β with the rate is below 0)",
            "is not decidedly faster or slower", f"ranks faster or not {HORIZON}")
@@ -60,9 +62,7 @@ def sentences(verdicts: pd.DataFrame) -> list[str]:
     out = [
         "Under the step size Theorem 1's guarantee uses (half of one over the loss's measured curvature "
         "at each run's starting weights: μ = c/L̂ with c = 0.5), a single-layer model with "
-        "the residual connection is " + _per_dataset(_outcomes(verdicts, "residual_helps", THEORY),
-                                                    "faster than without it", "slower than without it",
-                                                    "not decidedly faster or slower than without it") + ".",
+        "the residual connection is " + _per_dataset(_outcomes(verdicts, "residual_helps", THEORY), *A_WORDS) + ".",
         "Under the same step, a larger residual weight β " + _per_dataset(
             _outcomes(verdicts, "beta_monotone", THEORY), *B_WORDS) + _shapes(verdicts, THEORY) + ".",
         "With 2, 6 and 10 layers, models with residual connections against the same models without them, "
@@ -80,8 +80,7 @@ def sentences(verdicts: pd.DataFrame) -> list[str]:
     common_c = _outcomes(verdicts, "depth_residual_helps", "common")
     out.append("With one step size shared by every model of a comparison (the common protocol: half the largest step "
                "on a grid at which the β = 1 model learns), a single-layer model with the residual connection is "
-               + _per_dataset(common_a, "faster than without it", "slower than without it",
-                              "not decidedly faster or slower than without it")
+               + _per_dataset(common_a, *A_WORDS)
                + ", and a larger β " + _per_dataset(common_b, *B_WORDS)
                + _shapes(verdicts, "common") + "; residual models at depth"
                + _descriptive(verdicts, "depth_residual_helps", "common") + " are "

@@ -48,7 +48,8 @@ def per_run_table(runs: pd.DataFrame, horizon: float = 1.0) -> pd.DataFrame:
     """One row per run, with the pre-registered measures (:mod:`resgd.experiments.design`): the
     primary rate ``rate`` = −log(Φ(T)/Φ(0))/T (−∞ when diverged), the secondary ``rate_half`` (minus
     the slope of log Φ over the first half of the run), the iterations to Φ ≤ ½ Φ(0) (+∞ when never)
-    and their negative ``first_to_target`` (larger is faster: the replayed "who gets there first"), the outcome, Φ(T)/Φ(0) and the loss at T, loss spikes, where the run left the theorem's regime
+    and their negative ``first_to_target`` (larger is faster: the replayed "who gets there first"),
+    the outcome, Φ(T)/Φ(0) and the loss at T, loss spikes, where the run left the theorem's regime
     (:func:`left_regime_at`), the spectrum of Z⁽⁰⁾ and the end-of-run metrics.
 
     ``horizon`` < 1 reads every run as if it had stopped at h = round(horizon · T) (the
