@@ -150,6 +150,17 @@ def test_a_theory_run_out_of_the_regime_drops_out_and_a_common_one_does_not():
     assert a.numbers["seeds"] == 8 and a.numbers["excluded"] == 0 and a.numbers["faster_in"] == 8
 
 
+def test_a_run_without_a_rate_outside_theory_is_an_error_not_a_dropout():
+    """Only the regime rule makes a rate NaN, and only under `theory`: a NaN under `common` would be
+    printed as "left the theorem's regime", so the check names the run instead of deciding."""
+    rates = {**EIGHT, 0.0: [math.nan] + EIGHT[0.0][1:]}
+    with pytest.raises(ValueError, match=r"1 run\(s\) under protocol 'common' have no rate \(NaN\), e\.g\. beta β=0 L=1 seed 0"):
+        claims.evaluate(table(rates, protocol="common"), "jena")
+    with pytest.raises(ValueError, match="under protocol 'common' have no rate"):
+        claims.check_residual_helps(table(rates, protocol="common"), rule="interval")
+    assert claims.check_residual_helps(table(rates), rule="interval").numbers["excluded"] == 1  # theory: drops out
+
+
 def test_a_dropped_run_leaves_its_seed_out_of_claim_b_and_keeps_the_rule():
     rates = {**EIGHT, 0.5: [math.nan] + EIGHT[0.5][1:]}  # seed 0's β = 0.5 run left the regime
     b = claims.check_beta_monotone(table(rates), rule="interval")

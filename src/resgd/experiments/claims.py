@@ -89,6 +89,16 @@ def _check_table(table: pd.DataFrame) -> None:
         raise ValueError(f"claims: the per-run table lacks column(s) {missing}; expected at least {list(REQUIRED)}")
     if table["protocol"].nunique() > 1:
         raise ValueError(f"claims: give the runs of one protocol, got {sorted(table['protocol'].unique())}")
+    # A rate is NaN only where the design's regime rule set it (out_of_regime_removed, `theory` runs):
+    # elsewhere the check would count the run as "left the theorem's regime", which it did not.
+    if len(table) and not str(table["protocol"].iloc[0]).startswith("theory"):
+        lost = table[np.isnan(table["rate"].to_numpy(dtype=float))]
+        if len(lost):
+            runs = ", ".join(f"{e} β={b:g} L={L} seed {s}" for e, b, L, s in
+                             lost[["experiment", "beta", "n_layers", "seed"]].head(5).itertuples(index=False))
+            raise ValueError(f"claims: {len(lost)} run(s) under protocol {table['protocol'].iloc[0]!r} have no rate "
+                             f"(NaN), e.g. {runs}; only a `theory` run that left the theorem's regime may drop "
+                             "out, and a diverged run's rate is −∞")
 
 
 def _rates(table: pd.DataFrame, experiment: str, beta: float, L: int, beta_ffn: float | None = None,
