@@ -320,3 +320,19 @@ def test_speed_verdicts_paired_rule():
                                           (16, 0.0): [0.1, 0.1], (16, 1.0): [0.3, 0.2]})).set_index("d_qk")
     assert list(table["verdict"]) == ["residual faster", "undecided", "residual slower"]
     assert table.loc[4, "ratio_residual"] == pytest.approx(0.15) and table.loc[4, "ratio_no_residual"] == pytest.approx(0.55)
+
+
+def test_the_interaction_target_and_its_skip_floor_are_the_same_bytes_in_every_process():
+    """The page's interaction-target numbers are computed in a fresh kernel each build: two fresh
+    processes must give the same target and skip floor to the last bit (LAPACK's default driver of
+    torch's lstsq, gelsy, gave different last digits in every process tried: 7 of 7)."""
+    import subprocess
+    import sys
+
+    code = ("import hashlib, torch\n"
+            "from resgd.collapse import training as t\n"
+            "X = t.make_input(16, 16, 8, 1234)\n"
+            "Y = t.make_target(X, 'interaction')\n"
+            "print(hashlib.sha256(Y.numpy().tobytes()).hexdigest(), repr(t.skip_floor(X, Y)))")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout for _ in range(2)}
+    assert len(outs) == 1, outs

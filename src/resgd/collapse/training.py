@@ -44,6 +44,15 @@ def skip_features(X: torch.Tensor) -> torch.Tensor:
     return torch.cat([X, mean, torch.ones(N, n, 1, dtype=X.dtype)], dim=-1).reshape(N * n, 2 * d + 1)
 
 
+def _residual_off_span(F: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``y − F F⁺y``: what of ``y`` the columns of ``F`` cannot fit, by least squares through LAPACK's
+    SVD driver (``gelsd``). Why not torch's default CPU driver (``gelsy``): on the same inputs it gave
+    a different last digit in every process (the page's interaction-target losses moved from build to
+    build by up to 1e-10, relative); ``gelsd`` gives the same bytes every time
+    (``tests/test_collapse.py``)."""
+    return y - F @ torch.linalg.lstsq(F, y, driver="gelsd").solution
+
+
 def interaction_target(X: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """A target only token interactions explain: a teacher attention's output with the part a linear
     read-out of :func:`skip_features` can fit removed, scaled to RMS 1.
@@ -58,8 +67,7 @@ def interaction_target(X: torch.Tensor, generator: torch.Generator) -> torch.Ten
     u = torch.randn(d, 1, generator=generator, dtype=torch.float64) / math.sqrt(d)
     A = torch.softmax(X64 @ B @ X64.transpose(1, 2), dim=-1)
     T = (A @ X64 @ u).reshape(N * n, 1)
-    F = skip_features(X64)
-    y = T - F @ torch.linalg.lstsq(F, T).solution
+    y = _residual_off_span(skip_features(X64), T)
     return (y / y.pow(2).mean().sqrt()).reshape(N, n, 1).to(X.dtype)
 
 
@@ -67,8 +75,7 @@ def skip_floor(X: torch.Tensor, Y: torch.Tensor, reduction: str = "mean") -> flo
     """Smallest loss of a linear read-out of :func:`skip_features` (no FFN): what the skip path and a
     collapsed attention can fit linearly. ``½‖Y − proj(Y)‖²`` (÷N for ``"mean"``)."""
     F = skip_features(X.to(torch.float64))
-    y = Y.to(torch.float64).reshape(F.shape[0], -1)
-    loss = 0.5 * float((y - F @ torch.linalg.lstsq(F, y).solution).pow(2).sum())
+    loss = 0.5 * float(_residual_off_span(F, Y.to(torch.float64).reshape(F.shape[0], -1)).pow(2).sum())
     return loss / X.shape[0] if reduction == "mean" else loss
 
 
