@@ -48,7 +48,7 @@ def _residual_off_span(F: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``y − F F⁺y``: what of ``y`` the columns of ``F`` cannot fit, by least squares through LAPACK's
     SVD driver (``gelsd``). Why not torch's default CPU driver (``gelsy``): on the same inputs it gave
     a different last digit in every process (the page's interaction-target losses moved from build to
-    build by up to 1e-10, relative); ``gelsd`` gives the same bytes every time
+    build by up to 3e-10, relative, over five builds); ``gelsd`` gives the same bytes every time
     (``tests/test_collapse.py``)."""
     return y - F @ torch.linalg.lstsq(F, y, driver="gelsd").solution
 
