@@ -212,7 +212,7 @@ def forward(weights: Weights, stack: Stack, *, record: bool = False, saved: list
             saved.append(Saved(X=X, At=At, V=V, Z=Z2, P=P, G=G, Q=Q, K=K, XM=XM, M=M))
     if cfg.pooling == "mean":
         pooled = _pool(H, mask, buf)
-        if saved:
+        if saved is not None:
             saved[-1].pooled = pooled  # the backward pass reads it instead of pooling H again
         return _bmm(pooled, weights.W_U), Z0, H
     return _bmm(H.reshape(R, T, d), weights.W_U).view(R, N, n, -1), Z0, H
@@ -275,8 +275,7 @@ def backward(saved: list[Saved], weights: Weights, stack: Stack, H: torch.Tensor
     buf = buf if buf is not None else Buffers(H.dtype)
     W_U = weights.W_U
     if cfg.pooling == "mean":
-        pooled = saved[-1].pooled if saved[-1].pooled is not None else _pool(H, mask, buf)
-        dW_U = torch.bmm(pooled.transpose(1, 2), dY)
+        dW_U = torch.bmm(saved[-1].pooled.transpose(1, 2), dY)  # the forward pass's pooled output
         dpool = torch.bmm(dY, W_U.transpose(1, 2))  # (R, N, d)
         if mask is None:
             dH = (dpool / n).unsqueeze(2).expand(R, N, n, d)
