@@ -1,4 +1,5 @@
-# The companion book: `make book` (full mode), `make book MODE=quick`, `make test`, `make lab`, `make pdf`.
+# The companion book: `make book` (full mode), `make book MODE=quick`, `make test`, `make lab`, `make pdf`;
+# the results store: `make results` (compute the full study into store/), `make verify` (prove it, as CI does).
 # See book/reproduce.md.
 
 MODE   ?= full
@@ -14,11 +15,17 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 # failed -W build a second run would pass without any fix.
 JB_BUILD = $(BIN)/jupyter-book build . -W --keep-going --all
 
-.PHONY: book html lab pdf test lint install chromium clean
+.PHONY: book html lab pdf test lint install chromium clean results verify
 
 book: $(STAMP)  ## execute the notebooks (MODE=quick|full), then render the site with -W
 	$(BIN)/python -m resgd.publish.build --mode $(MODE) --jobs $(BOOK_JOBS)
 	$(JB_BUILD)
+
+results: $(STAMP)  ## compute what the results store lacks, re-check what it holds, say what changed; commit store/ after
+	$(BIN)/python -m resgd results --jobs $(BOOK_JOBS)
+
+verify: $(STAMP)  ## prove the results store bit for bit (checksums, keys, first iterations, a seeded sample)
+	$(BIN)/python -m resgd verify --jobs $(BOOK_JOBS)
 
 html: $(STAMP)  ## render only, from the notebooks executed last time
 	$(JB_BUILD)

@@ -20,6 +20,8 @@ write the same file.
 
 from __future__ import annotations
 
+import resgd  # noqa: F401, I001 - first: pins the arithmetic before torch or numpy load (resgd.infra.arithmetic)
+
 import os
 
 import pytest

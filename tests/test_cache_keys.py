@@ -1,5 +1,6 @@
 """Every cached quantity is keyed by the data it was computed from: swapping the data under a warm
-results folder reuses no entry (the runs and their L̂ alike), and the key names code and engine too."""
+results folder reuses no entry (the runs and their L̂ alike); the key names the arithmetic, and the
+run cache the code that computed each entry."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from resgd.experiments import study as ex
 from resgd.experiments.run_config import entry_key
 from resgd.experiments.twin import matched_gains
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+from shared_data import shared_data_dir
+
+SHARED = shared_data_dir("jena/jena_climate_2009_excerpt.csv") or Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def _forget_loaded_data():
@@ -27,7 +30,7 @@ def _warm(tmp_path, cache):
     return lrs, {p.name for p in Path(cache).glob("*.pkl")}
 
 
-@pytest.mark.skipif(not (SHARED / "jena").is_dir(), reason="the shared data (../shared/data) is not here")
+@pytest.mark.skipif(not (SHARED / "jena").is_dir(), reason="no real Jena data ($RESGD_DATA_DIR or ../shared/data)")
 def test_swapping_the_data_under_a_warm_results_folder_reuses_no_entry(tmp_path, monkeypatch):
     cache = tmp_path / "results" / "cache"
     monkeypatch.setenv("RESGD_CACHE_DIR", str(tmp_path / "downloads"))
@@ -45,20 +48,27 @@ def test_swapping_the_data_under_a_warm_results_folder_reuses_no_entry(tmp_path,
     assert all(standin_steps[k] != real_steps[k] for k in standin_steps)
 
 
-def test_the_key_names_kind_data_code_and_engine(monkeypatch):
+def test_the_key_names_kind_data_and_arithmetic_and_not_the_code(monkeypatch, tmp_path):
+    """A docstring edit (any edit of the code) keeps every key, so a results-store entry stays
+    addressable and is proven by re-execution; a run-cache entry records the code that computed it
+    and another code does not use it."""
     s = ex.settings("toy", True)
-    config = s.config(1.0, 1, 0, 0.1)
+    config = s.config(1.0, 1, 0, 0.1, iterations=3)
     run, lhat = entry_key(config), entry_key(config, "smoothness/fast/20", dtype="float64")
     assert run != lhat and run == ex.config_key(config)
     assert entry_key(config, fingerprint="other data") != run
     import resgd.core.engine as engine
     import resgd.infra.source_hash as source_hash
 
+    ex.run(config, tmp_path)
     monkeypatch.setattr(engine, "engine_path_digest", lambda: "another engine")
-    assert entry_key(config) != run
-    monkeypatch.undo()
     monkeypatch.setattr(source_hash, "compute_hash", lambda: "other code")
-    assert entry_key(config) != run
+    assert entry_key(config) == run
+    from resgd.pipeline.cache import ResultsCache
+
+    assert ResultsCache(tmp_path).read(run) is None  # computed by other code: not used (silently)
+    monkeypatch.undo()
+    assert ResultsCache(tmp_path).read(run) is not None
 
 
 RUNTIME_MODULES = """
@@ -100,7 +110,7 @@ def test_the_cache_key_covers_every_module_a_cached_number_is_computed_with(tmp_
     assert not covered & readers  # editing a table or a figure keeps the cache
 
 
-def test_an_edited_compute_module_changes_the_key_and_an_edited_figure_does_not(tmp_path):
+def test_an_edited_compute_module_changes_the_code_hash_and_an_edited_figure_or_docstring_does_not(tmp_path):
     import shutil
 
     from resgd.infra import source_hash
@@ -112,6 +122,12 @@ def test_an_edited_compute_module_changes_the_key_and_an_edited_figure_does_not(
     (copy / "plots" / "experiments.py").write_text((copy / "plots" / "experiments.py").read_text() + "\n# a figure edit\n")
     source_hash._compute_hash.cache_clear(), source_hash._compute_files.cache_clear()
     assert source_hash.compute_hash(copy) == before
-    (copy / "experiments" / "metrics.py").write_text((copy / "experiments" / "metrics.py").read_text() + "\n# a metric edit\n")
+    step = copy / "core" / "step.py"
+    text = step.read_text()
+    start = text.index('"""') + 3
+    step.write_text(text[:start] + "A docstring edit. " + text[start:] + "\n# a comment\n")
+    source_hash._compute_hash.cache_clear(), source_hash._compute_files.cache_clear()
+    assert source_hash.compute_hash(copy) == before  # docstrings and comments do not compute
+    (copy / "experiments" / "metrics.py").write_text((copy / "experiments" / "metrics.py").read_text() + "\nEDITED = 1\n")
     source_hash._compute_hash.cache_clear(), source_hash._compute_files.cache_clear()
     assert source_hash.compute_hash(copy) != before

@@ -19,6 +19,9 @@ def fake_targets(monkeypatch, tmp_path):
     CALLS.clear()
     monkeypatch.setenv("RESGD_OFFLINE", "1")  # `reproduce --only jena` first looks for the Jena file
     monkeypatch.setenv("RESGD_CACHE_DIR", str(tmp_path / "data_cache"))
+    # the tests' own output folders: never the user's figures/ and results/, whose mode a build stamped
+    monkeypatch.setenv("RESGD_FIGURES_DIR", str(tmp_path / "figures"))
+    monkeypatch.setenv("RESGD_RESULTS_DIR", str(tmp_path / "results"))
 
     def part(name):
         return lambda quick, figures_dir, *, n_jobs, scheduler: CALLS.append((name, quick, figures_dir, n_jobs, scheduler))

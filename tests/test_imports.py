@@ -91,7 +91,7 @@ LAYERS = {  # README "Layout": imports point down (or sideways within a layer) o
     "top": 5, "studies": 4, "pipeline": 3, "output": 2, "ground": 1, "helpers": 0,
 }
 HOMES = {
-    "cli": "top", "__main__": "top",
+    "cli": "top", "__main__": "top", "study_store": "top",
     "theorem1": "studies", "collapse": "studies", "experiments": "studies", "robustness": "studies",
     "pipeline": "pipeline", "plots": "output", "publish": "output",
     "core": "ground", "data": "ground",

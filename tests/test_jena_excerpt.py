@@ -16,10 +16,12 @@ from resgd.data import DataError
 from resgd.data.jena import EXCERPT_LABEL, STANDIN_ASKED_LABEL, parse_jena_csv
 from resgd.data.jena_schema import EXCERPT_FILE_NAME, EXCERPT_ROWS, EXCERPT_SHA256, NONWIND_NAMES
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "jena"
+from shared_data import shared_data_dir
+
+SHARED = (shared_data_dir(f"jena/{EXCERPT_FILE_NAME}") or Path(__file__).resolve().parents[2] / "shared" / "data") / "jena"
 EXCERPT = SHARED / EXCERPT_FILE_NAME
 SAMPLE = SHARED / "jena_first19rows_sample.csv"
-needs_excerpt = pytest.mark.skipif(not EXCERPT.is_file(), reason="the shared data (../shared/data/jena) is not here")
+needs_excerpt = pytest.mark.skipif(not EXCERPT.is_file(), reason="no Jena excerpt ($RESGD_DATA_DIR or ../shared/data)")
 
 
 def _data_dir(tmp_path: Path, content: bytes | None = None) -> Path:

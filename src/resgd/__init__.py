@@ -3,4 +3,8 @@
 The companion library of the book reproducing Qin, Zhou & Zhu (arXiv 2506.05249).
 """
 
+from .infra.arithmetic import pin as _pin
+
 __version__ = "0.3.0"
+
+_pin()  # before torch or numpy load: the kernels every host runs alike (resgd.infra.arithmetic)

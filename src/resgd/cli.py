@@ -4,6 +4,8 @@
 
     python -m resgd reproduce [--quick] [--only NAME ...] [--figures-dir DIR] [--results-dir DIR] [--jobs N]
                               [--scheduler ADDRESS]
+    python -m resgd results [--jobs N] [--scheduler ADDRESS] [--no-recheck]
+    python -m resgd verify [--jobs N] [--scheduler ADDRESS] [--seed SEED]
     python -m resgd info
 
 Errors of the user or the machine (bad or missing data, a setting that cannot be used, a folder
@@ -81,6 +83,20 @@ def build_parser(names: Sequence[str] = PARTS) -> argparse.ArgumentParser:
     rep.add_argument("--scheduler", metavar="ADDRESS", default=None,
                      help="run the sweeps on this scheduler (e.g. tcp://host:8786) instead of local processes "
                           "(default: $RESGD_SCHEDULER, else local)")
+    for name, text in (("results", "compute every result the full book needs that the results store lacks, "
+                                    "re-check the stored ones, and say what changed (make results)"),
+                       ("verify", "prove the results store: checksums, keys, every run's first iterations and a "
+                                  "seeded sample re-executed bit for bit (make verify)")):
+        sub = commands.add_parser(name, help=text)
+        sub.add_argument("--debug", **debug, default=argparse.SUPPRESS)
+        sub.add_argument("--jobs", type=_positive_int, default=2, metavar="N", help="parallel processes (default: 2)")
+        sub.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                         help="compute on this Dask scheduler instead of local processes")
+        if name == "verify":
+            sub.add_argument("--seed", default=None, help="the sample's seed (default: the checkout's commit)")
+        else:
+            sub.add_argument("--no-recheck", action="store_true",
+                             help="trust the stored entries instead of re-executing their first iterations")
     info = commands.add_parser("info", help="print versions and where the data come from (real or stand-in)")
     info.add_argument("--debug", **debug, default=argparse.SUPPRESS)
     return parser
@@ -126,6 +142,20 @@ def reproduce_command(args: argparse.Namespace, parts: Mapping[str, Part] | None
         functions[name](quick, args.figures_dir, n_jobs=args.jobs, scheduler=scheduler)
         tqdm.write(f"{name}: done in {time.perf_counter() - start:.1f} s")
     out(f"reproduce ({mode}): {', '.join(names)} done")
+    return 0
+
+
+def store_command(args: argparse.Namespace) -> int:
+    """``results`` (:func:`resgd.study_store.refresh`) or ``verify`` (:func:`resgd.study_store.verify`)."""
+    from . import settings, study_store
+
+    settings.absolute_paths()
+    check_environment()
+    scheduler = check_scheduler(args.scheduler)
+    if args.command == "verify":
+        study_store.verify(n_jobs=args.jobs, scheduler=scheduler, seed=args.seed)
+    else:
+        study_store.refresh(n_jobs=args.jobs, scheduler=scheduler, recheck=not args.no_recheck)
     return 0
 
 
@@ -231,6 +261,8 @@ def main(argv: Sequence[str] | None = None, *, parts: Mapping[str, Part] | None 
         with stop_on_signals():  # SIGTERM as Ctrl-C: workers ended, one line, exit 143 (130 for Ctrl-C)
             if args.command == "reproduce":
                 return reproduce_command(args, parts)
+            if args.command in ("results", "verify"):
+                return store_command(args)
             return info_command()
     except KeyboardInterrupt as stop:
         status, message = describe_stop(stop, f"python -m resgd {args.command}")

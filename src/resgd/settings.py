@@ -38,6 +38,9 @@ VARIABLES: dict[str, str] = {
     "RESGD_SCHEDULER": "a Dask scheduler address (tcp://host:port); unset: local processes",
     "RESGD_MKL_INTEL_PATH": "1 preloads the MKL vendor-check stub; 0 or unset: MKL's default path",
     "RESGD_REQUIRE_SITE": "1 makes the site tests fail, not skip, without the built site",
+    "RESGD_ARITHMETIC": "pinned (unset: the AVX2 kernels every x86-64 host runs alike) or native (each library's own)",
+    "RESGD_STORE": "read (unset: results come from the store where it has them), require (a miss is an error), off",
+    "RESGD_STORE_DIR": "the results store's folder; unset: store/ of the checkout the package runs from",
 }
 """Every variable this package reads, with what it accepts (``python -m resgd info`` prints them)."""
 
@@ -46,7 +49,7 @@ class SettingError(ConfigError):
     """A ``RESGD_*`` variable whose value cannot be used (exit status 2, as every bad setting)."""
 
 
-PATH_VARIABLES = ("RESGD_DATA_DIR", "RESGD_CACHE_DIR", "RESGD_RESULTS_DIR", "RESGD_FIGURES_DIR")
+PATH_VARIABLES = ("RESGD_DATA_DIR", "RESGD_CACHE_DIR", "RESGD_RESULTS_DIR", "RESGD_FIGURES_DIR", "RESGD_STORE_DIR")
 """The settings that name folders: never empty, and made absolute once at startup (:func:`absolute_paths`)."""
 
 
@@ -174,6 +177,33 @@ def require_site(environ: Mapping[str, str] | None = None) -> bool:
     return _flag("RESGD_REQUIRE_SITE", environ)
 
 
+ARITHMETICS = ("pinned", "native")
+STORE_MODES = ("read", "require", "off")
+
+
+def arithmetic(environ: Mapping[str, str] | None = None) -> str:
+    """``pinned`` (unset) or ``native``: see :mod:`resgd.infra.arithmetic`."""
+    value = _raw("RESGD_ARITHMETIC", environ)
+    return _choice("$RESGD_ARITHMETIC", value, ARITHMETICS) if value else "pinned"
+
+
+def store_mode(environ: Mapping[str, str] | None = None) -> str:
+    """How the results store is used: ``read`` (unset), ``require`` (CI: a result missing from the
+    store is an error, never computed) or ``off`` (every result computed or read from the run cache)."""
+    value = _raw("RESGD_STORE", environ)
+    return _choice("$RESGD_STORE", value, STORE_MODES) if value else "read"
+
+
+def store_dir(environ: Mapping[str, str] | None = None) -> Path | None:
+    """``$RESGD_STORE_DIR``, else ``store/`` beside the ``src/`` the package was imported from (a
+    checkout), else None (an installed package without a checkout has no store)."""
+    path = _path("RESGD_STORE_DIR", environ)
+    if path is not None:
+        return path
+    checkout = Path(__file__).resolve().parents[2]
+    return checkout / "store" if (checkout / "src" / "resgd").is_dir() else None
+
+
 def check_all(environ: Mapping[str, str] | None = None) -> dict[str, object]:
     """Every setting, validated now (the first bad one raises :class:`SettingError`); also flags a
     ``RESGD_*`` variable this package does not know (a typo such as ``RESGD_MOD``)."""
@@ -192,4 +222,7 @@ def check_all(environ: Mapping[str, str] | None = None) -> dict[str, object]:
         "RESGD_SCHEDULER": scheduler(environ),
         "RESGD_MKL_INTEL_PATH": mkl_intel_path(environ),
         "RESGD_REQUIRE_SITE": require_site(environ),
+        "RESGD_ARITHMETIC": arithmetic(environ),
+        "RESGD_STORE": store_mode(environ),
+        "RESGD_STORE_DIR": store_dir(environ),
     }

@@ -346,9 +346,11 @@ FAULTS: tuple[Fault, ...] = (
     Fault("K15", "dask", "a worker over its memory limit, ended by its nanny", "one line, exit 1, saying what to check "
           "(was: a DaskSweepError traceback)", f"{_O}::test_a_dask_worker_over_its_memory_limit_ends_the_sweep_in_one_line", "fixed"),
     # ------------------------------------------------------------------ outputs that cannot mix (cache keys, settings)
-    Fault("C26", "cache", "metrics.py (the cached test loss and accuracies) edited", "the cache key changes: the runs "
-          "are computed again (was: served the other code's numbers; the key named a hand list of modules)",
-          "tests/test_cache_keys.py::test_an_edited_compute_module_changes_the_key_and_an_edited_figure_does_not", "fixed"),
+    Fault("C26", "cache", "metrics.py (the cached test loss and accuracies) edited", "the code hash its run-cache "
+          "entries record changes: the runs are computed again; a docstring or comment edit keeps it (was: served the "
+          "other code's numbers; the key named a hand list of modules)",
+          "tests/test_cache_keys.py::test_an_edited_compute_module_changes_the_code_hash_and_an_edited_figure_or_docstring_does_not",
+          "fixed"),
     Fault("C27", "cache", "a module imported on the compute path left out of the cache key", "the key covers the import "
           "closure, checked against the modules a run and an L̂ import",
           "tests/test_cache_keys.py::test_the_cache_key_covers_every_module_a_cached_number_is_computed_with", "fixed"),

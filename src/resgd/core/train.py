@@ -63,12 +63,19 @@ def history_frame(rows: list[dict] | list[tuple] | np.ndarray) -> pd.DataFrame:
         rows = [tuple(r[f] for f in ROW_FIELDS) if isinstance(r, dict) else r for r in rows]
     table = np.asarray(rows, dtype=np.float64).reshape(-1, len(ROW_FIELDS))
     loss = table[:, 1]
+    return pd.DataFrame({"iteration": table[:, 0].astype(np.int64), "loss": loss, "grad_norm": table[:, 2],
+                         "ratio": loss_ratios(loss), "sigma_min_Z": table[:, 3], "sigma_max_Z": table[:, 4]},
+                        columns=list(HISTORY_COLUMNS))
+
+
+def loss_ratios(loss: np.ndarray) -> np.ndarray:
+    """Φ(t+1)/Φ(t) for each t, NaN at the last: a history's ``ratio`` column (the results store keeps
+    the loss and recomputes this from it, :mod:`resgd.pipeline.frame_codec`)."""
+    loss = np.asarray(loss, dtype=np.float64)
     ratio = np.full(len(loss), np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio[:-1] = loss[1:] / loss[:-1]
-    return pd.DataFrame({"iteration": table[:, 0].astype(np.int64), "loss": loss, "grad_norm": table[:, 2],
-                         "ratio": ratio, "sigma_min_Z": table[:, 3], "sigma_max_Z": table[:, 4]},
-                        columns=list(HISTORY_COLUMNS))
+    return ratio
 
 
 def output_shape(cfg: ModelConfig, X: torch.Tensor) -> tuple[int, ...]:

@@ -3,9 +3,8 @@
 :class:`RunConfig` holds the data set, the :class:`~resgd.core.model.ModelConfig`, the
 :class:`~resgd.core.train.GDConfig`, the seed and the dtype; frozen and hashable.
 :func:`entry_key` (the one key function of every cached quantity) hashes the complete
-configuration, ``resgd.__version__``, a fingerprint of the loaded data, the code's source digest
-and the engine path, so a cached result is never served for another configuration, version, data,
-code or engine.
+configuration, a fingerprint of the loaded data and the arithmetic, so a cached result is never
+served for another configuration, data or arithmetic; the code is proven otherwise (its docstring).
 Studies build their RunConfigs with :meth:`resgd.experiments.study.Settings.config`.
 """
 
@@ -63,32 +62,61 @@ class RunConfig:
                 "seed": self.seed, "dtype": self.dtype, "test_metrics": self.test_metrics}
 
 
-def entry_key(config: RunConfig, kind: str = "run", *, dtype: str | None = None, version: str | None = None,
+def entry_key(config: RunConfig, kind: str = "run", *, dtype: str | None = None,
               fingerprint: str | None = None) -> str:
     """The one cache key of every quantity derived from a run's configuration (a training run, its
-    L̂, a probe): SHA-256 of ``kind``, the complete configuration, the library version, the data's
-    fingerprint, the code's source digest and the engine path (what computed it).
+    L̂, a probe): SHA-256 of ``kind``, the complete configuration, the data's fingerprint and the
+    arithmetic that computes it (:func:`resgd.infra.arithmetic.describe`).
+
+    What the numbers depend on besides the code, and nothing else: the code is not in the key. A
+    results-store entry is proven by executing today's code again (``make verify``), and a run-cache
+    entry records the code that computed it and is used only by the same code
+    (:class:`resgd.pipeline.cache.ResultsCache`). So a docstring edit keeps every key, and an edit
+    that moves a number cannot pass ``make verify`` until ``make results`` refreshes the store.
 
     ``dtype`` overrides the configuration's (L̂ is computed in float64 whatever the run's dtype);
-    ``version`` defaults to ``resgd.__version__``; ``fingerprint`` to :func:`data_fingerprint` of the
-    configuration's data set in that dtype."""
-    import resgd
-
-    from ..core.engine import engine_path_digest
-    from ..infra.source_hash import compute_hash
+    ``fingerprint`` defaults to :func:`data_fingerprint` of the configuration's data set in that dtype.
+    The key's description (kind, configuration, data) stays known to this process
+    (:func:`key_description`): the store files it with the entry, to compute it again."""
+    from ..infra.arithmetic import describe
 
     dtype = config.dtype if dtype is None else dtype
     payload = {
         "kind": kind,
         "config": {**config.to_dict(), "dtype": dtype},
-        "version": resgd.__version__ if version is None else version,
         "data": data_fingerprint(config.dataset, dtype) if fingerprint is None else fingerprint,
-        "code": compute_hash(),
-        "engine": engine_path_digest(),
+        "arithmetic": describe(),
     }
-    return hash_key(payload)
+    key = hash_key(payload)
+    _DESCRIBED[key] = {"kind": kind, "config": config.to_dict(), "dtype": dtype, "data": payload["data"]}
+    return key
 
 
-def config_key(config: RunConfig, *, version: str | None = None, fingerprint: str | None = None) -> str:
+_DESCRIBED: dict[str, dict[str, Any]] = {}
+
+
+def key_description(key: str) -> dict[str, Any] | None:
+    """``{kind, config, dtype, data}`` of a key this process made with :func:`entry_key` (else None)."""
+    return _DESCRIBED.get(key)
+
+
+def config_from_dict(described: dict[str, Any]) -> RunConfig:
+    """The :class:`RunConfig` of :meth:`RunConfig.to_dict` (lists, as JSON gives them back, become tuples)."""
+    def tuples(value):
+        if isinstance(value, list):
+            return tuple(tuples(v) for v in value)
+        if isinstance(value, dict):
+            return {k: tuples(v) for k, v in value.items()}
+        return value
+
+    try:
+        d = tuples(described)
+        return RunConfig(dataset=DatasetSpec(**d["dataset"]), model=ModelConfig(**d["model"]), gd=GDConfig(**d["gd"]),
+                         seed=d["seed"], dtype=d["dtype"], test_metrics=d["test_metrics"])
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(f"a run configuration that cannot be read back ({type(exc).__name__}: {exc})") from None
+
+
+def config_key(config: RunConfig, *, fingerprint: str | None = None) -> str:
     """A training run's cache key (:func:`entry_key` of kind ``"run"``)."""
-    return entry_key(config, "run", version=version, fingerprint=fingerprint)
+    return entry_key(config, "run", fingerprint=fingerprint)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import time
 from collections.abc import Iterable
 
 import pandas as pd
@@ -35,6 +36,7 @@ from ..core.engine import FIELDS as ENGINE_FIELDS, engine_path
 from ..core.train import loss_from_output
 from ..data.spec import DTYPES, load_dataset
 from ..pipeline.cache import ResultsCache
+from ..pipeline.store import check_complete
 from ..pipeline.sweep import Group, Task, cached_sweep, check_n_jobs
 from ..validation import ConfigError
 from .metrics import _metrics, _stacked_metrics
@@ -147,8 +149,10 @@ def run(config: RunConfig, cache_dir: str | os.PathLike | None = None, *, refres
     key = config_key(config)
     frame = None if refresh else cache.read(key)
     if frame is None:
+        check_complete(1, 1)
+        start = time.process_time()
         frame = _compute(config)
-        cache.write(key, frame)
+        cache.write(key, frame, cpu_s=time.process_time() - start)
     return frame.assign(key=key)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -28,6 +29,7 @@ from ..core.model import init_params
 from ..core.smoothness import smoothness_fast_stacked
 from ..data.spec import load_dataset
 from ..pipeline.cache import ResultsCache
+from ..pipeline.store import check_complete
 from .run_config import entry_key
 from ..validation import ConfigError, check_choice
 from ..pipeline.sweep import Task, cached_sweep, check_n_jobs
@@ -101,8 +103,10 @@ def smoothness(s, beta: float, n_layers: int, *, beta_ffn: float | None = None,
     cache = ResultsCache(cache_dir)
     frame = cache.read(key)
     if frame is None:
+        check_complete(1, 1)
+        start = time.process_time()
         frame = _lhat_one(config)
-        cache.write(key, frame)
+        cache.write(key, frame, cpu_s=time.process_time() - start)
     return float(frame["L_hat"].iloc[0])
 
 

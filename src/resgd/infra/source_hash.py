@@ -110,16 +110,33 @@ def compute_modules(root: str | Path | None = None) -> list[str]:
     return [p.relative_to(base).as_posix() for p in _compute_files(str(base))]
 
 
+def code_text(source: str, filename: str = "<module>") -> bytes:
+    """What of a module's source computes: its syntax tree without docstrings or other bare strings
+    (comments are not in the tree), so editing a docstring or a comment does not change it."""
+    import ast
+
+    tree = ast.parse(source, filename)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list):
+            kept = [n for n in body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+                                             and isinstance(n.value.value, str))]
+            node.body = kept or [ast.Pass()]
+    return ast.dump(tree, annotate_fields=False, include_attributes=False).encode()
+
+
 @functools.lru_cache(maxsize=None)
 def _compute_hash(root: str) -> str:
     digest = hashlib.sha256()
     base = Path(root)
     for path in _compute_files(root):
-        digest.update(path.relative_to(base).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        text = code_text(path.read_text(encoding="utf-8"), str(path))
+        digest.update(path.relative_to(base).as_posix().encode() + b"\0" + text + b"\0")
     return digest.hexdigest()
 
 
 def compute_hash(root: str | Path | None = None) -> str:
-    """SHA-256 (hex) over :func:`compute_modules` of the package at ``root`` (default: the imported
-    ``resgd``): part of every cache key (:func:`resgd.experiments.run_config.entry_key`)."""
+    """SHA-256 (hex) over :func:`code_text` of :func:`compute_modules` of the package at ``root``
+    (default: the imported ``resgd``): recorded in every run-cache entry, which only the same code
+    uses (:class:`resgd.pipeline.cache.ResultsCache`)."""
     return _compute_hash(str(Path(root).resolve() if root is not None else package_root()))

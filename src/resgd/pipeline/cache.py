@@ -8,6 +8,12 @@ An entry is one computed result (for the experiments: one training run's table) 
   entry whose key is not its file's (another run's entry copied over it) or whose content does
   not match its checksum (edited or damaged) is not used: :meth:`ResultsCache.read` reports it
   (a :class:`CacheEntryRejected` warning) and returns None, so the caller recomputes;
+* **from the code that ran it**: the entry records the code that computed it
+  (:func:`resgd.infra.source_hash.compute_hash`) and the engine; another code's entry is not used
+  (the key holds what the numbers depend on besides the code: see
+  :func:`resgd.experiments.run_config.entry_key`), so an edited step recomputes;
+* **behind the results store**: :meth:`ResultsCache.read` first asks the results store
+  (:mod:`resgd.pipeline.store`), whose entries ``make verify`` proves by re-executing them;
 * **locked**: :meth:`ResultsCache.lock` takes an exclusive lock per key
   (``<cache>/locks/<key>.lock``, POSIX ``flock``), so two runs on the same results folder do not
   compute the same entry twice: the second waits for the first and reuses its entry. The lock
@@ -43,6 +49,7 @@ from .. import settings
 from ..infra.atomic import write_bytes
 from ..infra import processes
 from ..infra.file_lock import FileLock, lock_owner, try_lock
+from . import store
 
 RESULTS_ENV = "RESGD_RESULTS_DIR"
 STOPPED_GIVE_UP_S = 120.0
@@ -90,13 +97,15 @@ class ResultsCache:
     def path(self, key: str) -> Path:
         return self.directory / f"{key}.pkl"
 
-    def write(self, key: str, value: Any, *, data: dict[str, str] | None = None) -> Path:
+    def write(self, key: str, value: Any, *, data: dict[str, str] | None = None, cpu_s: float | None = None) -> Path:
         """Store ``value`` under ``key`` atomically, with the key, a checksum of its content and
         ``data``: the digest of each data set it was computed on (checked against the client's);
-        default: those of the enclosing :meth:`computed_on` block."""
+        default: those of the enclosing :meth:`computed_on` block. ``cpu_s``: what computing it cost
+        (the results store records it while ``make results`` fills it)."""
         content = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         record = {"format": ENTRY_FORMAT, "key": key, "sha256": _checksum(content), "content": content,
-                  "data": dict(self._computed_on if data is None else data)}
+                  "data": dict(self._computed_on if data is None else data), "code": _code()}
+        _fill_store(key, value, cpu_s)
         return write_bytes(self.path(key), pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
 
     @contextmanager
@@ -109,11 +118,20 @@ class ResultsCache:
             self._computed_on = {}
 
     def read(self, key: str) -> Any | None:
-        """The value stored under ``key``, or None when absent or not trustworthy (then reported)."""
+        """The value stored under ``key``: from the results store if it has it, else from this cache
+        when computed by the code this process runs; None when absent, computed by other code, or not
+        trustworthy (then reported)."""
+        stored = store.active()
+        if stored is not None:
+            value = stored.get(key)
+            if value is not None:
+                return value
         path = self.path(key)
         if not path.is_file():
             return None
         problem = self._problem(path, key)
+        if problem is None:
+            return None  # computed by other code: recomputed, as expected after an edit
         if isinstance(problem, str):
             stat = path.stat()
             seen = (key, stat.st_size, stat.st_mtime_ns)
@@ -121,11 +139,13 @@ class ResultsCache:
                 self._reported.add(seen)
                 warnings.warn(f"cache entry {path} not used ({problem}); recomputing it", CacheEntryRejected, stacklevel=2)
             return None
+        _fill_store(key, problem[0])
         return problem[0]
 
     @staticmethod
-    def _problem(path: Path, key: str) -> str | tuple[Any]:
-        """What is wrong with the entry at ``path``, or ``(value,)`` when nothing is."""
+    def _problem(path: Path, key: str) -> str | tuple[Any] | None:
+        """What is wrong with the entry at ``path``, ``(value,)`` when nothing is, None when it was
+        computed by other code than this process runs."""
         try:
             record = pickle.loads(path.read_bytes())
         except Exception as err:  # noqa: BLE001 - any damage means the entry is not used
@@ -138,9 +158,10 @@ class ResultsCache:
         if not isinstance(content, bytes) or _checksum(content) != record.get("sha256"):
             return "its content does not match its checksum"
         try:
-            return (pickle.loads(content),)
+            value = pickle.loads(content)
         except Exception as err:  # noqa: BLE001
             return f"content unreadable: {type(err).__name__}"
+        return (value,) if record.get("code") == _code() else None  # sound, but another code's
 
     @contextmanager
     def lock(self, key: str, *, wait: bool = True) -> Iterator[bool]:
@@ -207,6 +228,23 @@ class ResultsCache:
             else:
                 stopped_since = None
             time.sleep(LOCK_POLL_S)
+
+
+def _code() -> dict[str, str]:
+    """The code and engine this process computes with (recorded in each run-cache entry)."""
+    from ..core.engine import engine_path_digest
+    from ..infra.source_hash import compute_hash
+
+    return {"source": compute_hash(), "engine": engine_path_digest()}
+
+
+def _fill_store(key: str, value: Any, cpu_s: float | None = None) -> None:
+    """While ``make results`` fills the store, a result of this cache enters it too."""
+    stored = store.active()
+    if stored is not None and stored.filling is not None:
+        description = stored.filling(key)
+        if description is not None:
+            stored.put(key, value, description, cpu_s)
 
 
 def _age(path: Path) -> float | None:

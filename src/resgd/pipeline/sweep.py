@@ -49,6 +49,7 @@ from typing import Any, NamedTuple
 
 from ..validation import ConfigError
 from ..infra import processes
+from . import store
 from .cache import ResultsCache
 from .polling import polling
 
@@ -225,10 +226,11 @@ def execute(tasks: list[Task | Group], *, n_jobs: int, scheduler: str | None = N
         yield key, value
 
 
-def execute_checked(tasks: list[Task | Group], *, n_jobs: int,
-                    scheduler: str | None = None) -> Iterator[tuple[str, Any, dict[str, str]]]:
+def execute_checked(tasks: list[Task | Group], *, n_jobs: int, scheduler: str | None = None,
+                    cpu: dict[str, float] | None = None) -> Iterator[tuple[str, Any, dict[str, str]]]:
     """As :func:`execute`, with the data each result was computed on: ``{data set: digest}``, every
-    digest checked against the client's (else :class:`resgd.data.spec.DataMismatchError`)."""
+    digest checked against the client's (else :class:`resgd.data.spec.DataMismatchError`). ``cpu``,
+    if given, receives each result's CPU-seconds on its worker (a group's shared out evenly)."""
     from ..core.engine import engine_path
     from ..data.spec import known_fingerprints
     from ..infra.source_hash import code_identity
@@ -243,20 +245,24 @@ def execute_checked(tasks: list[Task | Group], *, n_jobs: int,
         if keys is not None:
             members[task.key] = keys
     for key, reply in _execute(plain, n_jobs=n_jobs, scheduler=scheduler):
-        value, used, worker, theirs = reply if len(reply) == 4 else (*reply, None)
+        value, used, worker, theirs, seconds = (*reply, None, None)[:5]
         check_code(theirs, identity, worker)
         data = _client_check(used, worker)
         if key in members:
             for member, result in zip(members[key], value):
+                if cpu is not None and seconds is not None:
+                    cpu[member] = seconds / len(members[key])
                 yield member, result, data
         else:
+            if cpu is not None and seconds is not None:
+                cpu[key] = seconds
             yield key, value, data
 
 
 def _checked_call(packed: tuple) -> tuple[Any, dict, str, dict[str, str]]:
     """On the worker: ``fn(arg)`` with the client's code identity, engine path and data fingerprints
     enforced (code and engine before anything runs); returns the result, the fingerprints of the data
-    it loaded, who computed it and its code identity."""
+    it loaded, who computed it, its code identity and the CPU-seconds ``fn`` took."""
     from ..core.engine import engine_path
     from ..data.spec import expecting, where_am_i
     from ..infra.source_hash import code_identity
@@ -266,8 +272,9 @@ def _checked_call(packed: tuple) -> tuple[Any, dict, str, dict[str, str]]:
     check_code(mine, identity, where_am_i())
     check_engine(engine_path(), engine, where_am_i())
     with expecting(expected) as used:
+        start = time.process_time()
         value = fn(arg)
-        return value, dict(used), where_am_i(), mine
+        return value, dict(used), where_am_i(), mine, time.process_time() - start
 
 
 def _client_check(used: dict, worker: str) -> dict[str, str]:
@@ -444,6 +451,8 @@ def cached_sweep(
     """
     tasks = list({task.key: task for task in tasks}.values())
     check_n_jobs(n_jobs)
+    stored = store.active()
+    before = len(stored.used) if stored is not None else 0
     results: dict[str, Any] = {}
     held: dict[str, Any] = {}
     busy: list[Task] = []
@@ -465,6 +474,7 @@ def cached_sweep(
             else:
                 results[task.key] = value
                 held.pop(task.key).close()
+        _not_in_store(len(todo) + len(busy), len(tasks), (len(stored.used) - before) if stored is not None else 0)
         _compute(_grouped(todo, group), cache, results, held, n_jobs, scheduler, on_result)
         for task in busy:  # computed by another process: wait for it, then reuse its entry
             handle = cache.wait_lock(task.key)  # None: its owner is gone or stopped; compute it here
@@ -479,6 +489,21 @@ def cached_sweep(
         for handle in held.values():
             handle.close()
     return results
+
+
+def _not_in_store(missing: int, total: int, found: int) -> None:
+    """Results about to be computed that the results store lacks: an error under ``RESGD_STORE=require``
+    (CI); else said once per sweep that the store covers in part (``found`` of its results were read
+    from it; a sweep the store has nothing of, quick mode's, is not the store's business)."""
+    stored = store.active()
+    if not missing:
+        return
+    store.check_complete(missing, total)
+    if stored is None:
+        return
+    if stored.filling is None and found:
+        print(f"results store: {missing} of these {total} results are not in the store ({stored.root}); "
+              f"computing them here (`make results` adds them to the store)", file=sys.stderr, flush=True)
 
 
 class _NoLock:
@@ -499,9 +524,10 @@ def _grouped(todo: list[Task], group) -> list[Task | Group]:
 
 
 def _compute(todo, cache, results, held, n_jobs, scheduler, on_result) -> None:
-    for key, value, data in execute_checked(todo, n_jobs=n_jobs, scheduler=scheduler):
+    cpu: dict[str, float] = {}
+    for key, value, data in execute_checked(todo, n_jobs=n_jobs, scheduler=scheduler, cpu=cpu):
         with cache.computed_on(data):  # the entry records the digests of the data it was computed on
-            cache.write(key, value)
+            cache.write(key, value, cpu_s=cpu.get(key))
         results[key] = value
         held.pop(key).close()
         if on_result is not None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Mapping
 
 from .. import settings
+from ..infra.arithmetic import pin
 from ..infra.mkl_path import child_env
 
 MODES = settings.MODES
@@ -69,6 +70,7 @@ def notebook_env(root: Path, mode: str | None, base: Mapping[str, str] | None = 
     if env.get("PATH", "").split(os.pathsep)[0] != bindir:
         env["PATH"] = os.pathsep.join(p for p in (bindir, env.get("PATH", "")) if p)
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # quiets debugpy in the kernel
+    pin(env)  # the kernels compute with the store's arithmetic, whatever they import first
     return child_env(env)  # opt-in $RESGD_MKL_INTEL_PATH: the kernels (and their workers) preload the stub
 
 

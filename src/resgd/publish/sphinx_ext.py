@@ -79,7 +79,21 @@ def provenance(root: Path, when: datetime | None = None) -> dict[str, Any]:
     """What made this build: commit, date (UTC), mode and package versions."""
     when = when or build_time()
     return dict(commit=git_commit(root), date=when.strftime("%Y-%m-%d %H:%M UTC"), year=when.year,
-                mode=report_mode(read_report(root)), versions=versions())
+                mode=report_mode(read_report(root)), versions=versions(), store=store_digest(root))
+
+
+def store_digest(root: Path) -> str:
+    """The first 12 hex digits of the results store's manifest SHA-256 ("" without a store)."""
+    return _store_sha(root)[:12]
+
+
+def _store_sha(root: Path) -> str:
+    import hashlib
+
+    try:
+        return hashlib.sha256((root / "store" / "manifest.json").read_bytes()).hexdigest()
+    except OSError:
+        return ""
 
 
 def provenance_html(info: Mapping[str, Any], report_url: str | None = None) -> str:
@@ -88,8 +102,9 @@ def provenance_html(info: Mapping[str, Any], report_url: str | None = None) -> s
     if report_url:
         mode = f'<a href="{html.escape(report_url)}">{mode}</a>'
     packages = ", ".join(f"{html.escape(k)} {html.escape(v)}" for k, v in info["versions"].items())
+    store = (f', results store <code>{html.escape(info["store"])}</code>' if info.get("store") else "")
     return (f'<p class="resgd-provenance">Built {html.escape(info["date"])} from commit '
-            f'<code>{html.escape(info["commit"])}</code>, {mode} mode; {packages}.</p>')
+            f'<code>{html.escape(info["commit"])}</code>{store}, {mode} mode; {packages}.</p>')
 
 
 def _cell(value: Any) -> str:
@@ -136,10 +151,53 @@ def execution_markdown(report: dict | None) -> str:
     return head + "\n".join(lines) + "\n"
 
 
+def read_verification(root: Path) -> dict | None:
+    """``<results>/verification.json`` (what ``make verify`` proved of the store), None when absent or unreadable."""
+    from .. import settings
+
+    results = settings.results_dir()
+    path = (results if results.is_absolute() else root / results) / "verification.json"
+    try:
+        report = json.loads(path.read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) else None
+
+
+def store_markdown(verification: dict | None, digest: str) -> str:
+    """The execution report's section on the results store: which store this build rendered from and
+    what ``make verify`` re-executed of it (only a verification of this very manifest counts)."""
+    head = "\n## The results store\n\n"
+    if not digest:
+        return head + "This checkout has no results store (`store/manifest.json`): every result was computed in this build.\n"
+    where = (f"The pages 4, 5 and 6 read their training runs and $\\hat L$ from the results store `store/` "
+             f"(manifest SHA-256 `{digest[:12]}`; see *Reproduce this book*). ")
+    if not verification or verification.get("manifest_sha256", "")[:12] != digest[:12]:
+        return head + where + ("**This build did not verify it** (no `make verify` of this manifest was found): "
+                               "run `make verify` before `make book`, as CI does.\n")
+    failures = verification.get("failures") or {}
+    sample = verification.get("sample") or []
+    share = verification.get("sample_share_of_store_cpu")
+    lines = [where + (f"Before this build, `make verify` proved it on {_cell(verification.get('cpu'))}: "
+                      f"{verification.get('entries')} entries' checksums and keys checked; "
+                      f"{verification.get('runs')} runs re-executed for their first "
+                      f"{verification.get('first_iterations')} iterations; {len(sample)} entries (one of each shape, "
+                      f"drawn with seed `{str(verification.get('sample_seed'))[:12]}`) re-executed to their end"
+                      + (f", {100 * share:.1f} % of the store's recorded CPU time" if isinstance(share, (int, float)) else "")
+                      + f"; all compared bit for bit, in {_cell(float(verification.get('cpu_s') or 0))} CPU-s. "
+                      + ("**Every entry is what this code computes.**" if verification.get("ok") else
+                         "**The store failed verification**: " + ", ".join(f"{v} by {k}" for k, v in failures.items() if v) + ".")),
+             "", "| entry re-executed to its end |", "|---|"]
+    lines += [f"| {_cell(entry)} |" for entry in sample]
+    arithmetic = verification.get("arithmetic") or {}
+    lines += ["", "Arithmetic: " + ", ".join(f"`{k}={v}`" for k, v in arithmetic.items()) + "."]
+    return head + "\n".join(lines) + "\n"
+
+
 def write_execution_page(root: Path) -> Path:
     """Write ``book/execution.md`` from the report, only when its text changes (Sphinx re-reads it then)."""
     path = root / f"{EXECUTION_DOC}.md"
-    text = execution_markdown(read_report(root))
+    text = execution_markdown(read_report(root)) + store_markdown(read_verification(root), _store_sha(root))
     if not path.is_file() or path.read_text(encoding="utf8") != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf8")
