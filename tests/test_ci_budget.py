@@ -24,7 +24,7 @@ def budget():
 
 def test_every_kind_budgets_every_stage_of_ci_run(budget):
     stages = {line.split()[1] for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("stage ")}
-    assert stages == {"book", "pdf", "lint", "test"}
+    assert stages == {"verify", "book", "pdf", "lint", "test"}
     for kind, entry in budget.load()["kinds"].items():
         assert set(entry["stages"]) == stages, kind
         assert entry["source"] in ("measured", "scaled") and entry["name"] and entry["derived"]

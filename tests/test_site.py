@@ -561,6 +561,7 @@ def test_checker_hidden_inputs(cells, tags, ok):
 # ---------------------------------------------------------------- what a reader trusts at a glance
 
 PROVENANCE = re.compile(r"Built (\d{4})-\d\d-\d\d \d\d:\d\d UTC from commit ([0-9a-f]{7,}(\+dirty)?|unknown \(no git\)), "
+                        r"(results store [0-9a-f]{12}, )?"
                         r"(quick|full|quick\+full) mode; resgd [^,]+, torch [^,]+, numpy [^,]+, jupyter-book [^.]+")
 
 
@@ -624,6 +625,8 @@ FOOTER = ('<footer><p class="copyright">© Copyright {year}, The authors.</p><di
 
 def test_checker_provenance():
     assert provenance_problems("p.html", FOOTER.format(year=2026)) == []
+    with_store = FOOTER.replace("</code>, ", "</code>, results store <code>8ce65b3bacca</code>, ")
+    assert provenance_problems("p.html", with_store.format(year=2026)) == []
     assert "© year" in provenance_problems("p.html", FOOTER.format(year=2025))[0]
     assert "no provenance" in provenance_problems("p.html", "<footer></footer>")[0]
 

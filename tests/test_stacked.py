@@ -158,7 +158,7 @@ def test_grouping_comes_after_the_cache_filter(tmp_path, monkeypatch):
     monkeypatch.setattr(runs, "_compute_stack", recorder)
     writes = []
     original_write = ResultsCache.write
-    monkeypatch.setattr(ResultsCache, "write", lambda self, key, value: (writes.append(key), original_write(self, key, value)))
+    monkeypatch.setattr(ResultsCache, "write", lambda self, key, value, **kw: (writes.append(key), original_write(self, key, value, **kw)))
     table = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     assert recorder.stacks == [[2, 3, 4, 5]]  # one stack of the missing runs only
     assert sorted(writes) == sorted(ex.config_key(c) for c in configs[2:])  # each key written once
