@@ -316,6 +316,32 @@ def test_a_publish_killed_between_its_renames_is_completed_by_the_next_one(tmp_p
     assert not list((tmp_path / "results").glob(".resgd-stage-*"))
 
 
+def test_a_stage_record_naming_paths_outside_its_folders_moves_nothing_there(tmp_path, capsys):
+    """A stage record holding ``..`` or absolute paths (damaged, or written by hand) is not followed:
+    nothing outside the output folder is moved or written; the sound move of the same record is made."""
+    import json
+
+    from resgd.pipeline.reproduce import MANIFEST, PREPARED, STAGE_PREFIX, recover_stages
+
+    results = tmp_path / "results"
+    stage = results / f"{STAGE_PREFIX}forged"
+    stage.mkdir(parents=True)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the publish's")
+    (stage / "good.csv").write_text("new")
+    (stage / "ok.csv").write_text("new")
+    moves = [["../../outside.txt", "tables/evil.csv"], ["ok.csv", "../../escaped.csv"], [str(outside), "tables/abs.csv"],
+             ["good.csv", "tables/good.csv"]]
+    (stage / PREPARED).write_text(json.dumps({"moves": moves}))
+    (stage / MANIFEST).write_text(json.dumps({"format": 2, "stages": [{"id": stage.name, "rel": ".", "abs": str(stage)}]}))
+    recover_stages(results)
+    assert outside.read_text() == "not the publish's"
+    assert not (results / "tables" / "evil.csv").exists() and not (results / "tables" / "abs.csv").exists()
+    assert not (tmp_path / "escaped.csv").exists()
+    assert (results / "tables" / "good.csv").read_text() == "new"
+    assert capsys.readouterr().err.count("that leaves its folder is not made") == 3
+
+
 def test_a_rejected_cache_entry_is_reported_once(tmp_path):
     """Before: the same damaged entry was reported twice in one sweep. After: once."""
     import warnings

@@ -60,6 +60,10 @@ FAULTS: tuple[Fault, ...] = (
           "tests/test_book_build.py::test_every_stopping_signal_takes_the_one_stop_path[SIGHUP-129]", "fixed"),
     Fault("I4", "interrupt", "kill -9 between the renames of a part's publish", "the next publish completes them: all new outputs",
           f"{_F}::test_a_publish_killed_between_its_renames_is_completed_by_the_next_one", "fixed"),
+    Fault("I17", "interrupt", "a stage record holding '..' or absolute paths (damaged, or forged)", "no move that leaves "
+          "its folder is made, each named in one line; the record's sound moves are made (was: followed, moving a file "
+          "from outside the output folders in and writing one outside them)",
+          f"{_F}::test_a_stage_record_naming_paths_outside_its_folders_moves_nothing_there", "bug"),
     Fault("I5", "interrupt", "a local worker process killed mid-sweep", "its tasks run again on a fresh pool; results complete",
           f"{_F}::test_a_dead_local_worker_s_tasks_are_run_again", "fixed"),
     Fault("I6", "interrupt", "SIGTERM to a parallel sweep", "no worker process outlives it",

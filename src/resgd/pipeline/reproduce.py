@@ -257,7 +257,12 @@ def _finish_stage(stage: Path, committed_ns: int | None) -> None:
     newer than this one and is kept; ``None``: every move is made (the publish that just committed)."""
     info = _read_json(stage / PREPARED)
     root = stage.parent
-    for staged_rel, final_rel in (info.get("moves", []) if isinstance(info, dict) else []):
+    for move in (info.get("moves", []) if isinstance(info, dict) else []):
+        if not (isinstance(move, list) and len(move) == 2 and all(_confined(p) for p in move)):
+            print(f"publish: {stage / PREPARED}: a move {move!r} that leaves its folder is not made",
+                  file=sys.stderr, flush=True)
+            continue  # a record names paths inside the stage and the output folder, nothing else
+        staged_rel, final_rel = move
         staged, final = stage / staged_rel, root / final_rel
         if not staged.exists():
             continue  # moved already (this is a rerun of the same completion)
@@ -269,6 +274,14 @@ def _finish_stage(stage: Path, committed_ns: int | None) -> None:
             continue
         _move(staged, final)
     shutil.rmtree(stage, ignore_errors=True)
+
+
+def _confined(relative: object) -> bool:
+    """Whether a path from a record stays inside the folder it is relative to: a relative path
+    with no ``..`` part (what a publish writes; anything else is a damaged or forged record)."""
+    if not isinstance(relative, str) or not relative or os.path.isabs(relative):
+        return False
+    return ".." not in Path(relative).parts
 
 
 def _stage_at(candidates: Iterable[Path], stage_id: str) -> Path | None:
