@@ -49,6 +49,15 @@ def test_reproduce_calls_the_named_parts(fake_targets, tmp_path, monkeypatch, ca
     assert os.environ["RESGD_RESULTS_DIR"] == str(tmp_path / "r")
 
 
+def test_more_jobs_than_cores_run_as_many_as_the_cores_and_say_so(fake_targets, tmp_path, capsys):
+    import os
+
+    assert cli.main(["reproduce", "--quick", "--only", "setup", "--jobs", "100000"], parts=fake_targets) == 0
+    cores = os.cpu_count() or 1
+    assert CALLS[-1][3] == cores
+    assert f"--jobs 100000 is more than this machine's {cores} cores" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("variable, value, status, message", [  # 2: every bad setting
     ("RESGD_GRAD_BACKEND", "manual", 2, "$RESGD_GRAD_BACKEND: not a setting of this package"),  # retired: one engine
     ("RESGD_MKL_INTEL_PATH", "yes", 2, "$RESGD_MKL_INTEL_PATH='yes': expected 1"),

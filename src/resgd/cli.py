@@ -133,6 +133,7 @@ def reproduce_command(args: argparse.Namespace, parts: Mapping[str, Part] | None
     check_outputs(args.figures_dir, writes_results=writes_results)
     claim_outputs(args.figures_dir, mode)
     scheduler = check_scheduler(args.scheduler)
+    args.jobs = bounded_jobs(args.jobs, scheduler)
     if "jena" in names:
         _note_jena_source()
     bar = tqdm(names, desc=f"reproduce ({mode})", unit="part")
@@ -152,11 +153,23 @@ def store_command(args: argparse.Namespace) -> int:
     settings.absolute_paths()
     check_environment()
     scheduler = check_scheduler(args.scheduler)
+    args.jobs = bounded_jobs(args.jobs, scheduler)
     if args.command == "verify":
         study_store.verify(n_jobs=args.jobs, scheduler=scheduler, seed=args.seed)
     else:
         study_store.refresh(n_jobs=args.jobs, scheduler=scheduler, recheck=not args.no_recheck)
     return 0
+
+
+def bounded_jobs(jobs: int, scheduler: str | None) -> int:
+    """``--jobs``, at most this machine's cores when the work runs here (more processes than cores only
+    wait, and each holds the data and a worker's memory); said on stderr when lowered."""
+    cores = os.cpu_count() or 1
+    if scheduler is None and jobs > cores:
+        print(f"note: --jobs {jobs} is more than this machine's {cores} cores: running {cores} at a time",
+              file=sys.stderr)
+        return cores
+    return jobs
 
 
 def check_environment() -> None:

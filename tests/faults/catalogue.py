@@ -64,6 +64,9 @@ FAULTS: tuple[Fault, ...] = (
           "its folder is made, each named in one line; the record's sound moves are made (was: followed, moving a file "
           "from outside the output folders in and writing one outside them)",
           f"{_F}::test_a_stage_record_naming_paths_outside_its_folders_moves_nothing_there", "bug"),
+    Fault("I18", "interrupt", "--jobs 100000 on a 2-core machine", "as many processes as cores, said in one line "
+          "(was: accepted, a worker forked per job)",
+          f"{_CLI}::test_more_jobs_than_cores_run_as_many_as_the_cores_and_say_so", "bug"),
     Fault("I5", "interrupt", "a local worker process killed mid-sweep", "its tasks run again on a fresh pool; results complete",
           f"{_F}::test_a_dead_local_worker_s_tasks_are_run_again", "fixed"),
     Fault("I6", "interrupt", "SIGTERM to a parallel sweep", "no worker process outlives it",
