@@ -623,6 +623,15 @@ FOOTER = ('<footer><p class="copyright">© Copyright {year}, The authors.</p><di
           '<a href="execution.html">quick</a> mode; resgd 0.2.0, torch 2.5.0, numpy 2.1.0, jupyter-book 1.0.4.</p></div></footer>')
 
 
+def test_a_quick_build_says_so_at_the_top_of_every_page_and_a_full_one_does_not():
+    from resgd.publish.sphinx_ext import quick_banner_html
+
+    assert quick_banner_html("full") == ""
+    for mode in ("quick", "quick+full"):
+        banner = quick_banner_html(mode)
+        assert 'class="resgd-quick-banner"' in banner and "not the published book" in banner
+
+
 def test_checker_provenance():
     assert provenance_problems("p.html", FOOTER.format(year=2026)) == []
     with_store = FOOTER.replace("</code>, ", "</code>, results store <code>8ce65b3bacca</code>, ")

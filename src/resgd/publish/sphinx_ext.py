@@ -314,6 +314,18 @@ def _page_context(app, pagename, templatename, context, doctree) -> None:
     url = pathto(EXECUTION_DOC) if pathto and EXECUTION_DOC in app.env.found_docs else None
     footer = context.get("theme_extra_footer") or ""
     context["theme_extra_footer"] = footer + provenance_html(info, url)
+    if "body" in context:
+        context["body"] = quick_banner_html(info["mode"]) + context["body"]
+
+
+def quick_banner_html(mode: str) -> str:
+    """At the top of every page of a build whose notebooks ran in quick mode (or in both modes): what
+    a reader must know before any number on it; "" for a full build."""
+    if "quick" not in str(mode):
+        return ""
+    return ('<div class="resgd-quick-banner" role="note"><strong>Quick build.</strong> The notebooks of this '
+            'build ran at the small quick sizes (a few minutes of training): its numbers and verdicts are not '
+            'the published book\'s. <code>make book</code> builds the full book from the results store.</div>')
 
 
 def _doctree_resolved(app, doctree, docname) -> None:
