@@ -632,6 +632,30 @@ def test_a_quick_build_says_so_at_the_top_of_every_page_and_a_full_one_does_not(
         assert 'class="resgd-quick-banner"' in banner and "not the published book" in banner
 
 
+@pytest.mark.site
+def test_ci_s_book_says_its_store_was_verified_by_this_code():
+    """CI runs ``make verify`` before the book: the execution report of CI's build says the store it read
+    was proven (the verification of this manifest, by this commit's code)."""
+    require_site()
+    if os.environ.get("RESGD_REQUIRE_SITE") != "1":
+        pytest.skip("a local build need not run `make verify` first (CI's does: RESGD_REQUIRE_SITE=1)")
+    text = " ".join(soup(read("book/execution.html")).get_text().split())
+    assert "Every entry is what this code computes." in text, text[text.find("The results store"):][:600]
+
+
+def test_the_store_section_counts_only_a_verification_of_this_manifest_by_this_code():
+    from resgd.publish.sphinx_ext import store_markdown
+
+    report = {"manifest_sha256": "ab" * 32, "commit": "0123456789abcdef", "entries": 3, "runs": 2,
+              "first_iterations": 10, "sample": ["run a"], "sample_seed": "0123456789abcdef", "cpu_s": 1.0, "ok": True,
+              "failures": {}, "arithmetic": {"isa": "AVX2"}, "cpu": "a CPU"}
+    assert "Every entry is what this code computes" in store_markdown(report, "ab" * 32, "0123456")
+    assert "did not verify it" in store_markdown(report, "cd" * 32, "0123456")  # another manifest
+    assert "ran with the code of commit" in store_markdown(report, "ab" * 32, "fedcba9")  # other code
+    assert "ran with the code of commit" in store_markdown(report, "ab" * 32, "0123456+dirty")  # edited since
+    assert "no results store" in store_markdown(None, "")
+
+
 def test_checker_provenance():
     assert provenance_problems("p.html", FOOTER.format(year=2026)) == []
     with_store = FOOTER.replace("</code>, ", "</code>, results store <code>8ce65b3bacca</code>, ")

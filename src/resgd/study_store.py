@@ -275,7 +275,8 @@ def verify(root: str | Path | None = None, *, n_jobs: int = 2, scheduler: str | 
     if not st.entries:
         raise VerifyFailed(f"the results store {st.root} is empty or missing: run `make results`")
     start, cpu0 = time.perf_counter(), _cpu_seconds()
-    seed = seed or commit_seed(st.root.parent)
+    commit = commit_seed(st.root.parent)
+    seed = seed or commit
     failures: dict[str, dict[str, str]] = {}
     damaged = {}
     for key in st.entries:
@@ -295,7 +296,7 @@ def verify(root: str | Path | None = None, *, n_jobs: int = 2, scheduler: str | 
     stored_cpu = sum(r.get("cpu_s") or 0.0 for r in st.entries.values())
     sample_cpu = sum(st.entries[k].get("cpu_s") or 0.0 for k in drawn)
     report = {
-        "manifest_sha256": st.digest(), "entries": len(st.entries), "runs": runs,
+        "manifest_sha256": st.digest(), "commit": commit, "entries": len(st.entries), "runs": runs,
         "first_iterations": FIRST_ITERATIONS, "sample_seed": seed, "sample": [_label(st.entries[k]) for k in drawn],
         "sample_share_of_store_cpu": sample_cpu / stored_cpu if stored_cpu else None,
         "store_cpu_s": stored_cpu, "cpu_s": _cpu_seconds() - cpu0, "wall_s": time.perf_counter() - start,

@@ -164,9 +164,10 @@ def read_verification(root: Path) -> dict | None:
     return report if isinstance(report, dict) else None
 
 
-def store_markdown(verification: dict | None, digest: str) -> str:
+def store_markdown(verification: dict | None, digest: str, commit: str = "") -> str:
     """The execution report's section on the results store: which store this build rendered from and
-    what ``make verify`` re-executed of it (only a verification of this very manifest counts)."""
+    what ``make verify`` re-executed of it (only a verification of this very manifest, by this very
+    commit's code when ``commit`` is given, counts)."""
     head = "\n## The results store\n\n"
     if not digest:
         return head + "This checkout has no results store (`store/manifest.json`): every result was computed in this build.\n"
@@ -175,6 +176,11 @@ def store_markdown(verification: dict | None, digest: str) -> str:
     if not verification or verification.get("manifest_sha256", "")[:12] != digest[:12]:
         return head + where + ("**This build did not verify it** (no `make verify` of this manifest was found): "
                                "run `make verify` before `make book`, as CI does.\n")
+    clean = commit.removesuffix("+dirty")
+    if commit and (commit != clean or not str(verification.get("commit", "")).startswith(clean)):
+        return head + where + (f"**This build did not verify it**: the last `make verify` of this manifest ran with "
+                               f"the code of commit `{str(verification.get('commit', '?'))[:12]}`, this build's code is "
+                               f"`{commit}`. Run `make verify` before `make book`, as CI does.\n")
     failures = verification.get("failures") or {}
     sample = verification.get("sample") or []
     share = verification.get("sample_share_of_store_cpu")
@@ -197,7 +203,8 @@ def store_markdown(verification: dict | None, digest: str) -> str:
 def write_execution_page(root: Path) -> Path:
     """Write ``book/execution.md`` from the report, only when its text changes (Sphinx re-reads it then)."""
     path = root / f"{EXECUTION_DOC}.md"
-    text = execution_markdown(read_report(root)) + store_markdown(read_verification(root), _store_sha(root))
+    text = execution_markdown(read_report(root)) + store_markdown(read_verification(root), _store_sha(root),
+                                                                   git_commit(root))
     if not path.is_file() or path.read_text(encoding="utf8") != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf8")
