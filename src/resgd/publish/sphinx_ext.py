@@ -331,7 +331,7 @@ def quick_banner_html(mode: str) -> str:
     if "quick" not in str(mode):
         return ""
     return ('<div class="resgd-quick-banner" role="note"><strong>Quick build.</strong> The notebooks of this '
-            'build ran at the small quick sizes (a few minutes of training): its numbers and verdicts are not '
+            'build ran at the small quick sizes: its numbers and verdicts are not '
             'the published book\'s. <code>make book</code> builds the full book from the results store.</div>')
 
 
