@@ -81,7 +81,7 @@ def _store(root: str | Path | None = None) -> Store:
 def _config(record: dict[str, Any]):
     from .experiments.run_config import config_from_dict
 
-    return config_from_dict({**record["config"], "dtype": record["config"]["dtype"]})
+    return config_from_dict(record["config"])
 
 
 def _key(record: dict[str, Any]) -> str:
