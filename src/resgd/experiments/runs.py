@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import time
 from collections.abc import Iterable
 
 import pandas as pd
@@ -36,7 +35,6 @@ from ..core.engine import FIELDS as ENGINE_FIELDS, engine_path
 from ..core.train import loss_from_output
 from ..data.spec import DTYPES, load_dataset
 from ..pipeline.cache import ResultsCache
-from ..pipeline.store import check_complete
 from ..pipeline.sweep import Group, Task, cached_sweep, check_n_jobs
 from ..validation import ConfigError
 from .metrics import _metrics, _stacked_metrics
@@ -147,13 +145,7 @@ def run(config: RunConfig, cache_dir: str | os.PathLike | None = None, *, refres
     """One run as a tidy table, from the cache when there (computed and cached otherwise)."""
     cache = ResultsCache(cache_dir)
     key = config_key(config)
-    frame = None if refresh else cache.read(key)
-    if frame is None:
-        check_complete(1, 1)
-        start = time.process_time()
-        frame = _compute(config)
-        cache.write(key, frame, cpu_s=time.process_time() - start)
-    return frame.assign(key=key)
+    return cache.read_or_compute(key, lambda: _compute(config), refresh=refresh).assign(key=key)
 
 
 def _cost(config: RunConfig) -> int:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import os
-import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -29,7 +28,6 @@ from ..core.model import init_params
 from ..core.smoothness import smoothness_fast_stacked
 from ..data.spec import load_dataset
 from ..pipeline.cache import ResultsCache
-from ..pipeline.store import check_complete
 from .run_config import entry_key
 from ..validation import ConfigError, check_choice
 from ..pipeline.sweep import Task, cached_sweep, check_n_jobs
@@ -100,13 +98,7 @@ def smoothness(s, beta: float, n_layers: int, *, beta_ffn: float | None = None,
     seed = s.seeds[0] if seed is None else seed
     config = _config(s, beta, n_layers, beta_ffn, seed)
     key = _key(config)
-    cache = ResultsCache(cache_dir)
-    frame = cache.read(key)
-    if frame is None:
-        check_complete(1, 1)
-        start = time.process_time()
-        frame = _lhat_one(config)
-        cache.write(key, frame, cpu_s=time.process_time() - start)
+    frame = ResultsCache(cache_dir).read_or_compute(key, lambda: _lhat_one(config))
     return float(frame["L_hat"].iloc[0])
 
 

@@ -142,6 +142,17 @@ class ResultsCache:
         _fill_store(key, problem[0])
         return problem[0]
 
+    def read_or_compute(self, key: str, compute: Callable[[], Any], *, refresh: bool = False) -> Any:
+        """The value under ``key`` (:meth:`read`), else ``compute()`` written with what it cost; a result
+        missing from a required store is an error instead (:func:`resgd.pipeline.store.check_complete`)."""
+        value = None if refresh else self.read(key)
+        if value is None:
+            store.check_complete(1, 1)
+            start = time.process_time()
+            value = compute()
+            self.write(key, value, cpu_s=time.process_time() - start)
+        return value
+
     @staticmethod
     def _problem(path: Path, key: str) -> str | tuple[Any] | None:
         """What is wrong with the entry at ``path``, ``(value,)`` when nothing is, None when it was

@@ -164,9 +164,9 @@ class Store:
         self.used.add(key)
         return frame
 
-    def put(self, key: str, frame: pd.DataFrame, description: dict[str, Any], cpu_s: float | None = None) -> bool:
-        """Store ``frame`` under ``key``, described by ``description`` (kind, config, dtype, data);
-        returns whether its numbers differ from the entry it replaces (False for a new entry)."""
+    def put(self, key: str, frame: pd.DataFrame, description: dict[str, Any], cpu_s: float | None = None) -> None:
+        """Store ``frame`` under ``key``, described by ``description`` (kind, config, dtype, data) and
+        what computing it cost (``cpu_s``; an entry whose numbers did not move keeps its record's)."""
         data = frame_codec.encode(frame)
         sha = _sha(data)
         path = self.root / object_path(sha)
@@ -181,7 +181,6 @@ class Store:
             record["cpu_s"] = round(float(cpu_s), 3)
         self.entries[key] = record
         self.used.add(key)
-        return old is not None and old["sha256"] != sha
 
     def unreferenced_objects(self) -> list[Path]:
         """Object files no entry names (left by a refresh whose numbers moved)."""
@@ -195,8 +194,8 @@ _ACTIVE: dict[str, Any] = {}
 
 def active() -> Store | None:
     """This process's store as the settings name it (``$RESGD_STORE``, ``$RESGD_STORE_DIR``), loaded once
-    (again when the manifest changes on disk); None when off, absent, or this process's arithmetic is
-    not the store's (its keys could not match)."""
+    (again when the manifest changes on disk); None when off or absent. (A process that does not run
+    the store's arithmetic gets it too: its keys name another arithmetic and find nothing there.)"""
     if _ACTIVE.get("stamp") == "in use":
         return _ACTIVE["store"]
     if settings.store_mode() == "off":
@@ -238,7 +237,7 @@ def required() -> bool:
     return settings.store_mode() == "require"
 
 
-def check_complete(missing: int, total: int, what: str = "results") -> None:
+def check_complete(missing: int, total: int) -> None:
     """Raise :class:`StoreIncomplete` when the store is required and ``missing`` of ``total`` are not in it."""
     filling = _ACTIVE.get("stamp") == "in use" and _ACTIVE["store"].filling is not None
     if missing and required() and not filling:  # `make results` computes what is missing, whatever the setting
@@ -250,5 +249,5 @@ def check_complete(missing: int, total: int, what: str = "results") -> None:
             raise StoreIncomplete(f"RESGD_STORE=require, but there is no results store ({root or 'no checkout'}: "
                                   f"no manifest.json): run `make results`, or set RESGD_STORE_DIR")
         raise StoreIncomplete(
-            f"the results store ({root}) lacks {missing} of the {total} {what} asked for, and RESGD_STORE=require "
+            f"the results store ({root}) lacks {missing} of the {total} results asked for, and RESGD_STORE=require "
             f"forbids computing them here: " + (f"{why}" if why else "run `make results` and commit store/"))

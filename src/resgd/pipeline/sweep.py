@@ -474,7 +474,7 @@ def cached_sweep(
             else:
                 results[task.key] = value
                 held.pop(task.key).close()
-        _not_in_store(len(todo) + len(busy), len(tasks), (len(stored.used) - before) if stored is not None else 0)
+        _not_in_store(stored, len(todo) + len(busy), len(tasks), before)
         _compute(_grouped(todo, group), cache, results, held, n_jobs, scheduler, on_result)
         for task in busy:  # computed by another process: wait for it, then reuse its entry
             handle = cache.wait_lock(task.key)  # None: its owner is gone or stopped; compute it here
@@ -491,17 +491,15 @@ def cached_sweep(
     return results
 
 
-def _not_in_store(missing: int, total: int, found: int) -> None:
+def _not_in_store(stored: store.Store | None, missing: int, total: int, used_before: int) -> None:
     """Results about to be computed that the results store lacks: an error under ``RESGD_STORE=require``
-    (CI); else said once per sweep that the store covers in part (``found`` of its results were read
-    from it; a sweep the store has nothing of, quick mode's, is not the store's business)."""
-    stored = store.active()
+    (CI); else said once per sweep that the store covers in part (some of its results were read from
+    it since it had ``used_before`` in use; a sweep the store has nothing of, quick mode's, is not the
+    store's business)."""
     if not missing:
         return
     store.check_complete(missing, total)
-    if stored is None:
-        return
-    if stored.filling is None and found:
+    if stored is not None and stored.filling is None and len(stored.used) > used_before:
         print(f"results store: {missing} of these {total} results are not in the store ({stored.root}); "
               f"computing them here (`make results` adds them to the store)", file=sys.stderr, flush=True)
 

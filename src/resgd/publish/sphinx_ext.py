@@ -79,19 +79,19 @@ def provenance(root: Path, when: datetime | None = None) -> dict[str, Any]:
     """What made this build: commit, date (UTC), mode and package versions."""
     when = when or build_time()
     return dict(commit=git_commit(root), date=when.strftime("%Y-%m-%d %H:%M UTC"), year=when.year,
-                mode=report_mode(read_report(root)), versions=versions(), store=store_digest(root))
+                mode=report_mode(read_report(root)), versions=versions(), store=store_sha(root)[:12])
 
 
-def store_digest(root: Path) -> str:
-    """The first 12 hex digits of the results store's manifest SHA-256 ("" without a store)."""
-    return _store_sha(root)[:12]
-
-
-def _store_sha(root: Path) -> str:
+def store_sha(root: Path) -> str:
+    """SHA-256 of the manifest of the results store the notebooks read (``$RESGD_STORE_DIR``, else
+    ``root``'s ``store/``); "" without one."""
     import hashlib
 
+    from .. import settings
+
+    folder = settings.store_dir() if os.environ.get("RESGD_STORE_DIR") else root / "store"
     try:
-        return hashlib.sha256((root / "store" / "manifest.json").read_bytes()).hexdigest()
+        return hashlib.sha256((folder / "manifest.json").read_bytes()).hexdigest()
     except OSError:
         return ""
 
@@ -203,7 +203,7 @@ def store_markdown(verification: dict | None, digest: str, commit: str = "") -> 
 def write_execution_page(root: Path) -> Path:
     """Write ``book/execution.md`` from the report, only when its text changes (Sphinx re-reads it then)."""
     path = root / f"{EXECUTION_DOC}.md"
-    text = execution_markdown(read_report(root)) + store_markdown(read_verification(root), _store_sha(root),
+    text = execution_markdown(read_report(root)) + store_markdown(read_verification(root), store_sha(root),
                                                                    git_commit(root))
     if not path.is_file() or path.read_text(encoding="utf8") != text:
         path.parent.mkdir(parents=True, exist_ok=True)
