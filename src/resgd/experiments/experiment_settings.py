@@ -54,6 +54,9 @@ class Settings:
     equal_out_scale: float = 0.01
     data_seed: int = 0
     test_metrics: bool = True
+    v6_seeds: tuple[int, ...] = ()
+    regime_N: int = 16
+    regime_iterations: int = 1000
 
     def __post_init__(self) -> None:
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
@@ -188,6 +191,6 @@ def settings(
     if unknown:
         raise ConfigError(f"settings: unknown setting(s) {sorted(unknown)}; known: {sorted(Settings.__dataclass_fields__)}")
     values.update(overrides)
-    for name in ("betas", "depths", "lr_grid", "interval_seeds"):
+    for name in ("betas", "depths", "lr_grid", "interval_seeds", "v6_seeds"):
         values[name] = tuple(values[name])
     return Settings(**values)

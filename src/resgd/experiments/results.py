@@ -35,6 +35,9 @@ class ExperimentResults:
     lr: pd.DataFrame
     probes: pd.DataFrame
     runs: pd.DataFrame
+    speed: Any = None
+    """Design v6's runs and verdicts (:class:`resgd.experiments.speed.SpeedResults`); None where the
+    settings have no v6 seeds (the toy data sets)."""
     _per_run_at: dict[float, pd.DataFrame] = field(default_factory=dict, repr=False)
     _verdicts_at: dict[tuple, list] = field(default_factory=dict, repr=False)
     _readout: pd.DataFrame | None = field(default=None, repr=False)

@@ -122,9 +122,16 @@ def run_experiments(
                                   beta_ffn=runs["key"].map({config_key(c): c.model.residual_ffn for c in configs})))
     description = data.describe()
     summary = {k: description[k] for k in ("name", "source_label", "is_standin", "n_train", "n_test", "n_tokens", "d")}
+    runs = pd.concat(frames, ignore_index=True)
+    speed = None
+    if s.v6_seeds and only is None:
+        from .speed import run_speed
+
+        common = runs[(runs["protocol"] == "common") & (runs["twin_init"] == "matched")]
+        speed = run_speed(s, common=common, **engine)
     return ExperimentResults(settings=s, data=summary, lr=pd.DataFrame(steps),
                              probes=pd.concat(probes, ignore_index=True) if probes else pd.DataFrame(),
-                             runs=pd.concat(frames, ignore_index=True))
+                             runs=runs, speed=speed)
 
 
 

@@ -118,19 +118,26 @@ _EXPERIMENT_BASE = dict(
     dtype="float64",
 )
 
+_V6_SEEDS = tuple(range(12))
+"""Design v6's evaluation seeds (experiments.design.V6_SEEDS: 12 in every deciding arm)."""
+_V6_QUICK = {"v6_seeds": (0, 1), "regime_N": 4, "regime_iterations": 300}
+"""Design v6 in quick mode: 2 seeds (its verdicts cannot decide; the quick book is a smoke build)."""
+
 _EXPERIMENT_SIZES = {
     # depth_N, depth_iterations: the depth sweep's size, smaller than the single-layer sweeps' so that
     # its two protocols fit the book's time budget (book/choices.md): N = 32 in both modes. Its arms
     # are descriptive (3 seeds); the robustness map decides depth with 8
     # Jena: January 2009 (667 hours; book/choices.md): 420 training windows of 48 h, 105 held out (all of them)
     ("jena", True): dict(N=64, n=24, n_test=None, iterations=300, seeds=(0, 1), widths={"d_qk": 16, "m": 64},
-                         target_fraction=0.1, depth_N=32, depth_iterations=300),
+                         target_fraction=0.1, depth_N=32, depth_iterations=300, **_V6_QUICK),
     ("jena", False): dict(N=128, n=24, n_test=None, iterations=1000, seeds=(0, 1, 2), widths={"d_qk": 16, "m": 64},
-                          target_fraction=0.1, depth_N=32, depth_iterations=600),
+                          target_fraction=0.1, depth_N=32, depth_iterations=600, v6_seeds=_V6_SEEDS, regime_N=4,
+                          regime_iterations=1000),
     ("sst2", True): dict(N=64, n=16, n_test=None, iterations=200, seeds=(0, 1), widths={"d_qk": 16, "m": 64},
-                         target_fraction=0.5, depth_N=32, depth_iterations=200),
+                         target_fraction=0.5, depth_N=32, depth_iterations=200, **_V6_QUICK),
     ("sst2", False): dict(N=128, n=16, n_test=None, iterations=800, seeds=(0, 1, 2), widths={"d_qk": 16, "m": 64},
-                          target_fraction=0.5, depth_N=32, depth_iterations=500),
+                          target_fraction=0.5, depth_N=32, depth_iterations=500, v6_seeds=_V6_SEEDS, regime_N=16,
+                          regime_iterations=1000),
     ("toy", True): dict(N=8, n=4, n_test=8, iterations=20, seeds=(0, 1), widths={"d_qk": 4, "m": 8},
                         depths=(2, 3), lr_grid=(0.3, 0.1, 0.03), probe_iterations=5, depth_N=8, depth_iterations=20),
     ("toy", False): dict(N=16, n=4, n_test=8, iterations=40, seeds=(0, 1), widths={"d_qk": 4, "m": 8},

@@ -1,0 +1,189 @@
+"""Design v6's speed: the iterations each run needs to reach a ladder of loss targets, and the
+paired "who gets there first" rules that decide the claims on it (:mod:`resgd.experiments.design`
+states them; this module applies them, and simulates their false-decision rate as run).
+
+Why this measure: "converges faster" is a speed, and a whole-run rate ranks loss floors as much as
+speeds and can change its verdict with the horizon. The time to a target does not: once one run of a
+pair has reached a target, the pair's order at that target is fixed, whatever the horizon; a pair in
+which neither run reached it by the cap is *censored* and decides nothing.
+
+The target of rung q for a run is Φ* + q (Φ₀ − Φ*), with Φ₀ the run's initial loss and Φ* the
+comparison's floor: 0 where the data are realisable (the theorem's question), else the lowest loss
+any run of the comparison reached by the cap (shown on the pages).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core.stats import spearman
+from .design import ALPHA, LADDER
+from .rules import sign_test, sign_threshold
+
+LADDER_VERDICTS = ("holds", "fails", "target-dependent", "undecided", "could not be tested")
+"""A claim over the ladder: all testable rungs agree (holds/fails), they differ, none decides, or no
+rung had enough decided pairs for the sign rule to be able to decide."""
+
+
+def rung_name(q: float) -> str:
+    """"1/2", "1/4", "1/10", "1/100" (else the number)."""
+    inverse = 1.0 / q
+    return f"1/{round(inverse):d}" if abs(inverse - round(inverse)) < 1e-9 else f"{q:g}"
+
+
+def times_to_targets(loss: np.ndarray, floor: float, ladder: Sequence[float] = LADDER) -> np.ndarray:
+    """For each q of ``ladder``, the first iteration t with Φ(t) ≤ floor + q (Φ(0) − floor); +∞ when the
+    run never got there (censored at its last iteration; a diverged run's non-finite losses never count)."""
+    loss = np.asarray(loss, dtype=float)
+    out = np.full(len(ladder), math.inf)
+    if loss.size == 0 or not math.isfinite(loss[0]):
+        return out
+    for i, q in enumerate(ladder):
+        with np.errstate(invalid="ignore"):
+            hits = np.flatnonzero(loss <= floor + q * (loss[0] - floor))
+        if hits.size:
+            out[i] = float(hits[0])
+    return out
+
+
+def first_to_reach(a: float, b: float) -> float:
+    """+1 when a run with time ``a`` reaches the target before one with time ``b``, −1 when after,
+    0 at the same iteration, NaN when neither reached it (a censored pair)."""
+    if math.isinf(a) and math.isinf(b):
+        return math.nan
+    return float(np.sign(b - a)) if not (math.isinf(a) or math.isinf(b)) else (1.0 if math.isinf(b) else -1.0)
+
+
+def rises(loss: np.ndarray, tol: float = 1e-9) -> int:
+    """How many GD steps raised Φ, Φ(t+1) > (1 + tol) Φ(t) (a non-finite Φ(t+1) counts): each shows
+    that step above the descent threshold 2/L on its segment (the descent lemma)."""
+    loss = np.asarray(loss, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return int(np.sum(~np.isfinite(loss[1:]) | (loss[1:] > (1.0 + tol) * loss[:-1])))
+
+
+def ladder_table(runs: pd.DataFrame, keys: Sequence[str], comparison: Sequence[str], *, realisable: bool,
+                 ladder: Sequence[float] = LADDER) -> pd.DataFrame:
+    """One row per run (``keys``): its times to every rung (``t_1/2`` …, +∞ censored), the floor Φ* of
+    its comparison (the runs sharing ``comparison``; 0 when ``realisable``), its cap, its rises."""
+    runs = runs.sort_values([*keys, "iteration"])
+    groups = list(runs.groupby(list(keys), sort=False))
+    lowest = {}
+    for k, h in groups:
+        comp = tuple(h.iloc[0][c] for c in comparison)
+        finite = h["loss"].to_numpy(dtype=float)
+        finite = finite[np.isfinite(finite)]
+        lowest[comp] = min(lowest.get(comp, math.inf), float(finite.min()) if finite.size else math.inf)
+    rows = []
+    for k, h in groups:
+        first = h.iloc[0]
+        comp = tuple(first[c] for c in comparison)
+        floor = 0.0 if realisable else lowest[comp]
+        loss = h["loss"].to_numpy(dtype=float)
+        times = times_to_targets(loss, floor, ladder)
+        rows.append({**dict(zip(keys, k if isinstance(k, tuple) else (k,))), "floor": floor,
+                     "cap": int(h["iteration"].iloc[-1]), "diverged": bool(first["diverged"]), "rises": rises(loss),
+                     "loss_0": float(loss[0]), "loss_cap": float(loss[-1]),
+                     **{f"t_{rung_name(q)}": t for q, t in zip(ladder, times)}})
+    return pd.DataFrame(rows)
+
+
+def rung_test(signs: np.ndarray) -> dict[str, Any]:
+    """The sign rule on one rung's per-seed signs (+1 the paper's direction, −1 against, 0 tie, NaN
+    censored): :func:`resgd.experiments.rules.sign_test` over the decided seeds, censored ones left
+    out; ``testable``: enough decided seeds that the rule could decide at all."""
+    signs = np.asarray(signs, dtype=float)
+    r = sign_test(signs)
+    return {"outcome": r["outcome"], "decided": r["seeds"], "censored": r["excluded"], "for": r["positive"],
+            "against": r["negative"], "ties": r["seeds"] - r["positive"] - r["negative"], "p_for": r["p_up"],
+            "p_against": r["p_down"], "threshold": r["threshold"], "testable": sign_threshold(r["seeds"]) is not None}
+
+
+def ladder_outcome(rungs: Sequence[dict[str, Any]]) -> str:
+    """The claim over the ladder (:data:`LADDER_VERDICTS`), read on the testable rungs only."""
+    testable = [r["outcome"] for r in rungs if r["testable"]]
+    if not testable:
+        return "could not be tested"
+    if all(o == testable[0] for o in testable) and testable[0] in ("holds", "fails"):
+        return testable[0]
+    return "target-dependent" if any(o in ("holds", "fails") for o in testable) else "undecided"
+
+
+def pair_signs(times_with: np.ndarray, times_without: np.ndarray) -> np.ndarray:
+    """Per seed and rung (arrays seeds × rungs), :func:`first_to_reach` of the first arm against the second."""
+    return np.vectorize(first_to_reach, otypes=[float])(times_with, times_without)
+
+
+def beta_signs(times: np.ndarray, betas: np.ndarray) -> np.ndarray:
+    """Claim (b)'s per-seed statistic at each rung: the sign of Spearman(β, −t) over the β of one seed
+    (times: seeds × β × rungs; a censored run ranks last, ties share ranks); NaN when every β of the seed
+    is censored or all times are equal."""
+    seeds, _, n_rungs = times.shape
+    out = np.full((seeds, n_rungs), math.nan)
+    for s in range(seeds):
+        for j in range(n_rungs):
+            t = times[s, :, j]
+            if np.isinf(t).all():
+                continue
+            rho = spearman(betas, -np.where(np.isinf(t), np.finfo(float).max, t))
+            out[s, j] = np.sign(rho) if math.isfinite(rho) else math.nan
+    return out
+
+
+def depth_signs(signs_by_depth: np.ndarray) -> np.ndarray:
+    """Claim (c)'s per-seed statistic at each rung (signs: seeds × depths × rungs): the majority sign
+    over the depths whose pair decided (0 on a tie, NaN when no depth decided). One value per seed: a
+    seed's depths share its data and first layers' initial weights, so they are not independent."""
+    total = np.nansum(signs_by_depth, axis=1)
+    none = np.isnan(signs_by_depth).all(axis=1)
+    return np.where(none, math.nan, np.sign(total))
+
+
+def decide(signs: np.ndarray, ladder: Sequence[float] = LADDER) -> dict[str, Any]:
+    """A claim on the ladder from its per-seed signs (seeds × rungs): each rung by :func:`rung_test`,
+    the claim by :func:`ladder_outcome`."""
+    rungs = [{"rung": rung_name(q), **rung_test(signs[:, j])} for j, q in enumerate(ladder)]
+    return {"outcome": ladder_outcome(rungs), "rungs": rungs, "seeds": int(signs.shape[0])}
+
+
+def simulate_null(claim: str, *, seeds: int = 12, reps: int = 2000, cap: int = 2000, n_arms: int | None = None,
+                  realisable: bool = False, rng_seed: int = 0, ladder: Sequence[float] = LADDER) -> dict[str, float]:
+    """How often the ladder rule decides claim ``claim`` ("a", "b" or "c") when the arms do not differ,
+    simulated through the pipeline as run: every run's curve Φ(t) = f + (1 − f) e^{−rt} with a
+    per-seed shared log-rate (the runs of one seed share data and first weights), its own log-rate
+    noise and floor f, sampled at integer t up to ``cap``; the comparison's floor Φ* estimated as the
+    pipeline estimates it (0 when ``realisable``); censoring at the cap; no run excluded. Returns the
+    rates of "holds" and "fails"."""
+    rng = np.random.default_rng(rng_seed)
+    arms = {"a": 2, "b": 5, "c": 6}[claim] if n_arms is None else n_arms
+    t = np.arange(cap + 1, dtype=float)
+    counts = {"holds": 0, "fails": 0}
+    for _ in range(reps):
+        shared = rng.normal(math.log(3e-3), 0.7, size=(seeds, 1))
+        rate = np.exp(shared + rng.normal(0.0, 0.5, size=(seeds, arms)))
+        floor = 0.0 if realisable else rng.uniform(0.0, 0.3, size=(seeds, arms))
+        curves = floor[..., None] + (1 - floor)[..., None] * np.exp(-rate[..., None] * t) if not realisable \
+            else np.exp(-rate[..., None] * t)
+        phi_star = 0.0 if realisable else None
+        if claim == "c":  # three depths, each its own comparison (own floor)
+            floors = [0.0 if realisable else curves[:, [2 * d, 2 * d + 1]].min() for d in range(arms // 2)]
+        else:
+            floors = [phi_star if realisable else curves.min()] * arms
+        times = np.stack([np.stack([times_to_targets(curves[s, a], floors[a // 2 if claim == "c" else a], ladder)
+                                    for a in range(arms)]) for s in range(seeds)])  # seeds × arms × rungs
+        if claim == "a":
+            signs = pair_signs(times[:, 0], times[:, 1])
+        elif claim == "b":
+            signs = beta_signs(times, np.linspace(0.0, 1.0, arms))
+        else:
+            signs = depth_signs(np.stack([pair_signs(times[:, 2 * d], times[:, 2 * d + 1]) for d in range(arms // 2)],
+                                         axis=1))
+        outcome = decide(signs, ladder)["outcome"]
+        if outcome in counts:
+            counts[outcome] += 1
+    return {k: v / reps for k, v in counts.items()} | {"reps": reps, "alpha": ALPHA}
