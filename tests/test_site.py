@@ -137,19 +137,39 @@ call whose return value nobody asked to see)."""
 
 
 def leaked_reprs(page: str, html: str) -> list[str]:
-    """Leaked reprs, and pandas tables cut short (a "..." column header hides columns)."""
+    """Leaked reprs, and tables with NaN or ±∞ but no legend saying what they mean."""
     tree = content(soup(html))
     text = tree.get_text(" ")
     bad = [f"{page}: output shows {needle!r}" for needle in LEAKED_REPR if needle in text]
-    bad += [f"{page}: a table hides columns behind '...'" for table in tree.select("table.dataframe")
-            if any(cell.get_text(strip=True) in ("...", "…") for cell in table.select("thead th"))]
     for table in tree.select("table.dataframe"):  # NaN and ±∞ only with the legend that says what they mean
         marks = {cell.get_text(strip=True) for cell in table.select("td")} & {"NaN", "inf", "-inf", "<NA>", "None"}
-        # the legend follows the table in the same output (after pandas' "N rows × M columns" line, if any)
-        output = (table.find_parent(lambda tag: tag.name == "div" and "output" in (tag.get("class") or []))
+        # the legend follows the table in the same output (or in the table's own box, resgd.plots.tables)
+        output = (table.find_parent(lambda tag: tag.name == "div" and {"output", "resgd-table"} & set(tag.get("class") or []))
                   or (table.parent.parent if table.parent is not None else None))
         if marks and not (output is not None and output.select_one("p.resgd-table-legend")):
             bad.append(f"{page}: a table shows {sorted(marks)} without a legend")
+    return bad
+
+
+ELLIPSES = ("...", "…")
+TABLE_SHAPE = re.compile(r"\b\d+ rows × \d+ columns\b")
+
+
+def cut_tables(page: str, html: str) -> list[str]:
+    """Every truncation marker pandas leaves in a table: a "..." or "…" row or column standing for
+    hidden ones, a cell cut short with "..." or "…" appended, and the "N rows × M columns" line under a
+    table cut to a few rows (:mod:`resgd.plots.tables` shows every table whole)."""
+    tree = content(soup(html))
+    bad = []
+    for number, table in enumerate(tree.select("table.dataframe"), start=1):
+        cells = [cell.get_text(strip=True) for cell in table.select("th, td")]
+        hidden = sum(text in ELLIPSES for text in cells)
+        shortened = sum(text.endswith(ELLIPSES) and text not in ELLIPSES for text in cells)
+        if hidden:
+            bad.append(f"{page}: table {number} hides rows or columns behind '...' ({hidden} cells)")
+        if shortened:
+            bad.append(f"{page}: table {number} cuts {shortened} cells short with '...'")
+    bad += [f"{page}: {m.group(0)!r} under a table cut short" for m in TABLE_SHAPE.finditer(tree.get_text(" "))]
     return bad
 
 
@@ -322,11 +342,9 @@ def test_no_output_leaks_a_python_repr():
     assert not problems, report(problems)
 
 
-def test_checker_finds_a_leaked_path_and_a_cut_table():
+def test_checker_finds_a_leaked_path_and_a_bare_nan():
     page = '<article class="bd-article"><pre>{"png": PosixPath("/home/x/figures/a.png")}</pre></article>'
     assert leaked_reprs("notebooks/x.html", page) and not leaked_reprs("notebooks/x.html", '<article class="bd-article">ok</article>')
-    cut = '<article class="bd-article"><table class="dataframe"><thead><tr><th>a</th><th>...</th></tr></thead></table></article>'
-    assert leaked_reprs("notebooks/x.html", cut)
     bare = '<article class="bd-article"><table class="dataframe"><tbody><tr><td>inf</td></tr></tbody></table></article>'
     assert leaked_reprs("notebooks/x.html", bare)
     said = '<article class="bd-article"><p>the interval’s level is nan %</p><table><tr><td>NaN</td></tr></table></article>'
@@ -335,6 +353,31 @@ def test_checker_finds_a_leaked_path_and_a_cut_table():
 
     shown = table_html(pd.DataFrame({"rate": [float("-inf"), 0.5], "seed": [0, 1]}))
     assert not leaked_reprs("notebooks/x.html", f'<article class="bd-article"><div>{shown}</div></article>')
+
+
+@pytest.mark.site
+def test_no_table_is_cut():
+    require_site()
+    problems = [p for page in built_pages() for p in cut_tables(page, read(page))]
+    assert not problems, report(problems)
+
+
+@pytest.mark.parametrize("body", [
+    "<table class=\"dataframe\"><thead><tr><th>a</th><th>...</th></tr></thead></table>",
+    "<table class=\"dataframe\"><tbody><tr><td>…</td></tr></tbody></table>",
+    "<table class=\"dataframe\"><tbody><tr><td>a sentence cut at fifty charac...</td></tr></tbody></table>",
+    "<table class=\"dataframe\"><tbody><tr><td>1</td></tr></tbody></table><p>66 rows × 8 columns</p>",
+])
+def test_checker_finds_a_cut_table(body):
+    assert cut_tables("notebooks/x.html", f'<article class="bd-article">{body}</article>')
+
+
+def test_checker_passes_a_whole_table():
+    from resgd.plots.tables import table_html
+
+    frame = pd.DataFrame({"note": ["a sentence well over fifty characters long, shown in full"] * 70, "rate": [float("inf")] * 70})
+    page = f'<article class="bd-article"><div>{table_html(frame)}</div></article>'
+    assert not cut_tables("notebooks/x.html", page) and not leaked_reprs("notebooks/x.html", page)
 
 
 @pytest.mark.site
