@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from resgd.plots.tables import LONG_ROWS, SHOW_ALL, legend, table_html, use_tables
+from resgd.plots.tables import LONG_ROWS, SHOW_ALL, legend, table_html, use_tables, values_table
 
 
 def test_the_legend_names_each_mark_and_its_columns():
@@ -66,3 +66,10 @@ def test_the_formatter_shows_a_long_table_whole_whatever_the_options():
         InteractiveShell.clear_instance()
         for option in SHOW_ALL:
             pd.reset_option(option)
+
+
+def test_values_table_keeps_counts_whole():
+    table = values_table({"n_configs": 300, "spearman": 0.953125, "last_iteration": 1200})
+    shown = table_html(table)
+    assert list(table.columns) == ["value"] and "300.000000" not in shown and "<td>300</td>" in shown
+    assert "<td>0.953125</td>" in shown and "dtype" not in shown

@@ -7,11 +7,13 @@ or verb (:func:`count_noun`), or the verb alone where the count stands apart fro
 
 from __future__ import annotations
 
+import math
 import numbers
 
 
 def _whole(n) -> int:
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+    """``n`` as an int; a whole float is accepted (pandas turns a row's counts into floats)."""
+    if isinstance(n, bool) or not isinstance(n, numbers.Real) or not math.isfinite(n) or int(n) != n:
         raise ValueError(f"a count must be a whole number, got {n!r}")
     return int(n)
 

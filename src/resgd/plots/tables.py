@@ -67,6 +67,11 @@ def table_html(frame: pd.DataFrame) -> str:
             + (f'<p class="resgd-table-legend">{html.escape(text)}</p>' if text else "") + "</div>")
 
 
+def values_table(values: dict, name: str = "value") -> pd.DataFrame:
+    """A page's named numbers as a one-column table, each value as it is: a printed Series ends in
+    "dtype: float64", and a float column shows a count as "300.000000"."""
+    return pd.Series(values, dtype=object, name=name).to_frame()
+
 def use_tables() -> None:
     """In a notebook: show every row, column and cell of every table (:data:`SHOW_ALL`), with the
     NaN/±∞ legend under it."""
