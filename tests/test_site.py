@@ -380,6 +380,41 @@ def test_checker_passes_a_whole_table():
     assert not cut_tables("notebooks/x.html", page) and not leaked_reprs("notebooks/x.html", page)
 
 
+REPOSITORY_HOSTS = ("https://github.com/", "https://gitlab.com/", "https://mybinder.org/")
+
+
+def unnamed_repository_links(page: str, html: str, repository_url: str) -> list[str]:
+    """Links of the theme's header buttons (repository, issues, launch) and any Binder link that lead
+    to a repository other than the one ``_config.yml`` names (with none named: to any)."""
+    tree = soup(html)
+    hrefs = [a["href"] for a in tree.select(".article-header-buttons a[href], .header-article-items a[href]")]
+    hrefs += [a["href"] for a in tree.find_all("a", href=True) if a["href"].startswith("https://mybinder.org/")]
+    named = repository_url.rstrip("/")
+    org_repo = urlsplit(named).path.strip("/") if named else None
+    return [f"{page}: a button leads to {href}, not to the repository _config.yml names ({named or 'none'})"
+            for href in dict.fromkeys(hrefs) if href.startswith(REPOSITORY_HOSTS)
+            and not (org_repo and (href.startswith(named) or f"/{org_repo}/" in href))]
+
+
+@pytest.mark.site
+def test_no_button_leads_to_a_repository_that_is_not_named():
+    require_site()
+    import yaml
+
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"] or ""
+    problems = [p for page in built_pages() for p in unnamed_repository_links(page, read(page), url)]
+    assert not problems, report(problems)
+
+
+def test_checker_unnamed_repository_links():
+    buttons = '<div class="article-header-buttons"><a href="https://github.com/someone/book">repository</a></div>'
+    binder = '<a href="https://mybinder.org/v2/gh/someone/book/main?urlpath=lab">Binder</a>'
+    assert unnamed_repository_links("x.html", buttons, "") and unnamed_repository_links("x.html", binder, "")
+    assert not unnamed_repository_links("x.html", buttons + binder, "https://github.com/someone/book")
+    assert unnamed_repository_links("x.html", buttons, "https://github.com/other/book")
+    assert not unnamed_repository_links("x.html", '<p><a href="https://github.com/a/dataset">data</a></p>', "")
+
+
 @pytest.mark.site
 def test_intro_pastes_every_number():
     """The intro's *What we found* is glued across pages (``path::key``): each number must arrive."""
