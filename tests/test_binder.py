@@ -59,6 +59,16 @@ def test_binder_installs_the_locked_pins_and_the_book_extra():
     assert [(r.requirement, r.is_editable) for r in installs] == [(".[book]", True)]
 
 
+def test_binder_takes_torch_from_the_cpu_wheel_index():
+    """The lock's torch pin is met by PyTorch's CPU build (2.13.0+cpu): no CUDA libraries in the image."""
+    from pip._internal.req.req_file import get_line_parser
+
+    lines = [line for line in (BINDER / "requirements.txt").read_text().splitlines() if line.startswith("--")]
+    options = get_line_parser(None)(" ".join(lines))[1]
+    assert options.extra_index_urls == ["https://download.pytorch.org/whl/cpu"] and not options.index_url
+    assert lock_pins()["torch"] == "2.13.0"
+
+
 def test_the_book_extra_holds_lab_and_jupytext_pinned_as_locked():
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["book"]
     pins = dict(re.match(r"([\w.-]+)==([\w.+-]+)", r).groups() for r in extra if "==" in r)
