@@ -480,6 +480,19 @@ def test_download_button():
     # The Binder button: tests/test_binder.py
 
 
+@pytest.mark.site
+def test_downloadable_notebooks_name_no_path_of_the_build_machine():
+    """papermill's input and output paths are relative to the book (resgd.publish.notebook_run.publish)."""
+    require_site()
+    import json
+
+    downloads = [f for f in site_files() if f.startswith("_sources/notebooks/") and f.endswith(".ipynb")]
+    assert downloads
+    bad = [f for f in downloads if any(os.path.isabs(str(path)) for key, path in
+                                       json.loads(read(f)).get("metadata", {}).get("papermill", {}).items() if key.endswith("_path"))]
+    assert not bad, f"notebooks whose metadata names an absolute path: {bad}"
+
+
 # ---------------------------------------------------------------- the checkers can fail
 
 GOOD = """<html><head><script src="../_static/mathjax/tex-chtml.js"></script></head><body>
