@@ -71,8 +71,9 @@ def settings_table(cfg: ModelConfig) -> pd.DataFrame:
             return "none"
         return str(value)
 
-    return pd.DataFrame([{"setting": name, "value": text(name, getattr(cfg, name)), "meaning": SETTING_MEANINGS[name]}
-                         for name in (f.name for f in dataclasses.fields(cfg))]).set_index("setting")
+    names = [f.name for f in dataclasses.fields(cfg)]
+    return pd.DataFrame({"value": [text(name, getattr(cfg, name)) for name in names],
+                         "meaning": [SETTING_MEANINGS[name] for name in names]}, index=names)
 
 # --------------------------------------------------------------------------------------------
 # The synthetic task.
