@@ -3,8 +3,8 @@
 repo2docker cannot run here (no network for its image), so its configuration files are checked:
 pip's own parser reads ``binder/requirements.txt`` (the same constraints file as ``make install``),
 ``binder/postBuild`` runs on a ``git archive`` of HEAD (what Binder clones), and the URL of each launch button
-(from ``_config.yml``, and from the built pages when the site is there) must name a file that
-exists after it.
+(from ``_config.yml``'s repository, or an example one while it names none, and from the built pages
+when the site is there) must name a file that exists after it.
 """
 
 from __future__ import annotations
@@ -59,6 +59,16 @@ def test_binder_installs_the_locked_pins_and_the_book_extra():
     assert [(r.requirement, r.is_editable) for r in installs] == [(".[book]", True)]
 
 
+def test_binder_takes_torch_from_the_cpu_wheel_index():
+    """The lock's torch pin is met by PyTorch's CPU build (2.13.0+cpu): no CUDA libraries in the image."""
+    from pip._internal.req.req_file import get_line_parser
+
+    lines = [line for line in (BINDER / "requirements.txt").read_text().splitlines() if line.startswith("--")]
+    options = get_line_parser(None)(" ".join(lines))[1]
+    assert options.extra_index_urls == ["https://download.pytorch.org/whl/cpu"] and not options.index_url
+    assert lock_pins()["torch"] == "2.13.0"
+
+
 def test_the_book_extra_holds_lab_and_jupytext_pinned_as_locked():
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["book"]
     pins = dict(re.match(r"([\w.-]+)==([\w.+-]+)", r).groups() for r in extra if "==" in r)
@@ -72,11 +82,19 @@ def test_binder_python_is_the_projects():
     assert (BINDER / "runtime.txt").read_text().strip() == f"python-{major}.{minor}"
 
 
-def launch_urls_from_config() -> dict[str, str]:
-    """The Binder URL of each notebook page, built as sphinx-book-theme builds it."""
+EXAMPLE_REPOSITORY = "https://github.com/example/resgd-book"
+"""A repository address for checking the buttons' files while ``_config.yml`` names none."""
+
+
+def launch_urls_from_config(url: str | None = None) -> dict[str, str]:
+    """The Binder URL of each notebook page, built as sphinx-book-theme builds it, for the repository
+    ``url`` (default ``_config.yml``'s; none when it is empty: then no page has a Binder button)."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     buttons, repo = config["launch_buttons"], config["repository"]
-    org_repo = urlsplit(repo["url"]).path.strip("/")
+    url = repo["url"] if url is None else url
+    if not url:
+        return {}
+    org_repo = urlsplit(url).path.strip("/")
     ui = {"classic": "tree", "jupyterlab": "lab/tree"}[buttons.get("notebook_interface", "classic")]
     base = f"{buttons['binderhub_url'].rstrip('/')}/v2/gh/{org_repo}/{repo['branch']}"
     return {name: f"{base}?urlpath={ui}/notebooks/{name}.ipynb" for name in toc_notebooks(ROOT / "_toc.yml")}
@@ -121,7 +139,7 @@ def test_postbuild_makes_the_notebooks_and_installs_the_lab_settings(built_image
 
 def test_launch_urls_open_files_that_exist(built_image):
     repo, _ = built_image
-    urls = launch_urls_from_config()
+    urls = launch_urls_from_config() or launch_urls_from_config(EXAMPLE_REPOSITORY)
     assert urls and all(u.startswith("https://mybinder.org/v2/gh/") for u in urls.values())
     for name, url in urls.items():
         path = opened_file(url)
@@ -129,13 +147,16 @@ def test_launch_urls_open_files_that_exist(built_image):
 
 
 @pytest.mark.site
-def test_built_pages_carry_the_binder_button(built_image):
+def test_built_pages_carry_the_binder_button_when_a_repository_is_named(built_image):
     require_site()
     repo, _ = built_image
     expected = launch_urls_from_config()
     for name in toc_notebooks(ROOT / "_toc.yml"):
         html = read(f"notebooks/{name}.html").replace("&amp;", "&")
         found = re.findall(r'href="(https://mybinder\.org/v2/gh/[^"]+)"', html)
+        if not expected:  # no repository: a button would open one that does not exist
+            assert not found, f"notebooks/{name}.html has a Binder button but _config.yml names no repository"
+            continue
         assert found, f"notebooks/{name}.html has no Binder button"
         assert set(found) == {expected[name]}
         assert (repo / opened_file(found[0])).is_file()

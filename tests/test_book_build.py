@@ -18,7 +18,7 @@ from jupytext.cli import jupytext as jupytext_cli
 
 from resgd.publish import build as bb
 from resgd.publish.environment import INLINE_BACKEND, notebook_env, notebook_quick, resolve_mode
-from resgd.publish.notebook_run import PARTIAL_DIR, md_to_ipynb
+from resgd.publish.notebook_run import PARTIAL_DIR, md_to_ipynb, publish
 from resgd.publish.report import REPORT, Record, write_report
 from resgd.publish.schedule import notebook_needs
 from resgd.publish.toc import BookBuildError, find_root, select, toc_docs, toc_notebooks
@@ -165,6 +165,21 @@ def test_md_to_ipynb_keeps_cells_and_sets_kernel(tmp_path):
     assert cell.metadata.tags == ["parameters"]
 
 
+def test_publish_makes_papermills_paths_relative_to_the_book(tmp_path):
+    output, executed = tmp_path / "_build" / "notebook_outputs" / "01_a.ipynb", tmp_path / "notebooks" / "01_a.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1", metadata={"papermill": {"status": "completed"}, "tags": []})])
+    nb.metadata["papermill"] = {"input_path": str(tmp_path / "_build" / "notebook_inputs" / "01_a.ipynb"),
+                                "output_path": str(output), "parameters": {}, "duration": 1.5}
+    output.parent.mkdir(parents=True)
+    executed.parent.mkdir()
+    nbformat.write(nb, output)
+    publish(output, executed, tmp_path)
+    got = nbformat.read(executed, as_version=4)
+    assert got.metadata.papermill == {"input_path": "_build/notebook_inputs/01_a.ipynb",
+                                      "output_path": "_build/notebook_outputs/01_a.ipynb", "parameters": {}, "duration": 1.5}
+    assert got.cells[0].metadata == {} and not output.exists()
+
+
 def test_report_is_written_atomically(tmp_path):
     path = tmp_path / "_build" / "execution_report.json"
     records = [Record("notebooks/01_a", "quick", 1.5, True), Record("notebooks/02_b", "quick", 0.5, False, "boom")]
@@ -205,6 +220,9 @@ def test_build_runs_in_toc_order_with_quick_parameter_and_publishes_only_finishe
     assert [(c.cell_type, c.source, c.metadata.get("tags")) for c in executed.cells] == \
         [(c.cell_type, c.source, c.metadata.get("tags")) for c in source.cells]
     assert not any("papermill" in c.metadata for c in executed.cells)
+    run = executed.metadata.papermill  # the download names no path of the build machine
+    assert (run.input_path, run.output_path) == ("_build/notebook_inputs/01_ok.ipynb", "_build/notebook_outputs/01_ok.ipynb")
+    assert str(root) not in json.dumps(executed.metadata)
     md = root / "notebooks" / "01_ok.md"
     text = md.read_text()
     assert jupytext_cli(["--sync", str(md)]) == 0

@@ -95,7 +95,7 @@ HOMES = {
     "theorem1": "studies", "collapse": "studies", "experiments": "studies", "robustness": "studies",
     "pipeline": "pipeline", "plots": "output", "publish": "output",
     "core": "ground", "data": "ground",
-    "infra": "helpers", "validation": "helpers", "settings": "helpers",
+    "infra": "helpers", "validation": "helpers", "settings": "helpers", "words": "helpers",
 }
 STUDY_USES = {("robustness", "experiments")}
 """The one study that builds on another: the claims' map trains the experiments' runs."""

@@ -187,6 +187,8 @@ def test_summaries():
     assert summary.region(cells, "fails") == "nowhere"
     row = pd.Series({"holds": 2, "fails": 0, "undecided": 2, "K": 4})
     assert summary.count_sentence(row) == "holds in 2 of 4 cells (fails in 0, undecided in 2)"
+    assert summary.region(cells.assign(verdict=["holds", "x", "x", "x"]), "holds").startswith("1 cell, ")
+    assert summary.count_sentence(pd.Series({"holds": 1, "fails": 0, "undecided": 0, "K": 1})).startswith("holds in 1 of 1 cell (")
     both = pd.concat([cells, cells.assign(protocol="own", verdict="fails")])
     changed = summary.protocol_changes(both)
     assert changed[["changed", "K"]].values.tolist() == [[4, 4]]

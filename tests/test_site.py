@@ -137,19 +137,39 @@ call whose return value nobody asked to see)."""
 
 
 def leaked_reprs(page: str, html: str) -> list[str]:
-    """Leaked reprs, and pandas tables cut short (a "..." column header hides columns)."""
+    """Leaked reprs, and tables with NaN or ±∞ but no legend saying what they mean."""
     tree = content(soup(html))
     text = tree.get_text(" ")
     bad = [f"{page}: output shows {needle!r}" for needle in LEAKED_REPR if needle in text]
-    bad += [f"{page}: a table hides columns behind '...'" for table in tree.select("table.dataframe")
-            if any(cell.get_text(strip=True) in ("...", "…") for cell in table.select("thead th"))]
     for table in tree.select("table.dataframe"):  # NaN and ±∞ only with the legend that says what they mean
         marks = {cell.get_text(strip=True) for cell in table.select("td")} & {"NaN", "inf", "-inf", "<NA>", "None"}
-        # the legend follows the table in the same output (after pandas' "N rows × M columns" line, if any)
-        output = (table.find_parent(lambda tag: tag.name == "div" and "output" in (tag.get("class") or []))
+        # the legend follows the table in the same output (or in the table's own box, resgd.plots.tables)
+        output = (table.find_parent(lambda tag: tag.name == "div" and {"output", "resgd-table"} & set(tag.get("class") or []))
                   or (table.parent.parent if table.parent is not None else None))
         if marks and not (output is not None and output.select_one("p.resgd-table-legend")):
             bad.append(f"{page}: a table shows {sorted(marks)} without a legend")
+    return bad
+
+
+ELLIPSES = ("...", "…")
+TABLE_SHAPE = re.compile(r"\b\d+ rows × \d+ columns\b")
+
+
+def cut_tables(page: str, html: str) -> list[str]:
+    """Every truncation marker pandas leaves in a table: a "..." or "…" row or column standing for
+    hidden ones, a cell cut short with "..." or "…" appended, and the "N rows × M columns" line under a
+    table cut to a few rows (:mod:`resgd.plots.tables` shows every table whole)."""
+    tree = content(soup(html))
+    bad = []
+    for number, table in enumerate(tree.select("table.dataframe"), start=1):
+        cells = [cell.get_text(strip=True) for cell in table.select("th, td")]
+        hidden = sum(text in ELLIPSES for text in cells)
+        shortened = sum(text.endswith(ELLIPSES) and text not in ELLIPSES for text in cells)
+        if hidden:
+            bad.append(f"{page}: table {number} hides rows or columns behind '...' ({hidden} cells)")
+        if shortened:
+            bad.append(f"{page}: table {number} cuts {shortened} cells short with '...'")
+    bad += [f"{page}: {m.group(0)!r} under a table cut short" for m in TABLE_SHAPE.finditer(tree.get_text(" "))]
     return bad
 
 
@@ -322,11 +342,9 @@ def test_no_output_leaks_a_python_repr():
     assert not problems, report(problems)
 
 
-def test_checker_finds_a_leaked_path_and_a_cut_table():
+def test_checker_finds_a_leaked_path_and_a_bare_nan():
     page = '<article class="bd-article"><pre>{"png": PosixPath("/home/x/figures/a.png")}</pre></article>'
     assert leaked_reprs("notebooks/x.html", page) and not leaked_reprs("notebooks/x.html", '<article class="bd-article">ok</article>')
-    cut = '<article class="bd-article"><table class="dataframe"><thead><tr><th>a</th><th>...</th></tr></thead></table></article>'
-    assert leaked_reprs("notebooks/x.html", cut)
     bare = '<article class="bd-article"><table class="dataframe"><tbody><tr><td>inf</td></tr></tbody></table></article>'
     assert leaked_reprs("notebooks/x.html", bare)
     said = '<article class="bd-article"><p>the interval’s level is nan %</p><table><tr><td>NaN</td></tr></table></article>'
@@ -335,6 +353,66 @@ def test_checker_finds_a_leaked_path_and_a_cut_table():
 
     shown = table_html(pd.DataFrame({"rate": [float("-inf"), 0.5], "seed": [0, 1]}))
     assert not leaked_reprs("notebooks/x.html", f'<article class="bd-article"><div>{shown}</div></article>')
+
+
+@pytest.mark.site
+def test_no_table_is_cut():
+    require_site()
+    problems = [p for page in built_pages() for p in cut_tables(page, read(page))]
+    assert not problems, report(problems)
+
+
+@pytest.mark.parametrize("body", [
+    "<table class=\"dataframe\"><thead><tr><th>a</th><th>...</th></tr></thead></table>",
+    "<table class=\"dataframe\"><tbody><tr><td>…</td></tr></tbody></table>",
+    "<table class=\"dataframe\"><tbody><tr><td>a sentence cut at fifty charac...</td></tr></tbody></table>",
+    "<table class=\"dataframe\"><tbody><tr><td>1</td></tr></tbody></table><p>66 rows × 8 columns</p>",
+])
+def test_checker_finds_a_cut_table(body):
+    assert cut_tables("notebooks/x.html", f'<article class="bd-article">{body}</article>')
+
+
+def test_checker_passes_a_whole_table():
+    from resgd.plots.tables import table_html
+
+    frame = pd.DataFrame({"note": ["a sentence well over fifty characters long, shown in full"] * 70, "rate": [float("inf")] * 70})
+    page = f'<article class="bd-article"><div>{table_html(frame)}</div></article>'
+    assert not cut_tables("notebooks/x.html", page) and not leaked_reprs("notebooks/x.html", page)
+
+
+REPOSITORY_HOSTS = ("https://github.com/", "https://gitlab.com/", "https://mybinder.org/")
+
+
+def unnamed_repository_links(page: str, html: str, repository_url: str) -> list[str]:
+    """Links of the theme's header buttons (repository, issues, launch) and any Binder link that lead
+    to a repository other than the one ``_config.yml`` names (with none named: to any)."""
+    tree = soup(html)
+    hrefs = [a["href"] for a in tree.select(".article-header-buttons a[href], .header-article-items a[href]")]
+    hrefs += [a["href"] for a in tree.find_all("a", href=True) if a["href"].startswith("https://mybinder.org/")]
+    named = repository_url.rstrip("/")
+    org_repo = urlsplit(named).path.strip("/") if named else None
+    return [f"{page}: a button leads to {href}, not to the repository _config.yml names ({named or 'none'})"
+            for href in dict.fromkeys(hrefs) if href.startswith(REPOSITORY_HOSTS)
+            and not (org_repo and (href.startswith(named) or f"/{org_repo}/" in href))]
+
+
+@pytest.mark.site
+def test_no_button_leads_to_a_repository_that_is_not_named():
+    require_site()
+    import yaml
+
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"] or ""
+    problems = [p for page in built_pages() for p in unnamed_repository_links(page, read(page), url)]
+    assert not problems, report(problems)
+
+
+def test_checker_unnamed_repository_links():
+    buttons = '<div class="article-header-buttons"><a href="https://github.com/someone/book">repository</a></div>'
+    binder = '<a href="https://mybinder.org/v2/gh/someone/book/main?urlpath=lab">Binder</a>'
+    assert unnamed_repository_links("x.html", buttons, "") and unnamed_repository_links("x.html", binder, "")
+    assert not unnamed_repository_links("x.html", buttons + binder, "https://github.com/someone/book")
+    assert unnamed_repository_links("x.html", buttons, "https://github.com/other/book")
+    assert not unnamed_repository_links("x.html", '<p><a href="https://github.com/a/dataset">data</a></p>', "")
 
 
 @pytest.mark.site
@@ -400,6 +478,19 @@ def test_download_button():
     assert "_sources/notebooks/01_setup.ipynb" in html
     assert exists("_sources/notebooks/01_setup.ipynb")
     # The Binder button: tests/test_binder.py
+
+
+@pytest.mark.site
+def test_downloadable_notebooks_name_no_path_of_the_build_machine():
+    """papermill's input and output paths are relative to the book (resgd.publish.notebook_run.publish)."""
+    require_site()
+    import json
+
+    downloads = [f for f in site_files() if f.startswith("_sources/notebooks/") and f.endswith(".ipynb")]
+    assert downloads
+    bad = [f for f in downloads if any(os.path.isabs(str(path)) for key, path in
+                                       json.loads(read(f)).get("metadata", {}).get("papermill", {}).items() if key.endswith("_path"))]
+    assert not bad, f"notebooks whose metadata names an absolute path: {bad}"
 
 
 # ---------------------------------------------------------------- the checkers can fail

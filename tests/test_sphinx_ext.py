@@ -98,6 +98,16 @@ def test_caption_mathematics_becomes_plain_text():
     assert ext.tex_to_text(r"\Phi(T)/\Phi(0) \le 1, \mathrm{rank}(Z)") == "Φ(T)/Φ(0) ≤ 1, rank(Z)"
 
 
+def test_repository_buttons_follow_the_one_repository_setting():
+    launch = {"notebook_interface": "jupyterlab", "binderhub_url": "https://mybinder.org", "colab_url": ""}
+    none = ext.repository_buttons({"repository_url": "", "launch_buttons": launch, "use_download_button": True})
+    assert (none["use_repository_button"], none["use_issues_button"], none["use_download_button"]) == (False, False, True)
+    assert none["launch_buttons"] == {"notebook_interface": "jupyterlab", "binderhub_url": "", "colab_url": ""}
+    named = ext.repository_buttons({"repository_url": "https://github.com/a/b", "launch_buttons": launch})
+    assert named["use_repository_button"] and named["use_issues_button"] and named["launch_buttons"] == launch
+    assert ext.repository_buttons({})["launch_buttons"] == {} and launch["binderhub_url"]  # the input is not changed
+
+
 @pytest.mark.slow
 def test_a_tiny_book_gets_footer_year_report_page_and_alt_text(tmp_path):
     """The extension in a real ``jupyter-book build`` with the book's theme."""
@@ -111,7 +121,8 @@ def test_a_tiny_book_gets_footer_year_report_page_and_alt_text(tmp_path):
     plt.savefig(tmp_path / "book" / "fig.png")
     plt.close("all")
     (tmp_path / "_config.yml").write_text('title: t\nauthor: "The authors"\ncopyright: "2025"\nonly_build_toc_files: true\n'
-                                          'execute:\n  execute_notebooks: "off"\n'
+                                          'execute:\n  execute_notebooks: "off"\nrepository:\n  url: ""\n'
+                                          'launch_buttons:\n  binderhub_url: "https://mybinder.org"\n'
                                           "sphinx:\n  extra_extensions:\n    - resgd.publish.sphinx_ext\n")
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/execution\n")
     (tmp_path / "_static").mkdir()
@@ -131,5 +142,6 @@ def test_a_tiny_book_gets_footer_year_report_page_and_alt_text(tmp_path):
     assert intro.count('_static/resgd.css') == 1  # the captions' and the footer's style
     assert intro.count("const THEBE_JS_URL") == 1  # declared twice, it is a console error on every page
     assert intro.count("var togglebuttonSelector") == 1
+    assert "github.com" not in intro and "mybinder" not in intro  # no repository named: no button into one
     execution = (tmp_path / "_build" / "html" / "book" / "execution.html").read_text()
     assert "No execution report" in execution

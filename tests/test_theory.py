@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from dataclasses import replace
 
@@ -161,6 +163,16 @@ def test_shapes_table_lists_every_symbol():
     assert shapes["W_Q"] == "(8, 3)" and shapes["W_2"] == "(5, 8)" and shapes["Ŷ"] == "(2, 4, 1)"
 
 
+def test_settings_table_says_every_setting_in_words():
+    cfg = ModelConfig(d=8, d_qk=3, m=5)
+    table = quantities.settings_table(cfg)
+    assert list(table.index) == [f.name for f in dataclasses.fields(cfg)] and table["meaning"].str.len().gt(0).all()
+    assert table.loc["gains", "value"] == "none" and table.loc["beta_ffn", "value"] == "1.0 (follows beta)"
+    assert "()" not in set(table["value"]) and "None" not in set(table["value"])
+    twin = quantities.settings_table(ModelConfig(d=8, d_qk=3, m=5, beta_ffn=0.5, gains=((2.0, 1.0),)))
+    assert twin.loc["gains", "value"] == "((2.0, 1.0),)" and twin.loc["beta_ffn", "value"] == "0.5"
+
+
 # --- the sweep -----------------------------------------------------------------------------
 
 
@@ -282,6 +294,15 @@ def test_regime_verdicts_and_summary():
     summary = regime_map.regime_summary(rows)
     assert (summary["n_in_regime"], summary["n_obeyed"], summary["n_informative"]) == (3, 3, 2)
     assert summary["first_fail_target"] == 3.0 and summary["first_out_of_regime_target"] == 1.0
+    words = regime_map.regime_phrases(summary)
+    assert (words["points"], words["in-regime-are"], words["true-and-informative-are"]) == ("5 points", "3 are", "1 is")
+    assert (words["c-above-1-points"], words["c-above-1-obey"], words["fails-outside"]) == ("1 point", "obey", "1 point fails")
+
+
+def test_sweep_phrases_agree_with_their_counts():
+    words = certificate.sweep_phrases({"n_configs": 1, "n_all_obeyed": 0, "n_vacuous": 1, "n_in_regime": 2})
+    assert words == {"configs": "1 configuration", "runs": "1 run", "all-obeyed": "0 configurations",
+                     "vacuous-are": "1 configuration is", "in-regime-are": "are"}
 
 
 def test_regime_configs_book_subset_and_whole_grid():

@@ -1,5 +1,7 @@
-"""How the book's pandas tables are shown: every column (none hidden behind "…"), and under any table
-that holds NaN or ±∞ one line saying what they mean and in which columns they occur.
+"""How the book's pandas tables are shown: every row, every column and every cell in full (none cut
+behind "…" or summarised as "N rows × M columns"; a long table scrolls in a box of its own on screen
+and prints whole on paper, long text wraps), and under any table that holds NaN or ±∞ one line saying
+what they mean and in which columns they occur.
 
 Why: a reader meets "NaN" and "inf" in the experiment tables (a run that dropped out, a target never
 reached, a diverged run's rate) and cannot tell a missing value from a bug. The legend is added by
@@ -13,6 +15,14 @@ import html
 
 import numpy as np
 import pandas as pd
+
+SHOW_ALL = {"display.max_rows": None, "display.max_columns": None, "display.max_colwidth": None,
+            "display.show_dimensions": False}
+"""pandas' display options under which no row, column or cell is cut (its defaults cut cells at 50
+characters and a table of over 60 rows to 10)."""
+
+LONG_ROWS = 20
+"""Tables with more rows than this scroll in a box of limited height (``_static/resgd.css``)."""
 
 MEANINGS = {
     "NaN": "no value: the quantity is not defined for that row (a run that dropped out of a check, a "
@@ -47,15 +57,26 @@ def legend(frame: pd.DataFrame) -> str | None:
 
 
 def table_html(frame: pd.DataFrame) -> str:
-    """pandas' own HTML of ``frame`` and, when it holds NaN or ±∞, the :func:`legend` under it."""
+    """pandas' own HTML of the whole of ``frame`` (:data:`SHOW_ALL`) in a box that scrolls when it is
+    long, and, when it holds NaN or ±∞, the :func:`legend` under it."""
     text = legend(frame)
-    body = frame._repr_html_() or frame.to_html()
-    return body + (f'<p class="resgd-table-legend">{html.escape(text)}</p>' if text else "")
+    with pd.option_context(*(item for pair in SHOW_ALL.items() for item in pair)):
+        body = frame._repr_html_() or frame.to_html()
+    box = "resgd-table-box resgd-table-long" if len(frame) > LONG_ROWS else "resgd-table-box"
+    return (f'<div class="resgd-table"><div class="{box}">{body}</div>'
+            + (f'<p class="resgd-table-legend">{html.escape(text)}</p>' if text else "") + "</div>")
 
+
+def values_table(values: dict, name: str = "value") -> pd.DataFrame:
+    """A page's named numbers as a one-column table, each value as it is: a printed Series ends in
+    "dtype: float64", and a float column shows a count as "300.000000"."""
+    return pd.Series(values, dtype=object, name=name).to_frame()
 
 def use_tables() -> None:
-    """In a notebook: show every column of every table, with the NaN/±∞ legend under it."""
-    pd.set_option("display.max_columns", None)
+    """In a notebook: show every row, column and cell of every table (:data:`SHOW_ALL`), with the
+    NaN/±∞ legend under it."""
+    for option, value in SHOW_ALL.items():
+        pd.set_option(option, value)
     try:
         from IPython import get_ipython
     except ImportError:

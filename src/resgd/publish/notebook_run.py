@@ -10,7 +10,7 @@ as ``notebooks/NN_name.ipynb``.
    (:func:`resgd.publish.environment.notebook_quick`), so the executed notebook has the same cells
    as its source. Papermill writes its output, cell by cell, under ``_build/notebook_outputs/``;
    only a notebook that ran to the end is published (atomically, without papermill's per-cell run
-   metadata) as ``notebooks/NN_name.ipynb``, the ``.md``'s jupytext pair, which is what Sphinx
+   metadata, its input and output paths relative to the book's root) as ``notebooks/NN_name.ipynb``, the ``.md``'s jupytext pair, which is what Sphinx
    renders: ``jupytext --sync`` finds the pair in agreement, and a failed or timed-out run leaves
    nothing there for ``make html`` to render;
 3. a failure becomes a :class:`~resgd.publish.report.Record` naming the cell, never an exception.
@@ -145,21 +145,29 @@ def execute(
         tail = "\n".join(log.strip().splitlines()[-5:])
         return record(False, f"{describe_failure(output)} (output: {output.relative_to(root)})\n"
                              f"--- papermill output (last lines) ---\n{tail}")
-    publish(output, executed)
+    publish(output, executed, root)
     return record(True)
 
 
-def publish(output: Path, executed: Path) -> None:
+PAPERMILL_PATHS = ("input_path", "output_path")
+
+
+def publish(output: Path, executed: Path, root: Path) -> None:
     """Write papermill's complete ``output`` to ``executed`` atomically, without its per-cell run metadata.
 
     The metadata (durations, status) would be synced into the ``.md`` by jupytext; so would the
     empty tag lists papermill adds, so each cell's metadata is its source's. The notebook-level
     ``papermill`` metadata (parameters, total duration) stays: jupytext keeps it out of the
-    ``.md`` header.
+    ``.md`` header. Its input and output paths become relative to ``root``: the notebook is the
+    book's download, and the build machine's absolute paths say nothing to a reader.
     """
     import nbformat
 
     nb = nbformat.read(output, as_version=4)
+    run = nb.metadata.get("papermill", {})
+    for key in PAPERMILL_PATHS:
+        if run.get(key):
+            run[key] = os.path.relpath(run[key], root)
     for cell in nb.cells:
         cell.metadata.pop("papermill", None)
         if cell.metadata.get("tags") == []:

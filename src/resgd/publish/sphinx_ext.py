@@ -7,7 +7,9 @@ can trust a page at a glance:
 * ``book/execution.md`` (git-ignored) is the execution report as a page, rewritten from the JSON at
   each build, so it cannot disagree with it (a missing report gives a page that says so);
 * a figure's image whose alt text is only its file path (myst-nb's glued figures) gets its
-  caption's text instead, which says what the figure shows.
+  caption's text instead, which says what the figure shows;
+* the repository, issues and launch (Binder) buttons appear only when ``_config.yml`` names the
+  source's repository (``repository.url``, :func:`repository_buttons`): each points into it.
 """
 
 from __future__ import annotations
@@ -280,7 +282,22 @@ def caption_alt_texts(doctree) -> int:
     return changed
 
 
+LAUNCH_URLS = ("binderhub_url", "jupyterhub_url", "colab_url", "deepnote_url", "jupyterlite_url")
+
+
+def repository_buttons(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The theme's options with the repository, issues and launch buttons on only when a repository is
+    named (``repository.url`` of ``_config.yml``, the one setting): without one, each would lead the
+    reader to an address that does not exist."""
+    named = bool(str(options.get("repository_url") or "").strip())
+    launch = dict(options.get("launch_buttons") or {})
+    if not named:
+        launch.update({key: "" for key in LAUNCH_URLS if key in launch})
+    return {**options, "use_repository_button": named, "use_issues_button": named, "launch_buttons": launch}
+
+
 def _config_inited(app, config) -> None:
+    config.html_theme_options = repository_buttons(config.html_theme_options or {})
     root = Path(app.srcdir)
     info = provenance(root)
     app.env_provenance = info  # for the pages' footers

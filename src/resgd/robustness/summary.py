@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..words import count_noun
 from .grid import MapGrid
 from .verdicts import CLAIM_LABELS
 
@@ -15,7 +16,7 @@ AXES = (("qk_scale", "Q/K scale"), ("fraction", "step fraction"), ("N", "N"))
 
 def count_sentence(row: pd.Series) -> str:
     """'holds in k of K cells (fails in f, undecided in u; by chance alone ≈ c holds)'."""
-    text = f"holds in {row['holds']} of {row['K']} cells (fails in {row['fails']}, undecided in {row['undecided']}"
+    text = f"holds in {row['holds']} of {count_noun(row['K'], 'cell')} (fails in {row['fails']}, undecided in {row['undecided']}"
     if "chance_holds" in row:
         text += f"; by chance alone ≈ {row['chance_holds']:.1f} holds"
     return text + ")"
@@ -67,7 +68,7 @@ def region(cells: pd.DataFrame, verdict: str = "holds") -> str:
         values = sorted(chosen[column].unique())
         if len(values) < cells[column].nunique():
             parts.append(f"{label} ∈ {{{', '.join(f'{v:g}' for v in values)}}}")
-    count = f"{len(chosen)} cell{'s' if len(chosen) > 1 else ''}"
+    count = count_noun(len(chosen), "cell")
     if not parts:
         return f"{count}, on every value of every axis (not every combination)"
     if _box(chosen, cells):
@@ -149,6 +150,6 @@ def seed_agreement(final: pd.DataFrame, grid: MapGrid, protocol: str, power: flo
     p_power = hi
     decided = int(rows["verdict"].isin(["holds", "fails"]).sum())
     reading = ("the seeds stay split: these cells report the split, not a verdict" if decided == 0 else
-               f"the seeds agree in {decided} of {len(rows)} pairs, split in the rest")
+               f"the seeds agree in {decided} of {count_noun(len(rows), 'pair')}, split in the rest")
     return {"pairs": int(len(rows)), "decided": decided, "n": n, "need": int(need), "most": int(agree.max()),
             "median": float(agree.median()), "power": power, "p_power": float(p_power), "reading": reading}

@@ -9,6 +9,7 @@ The statement checked is the companion's reconstruction (``book/theorem1_proof.m
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Literal
 
@@ -48,6 +49,31 @@ def shapes_table(cfg: ModelConfig, N: int, n: int) -> pd.DataFrame:
          for sym, code, shape, meaning in rows]
     )
 
+
+SETTING_MEANINGS = {
+    "d": "features per token", "d_qk": "query–key width", "m": "FFN hidden width", "k": "outputs per token",
+    "n_layers": "blocks", "beta": "attention residual weight β", "beta_ffn": "FFN residual weight β_ffn",
+    "logit_scale": "logit divisor s: √d_QK (sqrt) or d_QK (linear)", "activation": "FFN activation",
+    "pooling": "none: one output per token; mean: one per sample",
+    "init": "distribution of the initial weights, N(0, scale²/fan-in)", "qk_scale": "initial scale of W_Q, W_K",
+    "v_scale": "initial scale of W_V", "ffn_scale": "initial scale of W_1, W_2", "out_scale": "initial scale of W_U",
+    "gains": "per-layer factors on W_V and W_2 (a twin's initialization)",
+}
+
+
+def settings_table(cfg: ModelConfig) -> pd.DataFrame:
+    """Every setting of ``cfg`` with its value and its meaning (a bare ``()`` or ``None`` says nothing to
+    a reader: no gains read "none", an unset β_ffn "1.0 (follows beta)")."""
+    def text(name: str, value) -> str:
+        if name == "beta_ffn" and value is None:
+            return f"{cfg.beta} (follows beta)"
+        if name == "gains" and not value:
+            return "none"
+        return str(value)
+
+    names = [f.name for f in dataclasses.fields(cfg)]
+    return pd.DataFrame({"value": [text(name, getattr(cfg, name)) for name in names],
+                         "meaning": [SETTING_MEANINGS[name] for name in names]}, index=names)
 
 # --------------------------------------------------------------------------------------------
 # The synthetic task.

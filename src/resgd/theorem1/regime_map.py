@@ -19,6 +19,7 @@ import math
 
 import pandas as pd
 
+from ..words import agree, count_noun
 from .sweep import INFORMATIVE_TIGHTNESS, SweepConfig, base_config, rate_sweep
 
 VERDICTS = ("true and informative", "true, loose", "holds outside the regime", "fails outside the regime",
@@ -90,3 +91,17 @@ def regime_summary(table: pd.DataFrame) -> dict:
     for v in VERDICTS:
         out["n_" + v.replace(",", "").replace(" ", "_")] = int((table["verdict"] == v).sum())
     return out
+
+
+def regime_phrases(numbers: dict) -> dict[str, str]:
+    """The counts of :func:`regime_summary` with the nouns and verbs that agree with them, for the
+    page's sentences (a count of 1 must not read "1 are both in the regime")."""
+    return {"points": count_noun(numbers["n_points"], "point"),
+            "in-regime-points": count_noun(numbers["n_in_regime"], "point"),
+            "in-regime-are": count_noun(numbers["n_in_regime"], "is", "are"),
+            "obeyed-obey": count_noun(numbers["n_obeyed"], "obeys", "obey"),
+            "informative-obey": count_noun(numbers["n_informative"], "obeys", "obey"),
+            "true-and-informative-are": count_noun(numbers["n_true_and_informative"], "is", "are"),
+            "c-above-1-points": count_noun(numbers["n_c_above_1"], "point"),
+            "c-above-1-obey": agree(numbers["n_obeyed_c_above_1"], "obeys", "obey"),
+            "fails-outside": count_noun(numbers["n_fails_outside_the_regime"], "point fails", "points fail")}

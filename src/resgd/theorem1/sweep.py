@@ -24,6 +24,7 @@ from ..core.train import GDConfig
 from ..pipeline.sweep import Group, execute
 from ..infra.threads import torch_threads
 from ..validation import ConfigError
+from ..words import agree, count_noun
 from .path import PATH_COLUMNS, checkpoint, path_summary
 from ..core.smoothness import ntk_eigenvalues, smoothness_estimate
 from .quantities import bound_check, make_task, row_sigma_min, theorem_alpha
@@ -273,6 +274,17 @@ def sweep_summary(sweep: pd.DataFrame) -> dict:
         "median_rate_over_ratio_residual": float((sweep["empirical_rate"] / sweep["rate_ratio"])[residual].median()),
         "median_smoothness_over_sigma_max_H2": float((sweep["smoothness"] / sweep["sigma_max_H0"] ** 2).median()),
     }
+
+
+
+def sweep_phrases(summary: dict) -> dict[str, str]:
+    """The counts of :func:`sweep_summary` with the nouns and verbs that agree with them, for the
+    page's sentences (a count of 1 must not read "1 configurations are")."""
+    return {"configs": count_noun(summary["n_configs"], "configuration"),
+            "runs": count_noun(summary["n_configs"], "run"),
+            "all-obeyed": count_noun(summary["n_all_obeyed"], "configuration"),
+            "vacuous-are": count_noun(summary["n_vacuous"], "configuration is", "configurations are"),
+            "in-regime-are": agree(summary["n_in_regime"], "is", "are")}
 
 
 def certificate_table(sweep: pd.DataFrame) -> pd.DataFrame:
