@@ -185,7 +185,7 @@ def _experiments():
 
     full = ex.settings("jena", False)
     s = ex.settings("toy", True, seeds=len(full.seeds), iterations=10, depth_iterations=10,
-                    betas=full.betas, depths=full.depths)
+                    betas=full.betas, depths=full.depths, v6_seeds=full.v6_seeds, regime_N=4, regime_iterations=10)
     return ex.run_experiments(s, n_jobs=1, cache_dir=tempfile.mkdtemp(prefix="legibility-"))
 
 

@@ -38,7 +38,9 @@ from .pipeline.store import ArithmeticMismatch, Store, StoreError
 
 FIRST_ITERATIONS = 10
 """Iterations of every stored run re-executed by :func:`verify` (a multiple of the runs' record
-interval, so the σ columns are compared too; about 1-2 % of the design's GD work)."""
+interval, so the σ columns are compared too; about 1-2 % of the design's GD work). A run under the
+theorem's path step is re-executed for its first segment whole (``PATH_EVERY`` iterations), the
+span over which its step rule decides."""
 REPORT_NAME = "verification.json"
 
 
@@ -233,16 +235,22 @@ def check_keys(st: Store, keys: Iterable[str]) -> dict[str, str]:
 
 def check_first_iterations(st: Store, keys: Iterable[str], *, n_jobs: int, scheduler: str | None = None,
                            progress: bool = True) -> dict[str, str]:
-    """Runs whose first :data:`FIRST_ITERATIONS` iterations, re-executed, differ from the stored ones."""
+    """Runs whose first :data:`FIRST_ITERATIONS` iterations (a path-step run: its first segment),
+    re-executed, differ from the stored ones."""
+    from .experiments.design import PATH_EVERY
+    from .experiments.path_step import PATH_KIND
+
     jobs, rows = {}, {}
     for key in keys:
         record = st.entries[key]
-        if record["kind"] != "run":
+        if record["kind"] not in ("run", PATH_KIND):
             continue
         config = _config(record)
         every = config.gd.record_every
         k = min(config.gd.iterations, every * max(1, math.ceil(FIRST_ITERATIONS / every)))
-        jobs[key] = ("run", replace(config, gd=replace(config.gd, iterations=k), test_metrics=False))
+        if record["kind"] == PATH_KIND:  # its first segment whole: the step rule decides on a whole segment
+            k = min(config.gd.iterations, PATH_EVERY)
+        jobs[key] = (record["kind"], replace(config, gd=replace(config.gd, iterations=k), test_metrics=False))
         rows[key] = k + 1
     fresh = _execute(jobs, n_jobs=n_jobs, scheduler=scheduler, desc="first iterations", progress=progress)
     problems = {}

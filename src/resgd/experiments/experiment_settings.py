@@ -192,5 +192,6 @@ def settings(
         raise ConfigError(f"settings: unknown setting(s) {sorted(unknown)}; known: {sorted(Settings.__dataclass_fields__)}")
     values.update(overrides)
     for name in ("betas", "depths", "lr_grid", "interval_seeds", "v6_seeds"):
-        values[name] = tuple(values[name])
+        if name in values:
+            values[name] = tuple(values[name])
     return Settings(**values)

@@ -14,7 +14,7 @@ from functools import partial
 
 import pandas as pd
 
-from ..validation import check_choice
+from ..validation import ConfigError, check_choice
 from .results import PRIMARY, ExperimentResults
 from .tables import conditioning_curves, loss_curves
 
@@ -101,6 +101,25 @@ def _decision(results: ExperimentResults, claim: str):
     return fig
 
 
+def _speed(results: ExperimentResults, kind: str):
+    from ..plots.experiments import label_source
+    from ..plots.speed import ladder_pairs, path_check
+    from ..plots.style import banner_text, label_standin
+    from .speed import OWN
+
+    speed = results.speed
+    if speed is None:
+        raise ConfigError(f"figure {kind!r}: design v6 was not run for {results.settings.dataset!r} (no v6 seeds)")
+    dataset = results.settings.dataset
+    fig = ladder_pairs(speed.ladder(), OWN, dataset) if kind == "v6-pairs" else path_check(speed.path(), dataset)
+    label_standin(fig, banner_text(speed.runs))
+    label_source(fig, speed.runs)
+    return fig
+
+
+SPEED_KINDS = ("v6-pairs", "v6-path")
+"""Design v6's figures: who reaches each target first (own step), and the theorem's path step."""
+
 DRAWERS: dict[str, Callable[[ExperimentResults], object]] = {
     "residual": _residual,
     "beta": _beta,
@@ -110,6 +129,7 @@ DRAWERS: dict[str, Callable[[ExperimentResults], object]] = {
     "rate": _rate,
     "readout": _readout,
     **{kind: partial(_decision, claim=claim) for kind, claim in DECISIONS.items()},
+    **{kind: partial(_speed, kind=kind) for kind in SPEED_KINDS},
 }
 """Figure kind → the function that draws it from an :class:`~resgd.experiments.results.ExperimentResults`."""
 FIGURE_KINDS = tuple(DRAWERS)
@@ -119,6 +139,11 @@ def figure_name(kind: str, dataset: str) -> str:
     """File name (without extension) of a figure: ``<dataset>_<kind>``."""
     check_choice("figure kind", kind, FIGURE_KINDS)
     return f"{dataset}_{kind}"
+
+
+def figure_kinds(results: ExperimentResults) -> tuple[str, ...]:
+    """The kinds ``results`` can draw: every kind, design v6's only where it was run."""
+    return tuple(k for k in FIGURE_KINDS if results.speed is not None or k not in SPEED_KINDS)
 
 
 def make_figure(results: ExperimentResults, kind: str):

@@ -130,7 +130,7 @@ def beta_signs(times: np.ndarray, betas: np.ndarray) -> np.ndarray:
             t = times[s, :, j]
             if np.isinf(t).all():
                 continue
-            rho = spearman(betas, -np.where(np.isinf(t), np.finfo(float).max, t))
+            rho = spearman(betas, -np.where(np.isinf(t), 1e300, t))
             out[s, j] = np.sign(rho) if math.isfinite(rho) else math.nan
     return out
 

@@ -74,7 +74,11 @@ def train_path(config: RunConfig, data) -> tuple[pd.DataFrame, dict]:
         h["L_hat"] = math.nan
         h["halvings"] = math.nan
         h.loc[h.index[0], ["L_hat", "halvings"]] = [L, float(halvings)]
-        parts.append(h if t == 0 else h.iloc[1:])
+        if parts:  # the checkpoint's row ends the previous segment: it takes this segment's checkpoint values
+            last = parts[-1].index[-1]
+            parts[-1].loc[last, ["step", "L_hat", "halvings"]] = [mu, L, float(halvings)]
+            h = h.iloc[1:]
+        parts.append(h)
         params, t = out.params, t + seg
     history = pd.concat(parts, ignore_index=True)
     history.loc[history.index[-1], "L_hat"] = lhat(params)

@@ -34,6 +34,12 @@ def result_files(results: ExperimentResults) -> dict[str, tuple[str, Any]]:
                      for r in results.lr.itertuples()},
               "iterations": s.iterations, "depth_iterations": s.depth_iterations, "seeds": list(s.seeds), "N": s.N},
     ))
+    if results.speed is not None:
+        files["speed_claims"] = (f"claims/{tag}_v6.json", verdicts_writer(
+            results.speed.verdicts(), dataset=s.dataset, mode=s.mode,
+            meta={"design": "v6", "realisability": results.speed.realisability}))
+        files["ladder"] = (f"tables/{tag}_ladder.csv",
+                           lambda tmp, table=results.speed.ladder(): table.to_csv(tmp, index=False))
     return files
 
 

@@ -34,6 +34,8 @@ OWN, PATH, COMMON = "own step", f"theorem path c={PATH_C:g}", "common step"
 path; v5's one common step (a sensitivity row)."""
 RUN_KEYS = ["experiment", "protocol", "twin_init", "beta", "beta_ffn", "n_layers", "seed"]
 TIMES = [f"t_{rung_name(q)}" for q in LADDER]
+CENSORED = 1e300
+"""A censored time where a finite number must stand for it (it ranks after every real time)."""
 
 
 @dataclass
@@ -186,14 +188,14 @@ def speed_verdicts(ladder: pd.DataFrame, dataset: str, realisability: dict[str, 
 def _median_shape(cube: np.ndarray, betas: list[float]) -> dict[str, Any]:
     """Claim (b)'s shape as the paper states it: the median time to each rung over seeds, per β
     (censored runs as +∞), and whether it falls with β (non-increasing) at each rung."""
-    med = np.median(np.where(np.isinf(cube), np.finfo(float).max, cube), axis=0)  # β × rungs; censored: last
+    med = np.median(np.where(np.isinf(cube), CENSORED, cube), axis=0)  # β × rungs; censored: last
     return {rung_name(q): {"median_time_by_beta": {f"{b:g}": _time(med[i, j]) for i, b in enumerate(betas)},
                            "monotone": bool(np.all(np.diff(med[:, j]) <= 0))}
             for j, q in enumerate(LADDER)}
 
 
 def _time(t: float) -> float:
-    return float("inf") if t == np.finfo(float).max else float(t)
+    return float("inf") if t >= CENSORED else float(t)
 
 
 def _verdict(name: str, signs: np.ndarray, dataset: str, protocol: str, note: str, rows: pd.DataFrame,
@@ -215,6 +217,7 @@ def verdict_rows(verdicts: list[Verdict]) -> pd.DataFrame:
     """The v6 verdicts as a display table: one row per claim × protocol, one column per rung."""
     rows = []
     for v in verdicts:
+        v = Verdict.from_dict(v) if isinstance(v, dict) else v
         rung = {x["rung"]: f"{x['outcome']} ({x['for']}–{x['against']}, {x['censored']} cens.)"
                 for x in v.numbers["rungs"]}
         rows.append({"claim": v.name, "dataset": v.dataset, "protocol": v.protocol, "verdict": v.outcome,
@@ -229,3 +232,156 @@ def chance(n_seeds: int = 12) -> dict[str, dict[str, float]]:
 
     return {claim: simulate_null(claim, seeds=n_seeds, reps=400) for claim in ("a", "b", "c")}
 
+
+
+# ------------------------------------------------------------------------------------- page tables
+
+def steps_table(speed: SpeedResults) -> pd.DataFrame:
+    """Each configuration's own step: the probe's largest stable step, every step tried on the whole
+    path (with its rises), the step kept."""
+    steps = speed.steps
+    rows = []
+    for (e, b, L), g in steps.groupby(["experiment", "beta", "n_layers"], sort=False):
+        path = g[g["stage"] == "path"]
+        kept = path[path["chosen"]]
+        rows.append({"experiment": e, "β": b, "L": int(L),
+                     "largest stable probe step": float(g[(g["stage"] == "probe") & g["stable"]]["lr"].max()),
+                     "steps tried on the path (rises)": ", ".join(f"{r.lr:.3g} ({r.rises})" for r in path.itertuples()),
+                     "own step": float(kept["lr"].iloc[0]) if len(kept) else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def path_summary(speed: SpeedResults) -> dict[str, Any]:
+    """The theorem path at a glance: the largest μ·L̂ at a checkpoint and at a segment's end over all
+    runs, the halvings, the realisability check, and Spearman(measured rate, σ_min²/σ_max²(Z⁰))."""
+    from ..core.stats import spearman
+
+    p = speed.path()
+    if p.empty:
+        return {}
+    rho = spearman(p["predicted"].to_numpy(dtype=float), p["rate"].to_numpy(dtype=float))
+    return {"runs": int(len(p)), "max_muL_checkpoint": float(p["max_muL_checkpoint"].max()),
+            "max_muL_segment_end": float(p["max_muL_segment_end"].max()),
+            "runs_above_2": int((p["max_muL_segment_end"] >= 2).sum()), "halvings": int(p["halvings"].sum()),
+            "rho_predicted": float(rho), **{f"realisable_{k}": v for k, v in speed.realisability.items()}}
+
+
+def speed_numbers(speed: SpeedResults) -> dict[str, Any]:
+    """The numbers the pages glue from design v6 (``v6-…`` keys)."""
+    out: dict[str, Any] = {}
+    for v in speed.verdicts():
+        slug = {OWN: "own", PATH: "path", COMMON: "common"}[v.protocol]
+        out[f"v6-{slug}-{v.name}"] = v.outcome
+        out[f"v6-{slug}-{v.name}-sentence"] = speed_sentence(v)
+    ladder = speed.ladder()
+    own = ladder[ladder["protocol"] == OWN]
+    out["v6-own-runs"] = int(len(own))
+    out["v6-own-runs-rising"] = int((own["rises"] > 0).sum())
+    out["v6-own-diverged"] = int(own["diverged"].sum())
+    out["v6-seeds"] = int(own["seed"].nunique())
+    summary = path_summary(speed)
+    for key in ("runs", "max_muL_checkpoint", "max_muL_segment_end", "runs_above_2", "halvings", "rho_predicted",
+                "realisable_loss_ratio", "realisable_N", "realisable_iterations"):
+        if key in summary:
+            out[f"v6-path-{key.replace('_', '-')}"] = summary[key]
+    out["v6-path-realisable"] = "realisable" if summary.get("realisable_realisable") else "not realisable"
+    return out
+
+
+def load_speed_verdicts(mode: str, directory=None, datasets=("jena", "sst2")) -> pd.DataFrame:
+    """Every data set's v6 verdicts (``<results>/claims/<dataset>_<mode>_v6.json``) as one display table."""
+    import json
+    from pathlib import Path
+
+    from ..pipeline.cache import resolve_results_dir
+
+    directory = Path(directory) if directory is not None else resolve_results_dir() / "claims"
+    rows = []
+    for dataset in datasets:
+        path = Path(directory) / f"{dataset}_{mode}_v6.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing: run the {dataset} page in {mode} mode first")
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        rows += [Verdict.from_dict(item) for item in payload["verdicts"]]
+    return verdict_rows(rows).assign(sentence=[speed_sentence(v) for v in rows])
+
+
+def null_table(reps: int = 500) -> pd.DataFrame:
+    """The v6 rules' false-decision rates under no effect, simulated through the pipeline as run
+    (:func:`resgd.experiments.ladder.simulate_null`): per claim and question, "holds" and "fails"."""
+    from .ladder import simulate_null
+
+    rows = []
+    for question, realisable, claims in (("experiments", False, "abc"), ("theorem", True, "ab")):
+        for claim in claims:
+            r = simulate_null(claim, reps=reps, realisable=realisable)
+            rows.append({"claim": f"({claim})", "question": question, "holds by chance": r["holds"],
+                         "fails by chance": r["fails"], "draws": reps})
+    return pd.DataFrame(rows)
+
+
+CLAIM_READING = {
+    "residual_helps": "(a) the single-layer model with the residual (β = 1) reaches each target before the one without (β = 0)",
+    "beta_monotone": "(b) a larger β reaches each target sooner (per seed, the sign of Spearman(β, −iterations))",
+    "depth_residual_helps": "(c) the model with residuals reaches each target before its matched twin (per seed, the majority over L = 2, 6, 10)",
+}
+
+
+def speed_sentence(v: Verdict) -> str:
+    """One verdict in words: the claim as tested, the outcome, and each rung's counts."""
+    rungs = v.numbers["rungs"]
+
+    def counts(x: dict) -> str:
+        return f"q = {x['rung']}: {x['for']} for, {x['against']} against, {x['censored']} censored"
+
+    if v.outcome == "could not be tested":
+        why = v.detail.split(";")[0] if v.detail.startswith("not realisable") else \
+            "no rung had enough seeds in which some run reached the target"
+        return f"{CLAIM_READING[v.name]}: could not be tested ({why})."
+    decided = [x for x in rungs if x["testable"]]
+    if v.outcome in ("holds", "fails"):
+        where = ", ".join(x["rung"] for x in decided)
+        return (f"{CLAIM_READING[v.name]}: {v.outcome} at every testable rung (q = {where}; "
+                + "; ".join(counts(x) for x in decided) + ").")
+    return (f"{CLAIM_READING[v.name]}: {v.outcome} ("
+            + "; ".join(f"{counts(x)}, {x['outcome'] if x['testable'] else 'not testable'}" for x in rungs) + ").")
+
+
+REPLAY_HORIZONS = (0.25, 0.5, 1.0)
+"""Fractions of the cap 2T at which the whole-run rate is replayed: T/2, T and 2T."""
+
+
+def rate_replay(speed: SpeedResults) -> pd.DataFrame:
+    """v5's measure replayed on v6's own-step runs: the whole-run rate −log(Φ(h)/Φ₀)/h at h = T/2, T
+    and 2T, and the sign rule on the per-seed differences for claims (a) and (c) (per seed, the
+    median over L), so that the horizon-dependence of a rate can be set beside the ladder's verdict."""
+    from .rules import median_or_nan, sign_test
+
+    runs = speed.runs[speed.runs["protocol"] == OWN]
+    rows = []
+    for frac in REPLAY_HORIZONS:
+        rates = {}
+        for keys, h in runs.groupby(RUN_KEYS, sort=False):
+            loss = h.sort_values("iteration")["loss"].to_numpy(dtype=float)
+            t = int(round(frac * (len(loss) - 1)))
+            ratio = loss[t] / loss[0] if np.isfinite(loss[t]) else np.inf
+            rates[keys] = -np.log(ratio) / t if ratio > 0 else np.inf
+        rate = pd.Series(rates)
+        rate.index.names = RUN_KEYS
+        table = rate.rename("rate").reset_index()
+        name = {0.25: "T/2", 0.5: "T", 1.0: "2T"}[frac]
+        one = table[(table["experiment"] == "beta") & (table["n_layers"] == 1)]
+        w, wo = (one[one["beta"] == b].set_index("seed")["rate"] for b in (1.0, 0.0))
+        r = sign_test((w - wo).dropna().to_numpy())
+        rows.append({"claim": "residual_helps", "horizon": name, "for": r["positive"], "against": r["negative"],
+                     "seeds": r["seeds"], "verdict": r["outcome"]})
+        depth = table[table["experiment"] == "depth"]
+        if len(depth):
+            diffs = [depth[(depth["n_layers"] == L) & (depth["beta"] == 1.0)].set_index("seed")["rate"]
+                     - depth[(depth["n_layers"] == L) & (depth["beta"] == 0.0)].set_index("seed")["rate"]
+                     for L in sorted(depth["n_layers"].unique())]
+            per_seed = pd.concat(diffs, axis=1)
+            r = sign_test(np.array([median_or_nan(row) for row in per_seed.to_numpy(dtype=float)]))
+            rows.append({"claim": "depth_residual_helps", "horizon": name, "for": r["positive"],
+                         "against": r["negative"], "seeds": r["seeds"], "verdict": r["outcome"]})
+    return pd.DataFrame(rows)

@@ -59,7 +59,7 @@ from .experiment_settings import (  # noqa: F401 - re-exported: the study's publ
 )
 # The pages' API (pages 4 and 5 call these as ``ex.<name>``), each defined in the module named.
 from .choices import choices_table  # noqa: F401
-from .figures import FIGURE_KINDS, figure_name, make_figure
+from .figures import FIGURE_KINDS, figure_kinds, figure_name, make_figure
 from .page_numbers import page_numbers  # noqa: F401
 from .page_tables import (  # noqa: F401
     beta_init_table, horizon_table, regime_table, replay_table, step_table, twins_table,
@@ -139,7 +139,7 @@ def outputs(dataset: str, quick: bool, *, n_jobs: int = 2, progress: bool = True
             **overrides: Any) -> Outputs:
     """Everything the data set's notebook makes: its figures, tables and verdicts."""
     results = run_experiments(settings(dataset, quick, **overrides), n_jobs=n_jobs, progress=progress, scheduler=scheduler)
-    figures = {figure_name(kind, dataset): make_figure(results, kind) for kind in FIGURE_KINDS}
+    figures = {figure_name(kind, dataset): make_figure(results, kind) for kind in figure_kinds(results)}
     return Outputs(figures=figures, result_files=result_files(results))
 
 
