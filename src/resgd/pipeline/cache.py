@@ -8,10 +8,12 @@ An entry is one computed result (for the experiments: one training run's table) 
   entry whose key is not its file's (another run's entry copied over it) or whose content does
   not match its checksum (edited or damaged) is not used: :meth:`ResultsCache.read` reports it
   (a :class:`CacheEntryRejected` warning) and returns None, so the caller recomputes;
-* **from the code that ran it**: the entry records the code that computed it
-  (:func:`resgd.infra.source_hash.compute_hash`) and the engine; another code's entry is not used
-  (the key holds what the numbers depend on besides the code: see
-  :func:`resgd.experiments.run_config.entry_key`), so an edited step recomputes;
+* **from the code that ran it**: the entry records the code that computed it, as this process
+  imported it (:func:`resgd.infra.source_hash.compute_hash`), and the engine; another code's entry
+  is not used (the key holds what the numbers depend on besides the code: see
+  :func:`resgd.experiments.run_config.entry_key`), so an edited step recomputes. A process whose
+  compute modules were edited on disk since it imported them writes nothing
+  (:func:`resgd.infra.source_hash.check_unchanged`: one line, rerun);
 * **behind the results store**: :meth:`ResultsCache.read` first asks the results store
   (:mod:`resgd.pipeline.store`), whose entries ``make verify`` proves by re-executing them;
 * **locked**: :meth:`ResultsCache.lock` takes an exclusive lock per key
@@ -102,6 +104,9 @@ class ResultsCache:
         ``data``: the digest of each data set it was computed on (checked against the client's);
         default: those of the enclosing :meth:`computed_on` block. ``cpu_s``: what computing it cost
         (the results store records it while ``make results`` fills it)."""
+        from ..infra.source_hash import check_unchanged
+
+        check_unchanged()  # else the old code's numbers under the identity a new process reads as the new code's
         content = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         record = {"format": ENTRY_FORMAT, "key": key, "sha256": _checksum(content), "content": content,
                   "data": dict(self._computed_on if data is None else data), "code": _code()}
