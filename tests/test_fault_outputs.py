@@ -17,17 +17,18 @@ ROOT = Path(__file__).resolve().parents[1]
 # --------------------------------------------------------------------------- code identity of Dask workers
 
 
-def test_the_source_hash_changes_with_an_edited_module_and_not_otherwise(tmp_path):
+def test_a_worker_s_identity_covers_the_cached_runs_and_its_task_s_own_code():
+    """The identity a worker reports: the version and the hash of the code, as imported, of the cached
+    runs' modules and of the module that defines its task (the Theorem 1 sweep's is outside the cache's)."""
     from resgd.infra import source_hash
+    from resgd.theorem1 import sweep
 
-    copy = tmp_path / "resgd"
-    shutil.copytree(source_hash.package_root(), copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-    assert source_hash.source_hash(copy) == source_hash.source_hash()
-    step = copy / "core" / "train.py"
-    step.write_text(step.read_text() + "\n# an edited step\n")
-    source_hash._hash_of.cache_clear()
-    assert source_hash.source_hash(copy) != source_hash.source_hash()
-    assert source_hash.code_identity() == {"version": source_hash.package_version(), "source": source_hash.source_hash()}
+    assert source_hash.entries_of([abs]) == source_hash.COMPUTE_ENTRIES
+    entries = source_hash.entries_of([sweep._sweep_rows])
+    assert set(entries) == {*source_hash.COMPUTE_ENTRIES, "theorem1/sweep.py"}
+    identity = source_hash.code_identity(entries)
+    assert identity == {"version": source_hash.package_version(), "source": source_hash.imported_hash(entries)}
+    assert identity["source"] != source_hash.compute_hash() == source_hash.code_identity()["source"]
 
 
 @pytest.mark.parametrize("what", ["version", "source"])
@@ -44,7 +45,7 @@ def test_a_worker_running_other_resgd_code_refuses_the_task_and_nothing_is_cache
     if what == "version":  # the client differs from its workers: as a worker differs from its client
         monkeypatch.setattr(source_hash, "package_version", lambda: "9.9.9")
     else:
-        monkeypatch.setattr(source_hash, "source_hash", lambda root=None: "0" * 64)
+        monkeypatch.setattr(source_hash, "imported_hash", lambda entries=(): "0" * 64)
     cache = ResultsCache(tmp_path / "runs")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with pytest.raises(CodeMismatchError) as caught:
@@ -651,18 +652,19 @@ def test_a_worker_on_another_engine_path_refuses_the_task():
     engine paths, before the task runs."""
     from resgd.core.engine import engine_path
     from resgd.pipeline.sweep import EngineMismatchError, _checked_call
-    from resgd.infra.source_hash import code_identity
+    from resgd.infra.source_hash import COMPUTE_ENTRIES, code_identity
     from resgd.infra.user_errors import describe
 
+    code = (COMPUTE_ENTRIES, code_identity())
     client = {**engine_path(), "isa": "DEFAULT"}  # e.g. ATEN_CPU_CAPABILITY=default on the client's side
     ran = []
     with pytest.raises(EngineMismatchError) as caught:
-        _checked_call((ran.append, 1, {}, code_identity(), client))
+        _checked_call((ran.append, 1, {}, code, client))
     message = str(caught.value)
     assert not ran and "\n" not in message
     assert f"isa={engine_path()['isa']}" in message and "the client on" in message and "isa=DEFAULT" in message
     assert describe(caught.value)[0] == 2
-    assert _checked_call((abs, -3, {}, code_identity(), engine_path()))[0] == 3  # the same path runs
+    assert _checked_call((abs, -3, {}, code, engine_path()))[0] == 3  # the same path runs
 
 
 def test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line(tmp_path):

@@ -41,3 +41,88 @@ def test_the_cache_and_the_publish_lock_are_the_same_lock(tmp_path):
         assert reproduce._holder(tmp_path / reproduce.LOCK_NAME) == f"run {os.getpid()} on {socket.gethostname()}"
     finally:
         publish.close()
+
+
+def test_a_file_system_without_locks_is_named_with_what_to_do(tmp_path, monkeypatch):
+    """Before: ``flock`` failing with ENOLCK (NFS without its lock service) read "error: writing a file:
+    No locks available". After: one line naming the folder and how to run without shared locks."""
+    import errno
+
+    import pytest
+
+    from resgd.infra.user_errors import describe
+    from resgd.validation import OutputError
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(file_lock.fcntl, "flock", no_locks)
+    with pytest.raises(OutputError) as caught:
+        cache.ResultsCache(tmp_path / "cache").try_lock("k")
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 'cache' / 'locks'}: its file system gives no file locks (No locks available")
+    assert "\n" not in message and "--results-dir" in message and "local disk" in message
+    assert describe(caught.value) == (1, message)
+
+
+def _held_elsewhere(path: Path, owner: bytes) -> object:
+    """``path`` locked through another open file (``flock`` conflicts as with another process) by ``owner``."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+b")  # noqa: SIM115 - closed by the test
+    fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    handle.write(owner)
+    handle.flush()
+    return handle
+
+
+def test_a_lock_dated_in_the_future_is_named_at_once_and_not_waited_for_past_the_bound(tmp_path):
+    """Before: a lock of another host whose clock is an hour ahead looked refreshed for an hour: a
+    waiter waited that long, silently. After: named at once (the dates and what to do), given up once
+    unrefreshed for the stated time on the waiter's own clock."""
+    import threading
+    import time
+
+    entries = cache.ResultsCache(tmp_path)
+    holder = _held_elsewhere(entries.lock_path("k"), b"4242 far-host.example\n")
+    ahead = time.time() + 3600
+    os.utime(entries.lock_path("k"), (ahead, ahead))
+    said, got, start = [], [], time.monotonic()
+    waiter = threading.Thread(target=lambda: got.append(entries.wait_lock(
+        "k", give_up_s=1.0, on_wait=lambda m: said.append((time.monotonic() - start, m)))), daemon=True)
+    try:
+        waiter.start()
+        waiter.join(timeout=30)
+    finally:
+        holder.close()
+    assert got == [None] and time.monotonic() - start < 10
+    assert len(said) == 3 and "\n" not in "".join(m for _, m in said)
+    when, message = said[1]
+    assert when < 30 and f"its lock {entries.lock_path('k')} is dated 3600 s ahead of this host's clock" in message
+    assert "far-host.example's clock is ahead" in message and "NTP" in message
+    assert "has not refreshed its lock for 1 s" in said[2][1] and "computed here instead" in said[2][1]
+
+
+def test_folders_are_locked_in_one_order_by_their_real_paths(tmp_path, monkeypatch):
+    """Before: the publish locks were taken in the order of the folders' names, so two runs naming one
+    folder through a symlink took them in opposite orders (each could wait for the other), and a run
+    naming one folder twice waited for itself. After: one order, by resolved real path, each folder once."""
+    tmp_path = tmp_path.resolve()
+    figures, results = tmp_path / "b_figures", tmp_path / "c_results"
+    results.mkdir()
+    (tmp_path / "a_link").symlink_to(results)
+    assert file_lock.lock_order([figures, tmp_path / "a_link", results]) == [figures, results]
+    taken = []
+    real = reproduce._lock_file
+    monkeypatch.setattr(reproduce, "_lock_file", lambda path: taken.append(path) or real(path, give_up_s=2))
+    with reproduce.publish_lock([figures, results]):
+        pass
+    first, taken[:] = list(taken), []
+    with reproduce.publish_lock([tmp_path / "a_link", figures]):  # by name: a_link (the results) first
+        pass
+    assert taken == first == [figures / reproduce.LOCK_NAME, results / reproduce.LOCK_NAME]
+    taken.clear()
+    with reproduce.publish_lock([results, tmp_path / "a_link"]):  # one folder, two names: locked once
+        pass
+    assert taken == [results / reproduce.LOCK_NAME]

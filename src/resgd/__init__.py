@@ -3,7 +3,11 @@
 The companion library of the book reproducing Qin, Zhou & Zhu (arXiv 2506.05249).
 """
 
-from .infra.arithmetic import pin as _pin
+from .infra.source_hash import record_imports as _record_imports
+
+_record_imports()  # first: every other module compiled from source it records (the code identity)
+
+from .infra.arithmetic import pin as _pin  # noqa: E402
 
 __version__ = "0.3.0"
 

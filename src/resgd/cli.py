@@ -9,8 +9,10 @@
     python -m resgd info
 
 Errors of the user or the machine (bad or missing data, a setting that cannot be used, a folder
-that cannot be written, a full disk) print one line and exit with 1 (data, files) or 2 (usage);
-``--debug`` shows the traceback (see :mod:`resgd.infra.user_errors`).
+that cannot be written, a full disk, a standard output that cannot be written: closed, a closed
+pipe, a full disk) print one line and exit with 1 (data, files, standard output) or 2 (usage, and
+source files edited while the run imported them); ``--debug`` shows the traceback (see
+:mod:`resgd.infra.user_errors`).
 
 ``NAME`` is one of ``setup``, ``theorem1``, ``collapse``, ``jena``, ``sst2``, ``robustness`` (default:
 all, in that order). :func:`study_parts` maps each name to its study's entry point, all with one
@@ -266,17 +268,26 @@ def data_sources() -> str:
 
 def main(argv: Sequence[str] | None = None, *, parts: Mapping[str, Part] | None = None) -> int:
     """``parts`` replaces :func:`study_parts` (the tests pass their own)."""
-    from .infra.user_errors import describe_stop, stop_on_signals
+    from .infra.user_errors import GuardedStdout, StdoutError, describe_stop, discard_stdout, stop_on_signals
 
     parser = build_parser(PARTS if parts is None else list(parts))
     args = parser.parse_args(argv)
+    stdout = sys.stdout
     try:
+        if stdout is None:  # started with >&-: a file opened later would take its place, in workers too
+            raise StdoutError("standard output is closed (started with >&-?): a file opened later would take its "
+                              "place and receive prints, workers' too; run with it open (> /dev/null to discard it); "
+                              "nothing was run")
+        sys.stdout = GuardedStdout(stdout)
         with stop_on_signals():  # SIGTERM as Ctrl-C: workers ended, one line, exit 143 (130 for Ctrl-C)
             if args.command == "reproduce":
-                return reproduce_command(args, parts)
-            if args.command in ("results", "verify"):
-                return store_command(args)
-            return info_command()
+                status = reproduce_command(args, parts)
+            elif args.command in ("results", "verify"):
+                status = store_command(args)
+            else:
+                status = info_command()
+            sys.stdout.flush()  # now, so that a failure is reported here and not by Python at exit
+            return status
     except KeyboardInterrupt as stop:
         status, message = describe_stop(stop, f"python -m resgd {args.command}")
         print(f"\n{message}; the results computed so far are cached and a new run resumes from them",
@@ -289,8 +300,12 @@ def main(argv: Sequence[str] | None = None, *, parts: Mapping[str, Part] | None 
         if described is None:
             raise  # a bug (or --debug): the traceback is what helps
         status, message = described
+        if isinstance(err, StdoutError) and stdout is not None:
+            discard_stdout()
         print(f"\nerror: {message}", file=sys.stderr)  # after a progress bar's line
         return status
+    finally:
+        sys.stdout = stdout
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,6 +16,11 @@ class ConfigError(ValueError):
     """A configuration or input that the library cannot use; the message says which and why."""
 
 
+class SourceChangedError(ConfigError):
+    """The package's compute modules were edited on disk after this process imported them: what it
+    computes now is the old code's, which it must not store under the new code's identity (rerun)."""
+
+
 class OutputError(OSError):
     """An output folder cannot be written; the message names it and says what to do."""
 

@@ -38,6 +38,7 @@ _F, _R, _D, _K = "tests/test_faults.py", "tests/test_fault_runs.py", "tests/test
 _CLI, _P, _A, _E = "tests/test_cli.py", "tests/test_pipeline.py", "tests/test_atomic.py", "tests/test_experiments.py"
 _S, _J, _DB = "tests/test_data_sst2.py", "tests/test_data_jena.py", "tests/test_dask_backend.py"
 _O = "tests/test_fault_outputs.py"
+_CI, _RES, _FL = "tests/test_code_identity.py", "tests/test_fault_resources.py", "tests/test_file_lock.py"
 _OTHER_CODE = f"{_O}::test_a_worker_running_other_resgd_code_refuses_the_task_and_nothing_is_cached"
 _BAD_SETTING = f"{_CLI}::test_a_bad_setting_stops_reproduce_before_any_part_runs"
 _DAMAGE = f"{_R}::test_a_damaged_run_cache_entry_is_reported_and_recomputed_to_the_same_result"
@@ -420,6 +421,52 @@ FAULTS: tuple[Fault, ...] = (
     Fault("J35", "jena", "a full file whose January 2009 differs from the checksummed excerpt, both present", "one line "
           "naming both files and the first differing hour (was: the full file silently won, labelled as real data)",
           f"{_J}::test_a_full_file_beside_the_excerpt_must_agree_with_it_over_the_task_period[False]", "fixed"),
+    # ------------------------------------------------------------------ issue 56: the code that ran, bounded waits, resources
+    Fault("C30", "cache", "a compute module edited keeping its size and mtime, its old .pyc left", "the module runs the "
+          "bytes the code hash is taken from (a .pyc only when hash-checked against them; resgd, resgd.infra and "
+          "source_hash, imported before that hook, compared with their bytecode) (was: Python ran the old .pyc, the "
+          "hash named the new source: old numbers under the new code's identity)",
+          f"{_CI}::test_an_edit_that_keeps_size_and_mtime_runs_the_new_code_under_the_new_hash", "bug"),
+    Fault("C31", "cache", "resgd/__init__.py (imported before the hook) with stale bytecode", "recorded as stale: that "
+          "process writes no cache entry and its identity matches no worker's",
+          f"{_CI}::test_a_module_imported_before_the_hook_with_stale_bytecode_is_recorded_as_stale", "bug"),
+    Fault("C32", "cache", "a compute module edited while a long sweep runs", "the next cache write is refused: `error: "
+          "source files changed since this process started (<files>): rerun`, exit 2; a docstring edit is no change "
+          "(was: later entries of the old code under the new hash)",
+          f"{_CI}::test_a_cache_entry_is_not_written_once_a_compute_module_changed_on_disk", "bug"),
+    Fault("C33", "cache", "the code hash as imported, a docstring or a constant edited", "a docstring edit keeps it, a "
+          "constant edit changes it", f"{_CI}::test_the_imported_hash_keeps_a_docstring_edit_and_names_a_constant_edit",
+          "bug"),
+    Fault("K18", "dask", "a worker with stale bytecode, or sources edited after it started", "it reports the hash of the "
+          "code it imported: refused in one line, exit 2 (was: passed the check, which hashed its files on disk)",
+          f"{_CI}::test_a_worker_whose_imported_code_differs_from_the_client_s_refuses_the_task", "bug"),
+    Fault("C34", "cache", "a 6 GB sparse file as a cache entry", "refused by its size before it is read (256 MiB, "
+          "over a thousand times the largest entry), one warning line, recomputed (was: read whole into memory)",
+          f"{_RES}::test_a_cache_entry_larger_than_any_resgd_writes_is_refused_before_it_is_read", "bug"),
+    Fault("R23", "concurrency", "another host's cache lock dated an hour ahead (its clock)", "named at once with what to "
+          "do (NTP); given up once unrefreshed for STOPPED_GIVE_UP_S on the waiter's own clock (was: waited an hour "
+          "and more, silently)", f"{_FL}::test_a_lock_dated_in_the_future_is_named_at_once_and_not_waited_for_past_the_bound",
+          "bug"),
+    Fault("W15", "disk", "flock failing with ENOLCK (NFS without its lock service)", "one line naming the folder and how "
+          "to run without shared locks (a local --results-dir / --figures-dir), exit 1 (was: 'writing a file: No "
+          "locks available')", f"{_FL}::test_a_file_system_without_locks_is_named_with_what_to_do", "bug"),
+    Fault("R24", "concurrency", "two runs locking the same folders named differently (a symlink), or one folder twice",
+          "one global order by resolved real path, each folder once (was: opposite orders, each run waiting for the "
+          "other; one folder twice waited for itself)", f"{_FL}::test_folders_are_locked_in_one_order_by_their_real_paths",
+          "bug"),
+    Fault("E24", "settings", "a group-shared figures folder (umask 002)", "the mode stamp is created by the umask, 0664 "
+          "(was: always 0600, unreadable to the group)", f"{_RES}::test_the_mode_stamp_is_created_with_the_umask_s_mode[002]",
+          "bug"),
+    Fault("W16", "disk", "python -m resgd info > /dev/full", "one line naming standard output and what to do, exit 1 "
+          "(was: 'writing a file: No space left on device; the disk is full ... --results-dir')",
+          f"{_RES}::test_a_standard_output_that_cannot_be_written_is_one_line_and_exit_1[dev-full]", "bug"),
+    Fault("W17", "disk", "standard output a closed pipe", "one line naming standard output, exit 1 (was: 'writing a "
+          "file: Broken pipe')", f"{_RES}::test_a_standard_output_that_cannot_be_written_is_one_line_and_exit_1[closed-pipe]",
+          "bug"),
+    Fault("W18", "disk", "standard output closed (>&-)", "one line before any work, exit 1 (was: ran with no output, exit "
+          "0, a later file could take fd 1; with RESGD_MKL_INTEL_PATH=1 a traceback)",
+          f"{_RES}::test_a_standard_output_that_cannot_be_written_is_one_line_and_exit_1[closed]",
+          "bug"),
     # ------------------------------------------------------------------ labels of the data on figures
     Fault("L1", "label", "Jena loaded with check_canonical=False, then plotted", "the figure carries the NOT-canonical banner",
           "tests/test_fault_stamp.py::test_a_jena_file_loaded_with_check_canonical_false_is_stamped_on_the_figure", "bug"),

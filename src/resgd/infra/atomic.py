@@ -39,7 +39,8 @@ _cleaned: set[str] = set()
 _cleaned_lock = threading.Lock()
 
 
-def _umask() -> int:
+def current_umask() -> int:
+    """This process's umask (read by setting it and setting it back: there is no other way)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -133,7 +134,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
-        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; published files get the usual mode
+        os.chmod(tmp_path, 0o666 & ~current_umask())  # mkstemp makes 0600; published files get the usual mode
         os.replace(tmp_path, path)
     except OSError as exc:
         _raise_naming_target(exc, str(tmp_path), path)

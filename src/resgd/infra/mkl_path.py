@@ -106,6 +106,7 @@ def reexec_if_requested(argv: list[str] | None = None) -> None:
         return
     env = child_env(dict(os.environ))
     env[_REEXECED] = "1"
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:  # None: closed from the start (>&-), which resgd.cli reports
+            stream.flush()
     os.execve(sys.executable, [sys.executable, *(sys.argv if argv is None else argv)], env)

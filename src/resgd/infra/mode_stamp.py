@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from ..validation import OutputError
+from .atomic import current_umask
 
 STAMP = ".resgd-mode"
 MODES = ("quick", "full")
@@ -40,9 +41,11 @@ def stamped_mode(folder: str | os.PathLike) -> str | None:
 
 def _stamp_exclusively(folder: Path, mode: str) -> None:
     """Create the stamp complete and only if none exists (a hard link of a finished temporary file
-    fails when the name exists): two first runs cannot both stamp."""
+    fails when the name exists): two first runs cannot both stamp. Its mode is the umask's, as any
+    file's (mkstemp's 0600 kept a group sharing the folder from reading it)."""
     fd, tmp = tempfile.mkstemp(prefix=".resgd-mode-", dir=folder)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as handle:
             handle.write(f"{mode}\n".encode())
             handle.flush()

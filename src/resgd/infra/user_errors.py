@@ -8,6 +8,7 @@ with ``--debug``): a traceback tells a user that the program is broken when the 
 from __future__ import annotations
 
 import errno
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -32,6 +33,46 @@ _HINTS = {
     errno.EEXIST: f"a file stands where a folder is needed: move the file or choose another folder ({_WHERE})",
     errno.EISDIR: "a folder stands where a file is needed: move the folder away",
 }
+
+
+class StdoutError(OutputError):
+    """Standard output cannot be written (a closed pipe, a full disk, closed from the start)."""
+
+
+def stdout_failure(what: str) -> StdoutError:
+    return StdoutError(f"standard output cannot be written ({what}): what the command printed is lost; send it to "
+                       f"a file on a disk with room, or to a reader that reads it all (> /dev/null to discard it)")
+
+
+class GuardedStdout:
+    """Standard output whose write failures are a :class:`StdoutError` (an OSError of stdout names no
+    file: it read "writing a file: Broken pipe"). :func:`resgd.cli.main` puts it in ``sys.stdout``."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError as err:
+            raise stdout_failure(err.strerror or type(err).__name__) from None
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as err:
+            raise stdout_failure(err.strerror or type(err).__name__) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def discard_stdout() -> None:
+    """Point file descriptor 1 at /dev/null once its failure is reported, so that Python's own flush
+    at exit does not fail again (an "Exception ignored" traceback and exit status 120)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
 
 
 class ClusterError(RuntimeError):

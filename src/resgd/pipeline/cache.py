@@ -8,10 +8,13 @@ An entry is one computed result (for the experiments: one training run's table) 
   entry whose key is not its file's (another run's entry copied over it) or whose content does
   not match its checksum (edited or damaged) is not used: :meth:`ResultsCache.read` reports it
   (a :class:`CacheEntryRejected` warning) and returns None, so the caller recomputes;
-* **from the code that ran it**: the entry records the code that computed it
-  (:func:`resgd.infra.source_hash.compute_hash`) and the engine; another code's entry is not used
-  (the key holds what the numbers depend on besides the code: see
-  :func:`resgd.experiments.run_config.entry_key`), so an edited step recomputes;
+* **from the code that ran it**: the entry records the code that computed it, as this process
+  imported it (:func:`resgd.infra.source_hash.compute_hash`), and the engine; another code's entry
+  is not used (the key holds what the numbers depend on besides the code: see
+  :func:`resgd.experiments.run_config.entry_key`), so an edited step recomputes. A process whose
+  compute modules were edited on disk since it imported them writes nothing
+  (:func:`resgd.infra.source_hash.check_unchanged`: one line, rerun);
+* **bounded**: an entry file larger than :data:`MAX_ENTRY_BYTES` is not read (reported, recomputed);
 * **behind the results store**: :meth:`ResultsCache.read` first asks the results store
   (:mod:`resgd.pipeline.store`), whose entries ``make verify`` proves by re-executing them;
 * **locked**: :meth:`ResultsCache.lock` takes an exclusive lock per key
@@ -23,7 +26,9 @@ An entry is one computed result (for the experiments: one training run's table) 
   entry itself (entries are written atomically, so the worst case is the same entry written twice).
   An owner on another host cannot be looked at, so holders refresh their lock file's mtime every
   :data:`HEARTBEAT_S` seconds and a lock of another host unrefreshed for :data:`STOPPED_GIVE_UP_S`
-  seconds (its owner stopped, or its host gone) is given up on the same way.
+  seconds (its owner stopped, or its host gone) is given up on the same way: unrefreshed means its
+  mtime unchanged that long on this host's own monotonic clock (or dated that long ago), so a lock
+  dated in the future by a clock ahead of this one's is not waited for longer; it is named at once.
   A released lock's file is removed (the locker checks that the file it locked is still the one
   at the path, so removal cannot let two processes hold one key).
 """
@@ -57,7 +62,13 @@ STOPPED_GIVE_UP_S = 120.0
 LOCK_POLL_S = 0.25
 HEARTBEAT_S = 10.0
 """How often a held lock's file gets a fresh mtime (the sign of life an owner on another host gives)."""
+CLOCK_SLACK_S = 2.0
+"""A lock dated further than this ahead of this host's clock is named (hosts set by NTP differ by
+milliseconds; file systems round times to a second at most)."""
 ENTRY_FORMAT = "resgd-cache-entry/1"
+MAX_ENTRY_BYTES = 256 << 20
+"""No entry resgd writes comes near this (a full-mode run's table is about 0.2 MB, a thousandth of it):
+a larger file is not an entry (a sparse or runaway file); read whole, it could exhaust the memory."""
 
 
 class CacheEntryRejected(UserWarning):
@@ -90,7 +101,7 @@ class ResultsCache:
     def __init__(self, directory: str | os.PathLike | None = None):
         self.directory = resolve_cache_dir(directory)
         self._given_up: set[tuple[int, str]] = set()  # owners stopped too long: not waited for again
-        self._told: set[tuple[int, str] | None] = set()  # owners already named on stderr
+        self._told: set[object] = set()  # owners (and owners' clocks) already named on stderr
         self._reported: set[tuple[str, int, int]] = set()  # rejected entries already reported
         self._computed_on: dict[str, str] = {}  # see computed_on
 
@@ -102,6 +113,9 @@ class ResultsCache:
         ``data``: the digest of each data set it was computed on (checked against the client's);
         default: those of the enclosing :meth:`computed_on` block. ``cpu_s``: what computing it cost
         (the results store records it while ``make results`` fills it)."""
+        from ..infra.source_hash import check_unchanged
+
+        check_unchanged()  # else the old code's numbers under the identity a new process reads as the new code's
         content = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         record = {"format": ENTRY_FORMAT, "key": key, "sha256": _checksum(content), "content": content,
                   "data": dict(self._computed_on if data is None else data), "code": _code()}
@@ -158,6 +172,9 @@ class ResultsCache:
         """What is wrong with the entry at ``path``, ``(value,)`` when nothing is, None when it was
         computed by other code than this process runs."""
         try:
+            size = path.stat().st_size
+            if size > MAX_ENTRY_BYTES:
+                return f"{size} bytes: larger than any entry resgd writes, {MAX_ENTRY_BYTES >> 20} MiB at most; not read"
             record = pickle.loads(path.read_bytes())
         except Exception as err:  # noqa: BLE001 - any damage means the entry is not used
             return f"unreadable: {type(err).__name__}"
@@ -199,10 +216,13 @@ class ResultsCache:
                   give_up_s: float | None = None) -> "Lock | None":
         """``key``'s lock once its owner releases it; None (give up waiting, compute without it) when
         the owner is gone or has been stopped for ``give_up_s`` (default :data:`STOPPED_GIVE_UP_S`)
-        seconds, or (an owner on another host) has not refreshed its lock for that long. ``on_wait(message)`` is told once which process it waits for (default: stderr)."""
+        seconds, or (an owner on another host) has not refreshed its lock for that long, timed on this
+        host's clock. ``on_wait(message)`` is told once which process it waits for, and at once when
+        the lock is dated ahead of this host's clock (default: stderr)."""
         give_up_s = STOPPED_GIVE_UP_S if give_up_s is None else give_up_s
         say = on_wait or _say
         stopped_since = None
+        seen_mtime, refreshed_at = None, time.monotonic()
         while True:
             handle = self.try_lock(key)
             if handle is not None:
@@ -220,10 +240,19 @@ class ResultsCache:
                 say(f"cache entry {key}: waiting for {who}, which holds its lock ({self.lock_path(key)}); {limit}")
                 self._told.add(owner)
             if remote:
-                age = _age(self.lock_path(key))
-                if age is not None and age >= give_up_s:
-                    say(f"process {owner[0]} on {owner[1]} (another host) has not refreshed its lock for {age:.0f} s "
-                        f"(stopped, or its host is gone): its entries are computed here instead")
+                mtime = _mtime(self.lock_path(key))
+                if mtime != seen_mtime:
+                    seen_mtime, refreshed_at = mtime, time.monotonic()
+                ahead = mtime - time.time() if mtime is not None else 0.0
+                if ahead > CLOCK_SLACK_S and (owner, "ahead") not in self._told:
+                    say(f"cache entry {key}: its lock {self.lock_path(key)} is dated {ahead:.0f} s ahead of this host's "
+                        f"clock ({owner[1]}'s clock is ahead, or this one's behind): its holder is judged by whether it "
+                        f"refreshes the lock, timed here; set both hosts' clocks from one time server (NTP)")
+                    self._told.add((owner, "ahead"))
+                unrefreshed = max(time.monotonic() - refreshed_at, -ahead)
+                if mtime is not None and unrefreshed >= give_up_s:
+                    say(f"process {owner[0]} on {owner[1]} (another host) has not refreshed its lock for "
+                        f"{unrefreshed:.0f} s (stopped, or its host is gone): its entries are computed here instead")
                     self._given_up.add(owner)
                     return None
                 time.sleep(LOCK_POLL_S)
@@ -258,10 +287,10 @@ def _fill_store(key: str, value: Any, cpu_s: float | None = None) -> None:
             stored.put(key, value, description, cpu_s)
 
 
-def _age(path: Path) -> float | None:
-    """Seconds since ``path`` was last modified (None when it is gone)."""
+def _mtime(path: Path) -> float | None:
+    """When ``path`` was last modified, by the clock of whoever modified it (None when it is gone)."""
     try:
-        return time.time() - path.stat().st_mtime
+        return path.stat().st_mtime
     except OSError:
         return None
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..infra.atomic import write_with
-from ..infra.file_lock import FileLock, lock_owner, try_lock
+from ..infra.file_lock import FileLock, lock_order, lock_owner, try_lock
 from ..validation import OutputError
 from .cache import resolve_cache_dir, resolve_results_dir
 
@@ -157,14 +157,18 @@ def _write_prepared(stage: Path, root: Path, moves: list[tuple[Path, Path]], man
 
 @contextmanager
 def publish_lock(folders: Iterable[str | os.PathLike]) -> Iterator[None]:
-    """Hold the publish lock of every folder (``<folder>/.resgd-publish.lock``, ``flock``, in a fixed
-    order) and complete or roll back what a killed run left there, before anything else is written."""
+    """Hold the publish lock of every folder (``<folder>/.resgd-publish.lock``, ``flock``, in the one
+    global order :func:`resgd.infra.file_lock.lock_order`) and complete or roll back what a killed run
+    left there, before anything else is written."""
     held: list[FileLock] = []
+    folders = list(folders)
+    for folder in folders:
+        Path(folder).mkdir(parents=True, exist_ok=True)  # before its real path is known
+    ordered = lock_order(folders)
     try:
-        for folder in sorted(dict.fromkeys(str(Path(f)) for f in folders)):
-            Path(folder).mkdir(parents=True, exist_ok=True)
-            held.append(_lock_file(Path(folder) / LOCK_NAME))
-        for folder in sorted(dict.fromkeys(str(Path(f)) for f in folders)):
+        for folder in ordered:
+            held.append(_lock_file(folder / LOCK_NAME))
+        for folder in ordered:
             recover_stages(folder)
         yield
     finally:

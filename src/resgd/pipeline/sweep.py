@@ -18,10 +18,12 @@ so a worker whose data differ fails before it trains (naming itself and both dig
 client checks the digests the task reports once more and stores them in the cache entry, so
 nothing computed on other data is ever stored under the client's key.
 
-Code identity: every task also carries the client's package version and source hash
-(:func:`resgd.infra.source_hash.code_identity`); a worker running other ``resgd`` code (another version,
-an edited step) refuses the task before it trains (:class:`CodeMismatchError`, one line naming the
-worker and both identities), and the client checks the identity each result reports once more.
+Code identity: every task also carries the client's package version and the hash of the code it
+runs as the client imported it (:func:`resgd.infra.source_hash.code_identity`: the cached runs' modules
+and the tasks' own, with everything they import); a worker whose imported code differs (another
+version, an edited step, a file edited after the client started) refuses the task before it trains
+(:class:`CodeMismatchError`, one line naming the worker and both identities), and the client checks
+the identity each result reports once more.
 
 Backends: local processes (joblib's loky, one torch thread per worker; ``n_jobs == 1`` runs
 in-process) unless a scheduler address is given (``scheduler=`` or ``$RESGD_SCHEDULER``), which
@@ -233,42 +235,48 @@ def execute_checked(tasks: list[Task | Group], *, n_jobs: int, scheduler: str | 
     if given, receives each result's CPU-seconds on its worker (a group's shared out evenly)."""
     from ..core.engine import engine_path
     from ..data.spec import known_fingerprints
-    from ..infra.source_hash import code_identity
+    from ..infra.source_hash import check_unchanged, code_identity, entries_of
 
     expected = known_fingerprints()
-    identity = code_identity()
+    entries = entries_of(item.fn for item in tasks)
+    identity = code_identity(entries)
     engine = engine_path()
     plain, members = [], {}
     for item in tasks:
         task, keys = _as_task(item)
-        plain.append(Task(task.key, _checked_call, (task.fn, task.arg, expected, identity, engine)))
+        plain.append(Task(task.key, _checked_call, (task.fn, task.arg, expected, (entries, identity), engine)))
         if keys is not None:
             members[task.key] = keys
-    for key, reply in _execute(plain, n_jobs=n_jobs, scheduler=scheduler):
-        value, used, worker, theirs, seconds = (*reply, None, None)[:5]
-        check_code(theirs, identity, worker)
-        data = _client_check(used, worker)
-        if key in members:
-            for member, result in zip(members[key], value):
+    try:
+        for key, reply in _execute(plain, n_jobs=n_jobs, scheduler=scheduler):
+            value, used, worker, theirs, seconds = (*reply, None, None)[:5]
+            check_code(theirs, identity, worker)
+            data = _client_check(used, worker)
+            if key in members:
+                for member, result in zip(members[key], value):
+                    if cpu is not None and seconds is not None:
+                        cpu[member] = seconds / len(members[key])
+                    yield member, result, data
+            else:
                 if cpu is not None and seconds is not None:
-                    cpu[member] = seconds / len(members[key])
-                yield member, result, data
-        else:
-            if cpu is not None and seconds is not None:
-                cpu[key] = seconds
-            yield key, value, data
+                    cpu[key] = seconds
+                yield key, value, data
+    except CodeMismatchError:
+        check_unchanged()  # a local worker started after the client's files were edited: name that edit
+        raise
 
 
 def _checked_call(packed: tuple) -> tuple[Any, dict, str, dict[str, str]]:
-    """On the worker: ``fn(arg)`` with the client's code identity, engine path and data fingerprints
-    enforced (code and engine before anything runs); returns the result, the fingerprints of the data
-    it loaded, who computed it, its code identity and the CPU-seconds ``fn`` took."""
+    """On the worker: ``fn(arg)`` with the client's code identity (of the modules ``entries``, as each
+    side imported them), engine path and data fingerprints enforced (code and engine before anything
+    runs); returns the result, the fingerprints of the data it loaded, who computed it, its code
+    identity and the CPU-seconds ``fn`` took."""
     from ..core.engine import engine_path
     from ..data.spec import expecting, where_am_i
     from ..infra.source_hash import code_identity
 
-    fn, arg, expected, identity, engine = packed
-    mine = code_identity()
+    fn, arg, expected, (entries, identity), engine = packed
+    mine = code_identity(entries)
     check_code(mine, identity, where_am_i())
     check_engine(engine_path(), engine, where_am_i())
     with expecting(expected) as used:

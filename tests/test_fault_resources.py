@@ -1,0 +1,86 @@
+"""Resource faults, each one line: an entry larger than any resgd writes, a group-shared folder's mode
+stamp, a standard output that cannot be written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_cache_entry_larger_than_any_resgd_writes_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    """Before: a 6 GB (sparse) file in the cache's place was read whole into memory. After: refused by
+    its size, in one line; the entry is recomputed."""
+    from resgd.pipeline import cache as cache_module
+    from resgd.pipeline.cache import CacheEntryRejected, ResultsCache
+
+    cache = ResultsCache(tmp_path)
+    path = cache.path("k")
+    with open(path, "wb") as handle:
+        handle.truncate(6 << 30)
+    read = Path.read_bytes
+
+    def guarded(self):
+        assert self != path, "the oversized entry was read"
+        return read(self)
+
+    monkeypatch.setattr(Path, "read_bytes", guarded)
+    with pytest.warns(CacheEntryRejected) as caught:
+        assert cache.read("k") is None
+    message = str(caught[0].message)
+    assert "\n" not in message and f"cache entry {path} not used ({6 << 30} bytes: larger than any entry" in message
+    assert cache_module.MAX_ENTRY_BYTES == 256 << 20
+
+
+@pytest.mark.parametrize("umask, mode", [(0o002, 0o664), (0o022, 0o644), (0o077, 0o600)], ids=["002", "022", "077"])
+def test_the_mode_stamp_is_created_with_the_umask_s_mode(tmp_path, umask, mode):
+    """Before: the stamp was always 0600 (mkstemp's), so the others of a group sharing the folder could
+    not read it and were refused. After: created as any file, by the umask."""
+    from resgd.infra.mode_stamp import STAMP, claim, stamped_mode
+
+    previous = os.umask(umask)
+    try:
+        claim(tmp_path / "figures", "quick", how_to_move="--figures-dir")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "figures" / STAMP).stat().st_mode & 0o777 == mode
+    assert stamped_mode(tmp_path / "figures") == "quick"
+
+
+def _closed_pipe() -> int:
+    read, write = os.pipe()
+    os.close(read)
+    return write
+
+
+@pytest.mark.parametrize("where, said", [
+    ("/dev/full", "standard output cannot be written (No space left on device)"),
+    ("a closed pipe", "standard output cannot be written (Broken pipe)"),
+    ("closed", "standard output is closed (started with >&-?)"),
+], ids=["dev-full", "closed-pipe", "closed"])
+def test_a_standard_output_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, where, said):
+    """Before: `info > /dev/full` said "writing a file: No space left on device; the disk is full: ...
+    --results-dir", a closed pipe "writing a file: Broken pipe", and a closed stdout (>&-) ran with no
+    output and exit 0. After: one line naming standard output and what to do, exit 1 (as documented)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RESGD_OFFLINE": "1"}
+    command = [sys.executable, "-m", "resgd", "info"]
+    if where == "/dev/full":
+        with open("/dev/full", "w") as full:
+            out = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=300)
+    elif where == "a closed pipe":
+        fd = _closed_pipe()
+        try:
+            out = subprocess.run(command, stdout=fd, stderr=subprocess.PIPE, text=True, env=env, timeout=300)
+        finally:
+            os.close(fd)
+    else:
+        out = subprocess.run(command, stderr=subprocess.PIPE, text=True, env=env, timeout=300, preexec_fn=lambda: os.close(1))
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {said}"), out.stderr[-2000:]
+    assert "/dev/null" in lines[0]
