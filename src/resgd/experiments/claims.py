@@ -30,6 +30,7 @@ import pandas as pd
 
 from ..core.stats import spearman
 from ..validation import check_choice
+from ..words import count_noun
 from .design import ALPHA, RULES, SPEARMAN_BOUND, rule as arm_rule
 from .rules import binomial_tail, holm, interval_rule, median_or_nan, paired, sign_test, spearman_chance
 
@@ -114,22 +115,22 @@ def _rates(table: pd.DataFrame, experiment: str, beta: float, L: int, beta_ffn: 
 
 def of_seeds(k: int, n: int) -> str:
     """"k of n seeds", singular for one."""
-    return f"{k} of {n} seed{'s' * (n != 1)}"
+    return f"{k} of {count_noun(n, 'seed')}"
 
 
 def _dropped_text(excluded: int, seeds: int) -> str:
     """How many seeds a check lost to the regime rule (:func:`out_of_regime_removed`); '' when none."""
-    return f"{excluded} of {seeds} seeds dropped out, a run having left the theorem's regime" if excluded else ""
+    return f"{excluded} of {count_noun(seeds, 'seed')} dropped out, a run having left the theorem's regime" if excluded else ""
 
 
 def _interval_text(r: dict[str, Any]) -> str:
     """The interval's reading; when too few seeds are left for one, how many are left and how many it needs."""
     if math.isnan(r["lo"]):
         left = r["left"]
-        return (f"median {_fmt(r['median'])} over the {left} seed{'s' * (left != 1)} left ({r['positive']} > 0); no interval: "
+        return (f"median {_fmt(r['median'])} over the {count_noun(left, 'seed')} left ({r['positive']} > 0); no interval: "
                 f"{_dropped_text(r['excluded'], r['seeds']) or 'too few seeds'}, and the interval needs {r['need']}")
     return (f"median {_fmt(r['median'])}, {100 * r['level']:.1f} % interval [{_fmt(r['lo'])}, {_fmt(r['hi'])}] "
-            f"over {r['left']} seeds ({r['positive']} > 0)"
+            f"over {count_noun(r['left'], 'seed')} ({r['positive']} > 0)"
             + (f"; {_dropped_text(r['excluded'], r['seeds'])}" if r["excluded"] else ""))
 
 
@@ -263,9 +264,9 @@ def check_depth_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figu
     r = sign_test(per_seed) if rule == "sign" else {**sign_test(per_seed), **interval_rule(per_seed, "claim (c)")}
     k = r.get("threshold")
     total = int(per_seed.size)
-    detail = (f"per-seed median over L of the difference > 0 in {r['positive']} of {r['left']} seeds"
+    detail = (f"per-seed median over L of the difference > 0 in {r['positive']} of {count_noun(r['left'], 'seed')}"
               + (f"; {_interval_text(r)}" if rule == "interval" else
-                 (f" (decides at ≥ {k})" if k is not None else f" ({r['seeds']} seeds cannot decide at 5 %)")
+                 (f" (decides at ≥ {k})" if k is not None else f" ({count_noun(r['seeds'], 'seed')} cannot decide at 5 %)")
                  + (f"; {_dropped_text(r['excluded'], total)}" if r["excluded"] else ""))
               + "; per depth: " + "; ".join(f"L={L}: faster in {v['faster_in']}/{v['left']} (median rate "
                                             f"{_fmt(v['median_rate_with'])} vs {_fmt(v['median_rate_without'])})"
@@ -325,7 +326,7 @@ def check_factorial(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "
                "attention": attention, "ffn": ffn, "carried_by": " and ".join(carried) or "neither", "median_rate": medians}
     def counts(e: dict) -> str:
         dropped = _dropped_text(e["excluded"], e["seeds"] + e["excluded"])
-        return f"{e['positive']}/{e['differences']} seeds, mean difference > 0" + (f"; {dropped}" if dropped else "")
+        return f"{e['positive']}/{count_noun(e['differences'], 'seed')}, mean difference > 0" + (f"; {dropped}" if dropped else "")
 
     detail = (f"attention skip: {attention['effect']} ({counts(attention)}); "
               f"FFN skip: {ffn['effect']} ({counts(ffn)}); Holm-corrected; median rates "

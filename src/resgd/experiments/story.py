@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..words import count_noun
 from .design import MIN_INTERVAL_SEEDS
 
 NAMES = {"jena": "Jena", "sst2": "SST-2"}
@@ -54,7 +55,7 @@ def _descriptive(verdicts: pd.DataFrame, name: str, protocol: str) -> str:
     rows = verdicts[(verdicts["name"] == name) & (verdicts["protocol"] == protocol)]
     if "decides" not in rows.columns or rows["decides"].all():
         return ""
-    return f" (descriptive: {int(rows['seeds_in_arm'].min())} seeds, fewer than the {MIN_INTERVAL_SEEDS} a verdict needs)"
+    return f" (descriptive: {count_noun(int(rows['seeds_in_arm'].min()), 'seed')}, fewer than the {MIN_INTERVAL_SEEDS} a verdict needs)"
 
 
 def sentences(verdicts: pd.DataFrame) -> list[str]:
