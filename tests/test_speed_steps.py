@@ -7,10 +7,10 @@ import numpy as np
 
 from resgd.data.spec import load_dataset
 from resgd.experiments import study as ex
-from resgd.experiments.design import OWN_GRID, PATH_EVERY
+from resgd.experiments.design import OWN_GRID
 from resgd.experiments.ladder import rises
 from resgd.experiments.own_step import own_steps
-from resgd.experiments.path_step import _compute_path, path_table, train_path
+from resgd.experiments.path_step import PATH_EVERY, _compute_path, path_table, train_path
 
 
 def test_the_path_step_keeps_mu_times_lhat_at_c_at_every_checkpoint_and_never_raises_the_loss():

@@ -19,6 +19,7 @@ import pytest
 from resgd import study_store
 from resgd.experiments import runs
 from resgd.experiments import study as ex
+from resgd.experiments.path_step import PATH_KIND
 from resgd.experiments.step_size import warm_smoothness
 from resgd.infra import arithmetic
 from resgd.pipeline import frame_codec, store
@@ -301,7 +302,7 @@ def test_the_committed_store_is_sound_and_made_under_the_pinned_arithmetic():
     assert len(st.entries) > 1000
     assert st.arithmetic == arithmetic.pinned_description()
     kinds = {r["kind"] for r in st.entries.values()}
-    assert kinds == {"run", "smoothness/fast/20"}
+    assert kinds == {"run", "smoothness/fast/20", PATH_KIND}
     for key in st.entries:
         st.read_bytes(key)
     assert st.unreferenced_objects() == []

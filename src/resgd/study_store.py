@@ -237,8 +237,7 @@ def check_first_iterations(st: Store, keys: Iterable[str], *, n_jobs: int, sched
                            progress: bool = True) -> dict[str, str]:
     """Runs whose first :data:`FIRST_ITERATIONS` iterations (a path-step run: its first segment),
     re-executed, differ from the stored ones."""
-    from .experiments.design import PATH_EVERY
-    from .experiments.path_step import PATH_KIND
+    from .experiments.path_step import PATH_EVERY, PATH_KIND
 
     jobs, rows = {}, {}
     for key in keys:

@@ -171,8 +171,7 @@ OUTCOMES = ("learning", "stalled", "diverged")
 VERDICTS = ("holds", "fails", "horizon-dependent", "undecided")
 HORIZONS = (0.25, 0.5, 1.0)
 """The fractions of T at which every check is made; a verdict holds or fails only when all agree."""
-REGIME_TOL = 1e-9
-"""A step raised Φ when Φ(t+1) > (1 + REGIME_TOL) Φ(t): above float64 rounding of a loss near its floor."""
+from .path_step import PATH_EVERY, PATH_HALVINGS, REGIME_TOL  # noqa: E402 - the path step's own constants
 
 # ------------------------------------------------------------------------------------ design v6
 # Pre-registered before its first run (the module docstring's "Design v6" states why each choice).
@@ -187,10 +186,6 @@ OWN_GRID = tuple(10.0 ** (-k / 4) for k in range(25))
 """The grid of each configuration's own step: quarter decades from 1 down to 1e-6."""
 PATH_C = 0.5
 """The theorem's step kept along the path: μ_t ≤ PATH_C / L̂(θ_t) at every checkpoint."""
-PATH_EVERY = 100
-"""Iterations between the path step's checkpoints (L̂ re-estimated, μ re-set)."""
-PATH_HALVINGS = 12
-"""A segment whose loss rose anywhere is retrained from its start with μ halved, at most this often."""
 REALISABLE_RATIO = 1e-3
 """The data are realisable in the theorem's sense when the β = 1 run of the tuning seed reaches
 Φ/Φ₀ ≤ REALISABLE_RATIO by its cap; where not, the theorem's question "could not be tested"."""

@@ -5,10 +5,10 @@ Theorem 1 needs μ ≤ 1/L with L the smoothness of Φ on the region the iterate
 sharpening) until μ·L̂ ≈ 2, the edge of stability, where the theorem says nothing. The rule here keeps
 the hypothesis where it is checked, and drops no run:
 
-* every :data:`~resgd.experiments.design.PATH_EVERY` iterations (a checkpoint) L̂(θ_t) is estimated
+* every :data:`PATH_EVERY` iterations (a checkpoint) L̂(θ_t) is estimated
   again (:func:`resgd.core.smoothness.smoothness_fast`, as at θ⁰) and μ set to c / L̂(θ_t);
 * a segment in which Φ rose at any step is retrained from its checkpoint with μ halved (at most
-  :data:`~resgd.experiments.design.PATH_HALVINGS` times), so Φ never rises on the accepted path;
+  :data:`PATH_HALVINGS` times), so Φ never rises on the accepted path;
 * L̂ is also taken at θ_T, so μ·L̂ is known at both ends of every segment (the pages show the maxima).
 
 Why faithful: the theorem's per-step contraction Φ(t+1) ≤ (1 − μα) Φ(t) is a statement about one
@@ -34,8 +34,15 @@ from ..core.smoothness import smoothness_fast
 from ..core.stacked import train_runs
 from ..core.train import loss_ratios
 from ..data.spec import DTYPES, load_dataset
-from .design import PATH_EVERY, PATH_HALVINGS, REGIME_TOL
 from .run_config import RunConfig, entry_key
+
+PATH_EVERY = 100
+"""Iterations between the path step's checkpoints (L̂ re-estimated, μ re-set). Pre-registered with
+design v6 (:mod:`resgd.experiments.design`); here because the runs' numbers depend on it."""
+PATH_HALVINGS = 12
+"""A segment whose loss rose anywhere is retrained from its start with μ halved, at most this often."""
+REGIME_TOL = 1e-9
+"""A step raised Φ when Φ(t+1) > (1 + REGIME_TOL) Φ(t): above float64 rounding of a loss near its floor."""
 
 PATH_KIND = f"run/path-step/every={PATH_EVERY}"
 """The results-store kind of a run under the path step (its ``gd.lr`` is the factor c)."""
