@@ -88,3 +88,15 @@ def test_the_toy_study_runs_design_v6_end_to_end_and_writes_its_verdicts(tmp_pat
         "residual_helps", "depth_residual_helps"}
     numbers = v6.speed_numbers(speed)
     assert numbers["v6-seeds"] == 3 and numbers["v6-own-runs"] == 3 * (len(s.betas) + 2 * len(s.depths))
+
+
+def test_claim_b_names_its_shape_as_the_paper_states_it():
+    times = {0.0: [[9, 9, 9, 9]] * 12, 0.5: [[5, 9, 9, 9]] * 12, 1.0: [[1, 2, 12, 9]] * 12}
+    rows = []
+    for beta, per_seed in times.items():
+        for seed, t in enumerate(per_seed):
+            rows.append({"experiment": "beta", "protocol": v6.OWN, "twin_init": "matched", "beta": beta,
+                         "beta_ffn": beta, "n_layers": 1, "seed": seed, "floor": 0.0, "cap": 100, "diverged": False,
+                         "rises": 0, "loss_0": 1.0, "loss_cap": 0.1, **dict(zip(TIMES, t))})
+    v = _by_name(v6.speed_verdicts(pd.DataFrame(rows), "toy", REALISABLE))["beta_monotone"]
+    assert v6.speed_sentence(v).endswith("the median time falls as β grows at q = 1/2, 1/4, 1/100, not at q = 1/10.")

@@ -339,12 +339,28 @@ def speed_sentence(v: Verdict) -> str:
             "no rung had enough seeds in which some run reached the target"
         return f"{CLAIM_READING[v.name]}: could not be tested ({why})."
     decided = [x for x in rungs if x["testable"]]
+    shape = _shape_words(v.numbers.get("shape"))
     if v.outcome in ("holds", "fails"):
         where = ", ".join(x["rung"] for x in decided)
         return (f"{CLAIM_READING[v.name]}: {v.outcome} at every testable rung (q = {where}; "
-                + "; ".join(counts(x) for x in decided) + ").")
+                + "; ".join(counts(x) for x in decided) + ")" + shape + ".")
     return (f"{CLAIM_READING[v.name]}: {v.outcome} ("
-            + "; ".join(f"{counts(x)}, {x['outcome'] if x['testable'] else 'not testable'}" for x in rungs) + ").")
+            + "; ".join(f"{counts(x)}, {x['outcome'] if x['testable'] else 'not testable'}" for x in rungs) + ")"
+            + shape + ".")
+
+
+def _shape_words(shape: dict | None) -> str:
+    """Claim (b)'s shape as the paper states it: at which rungs the median time over seeds falls (does
+    not rise) as β grows; '' for the other claims."""
+    if not shape:
+        return ""
+    falls = [q for q, s in shape.items() if s["monotone"]]
+    other = [q for q in shape if q not in falls]
+    if not other:
+        return "; the median time falls as β grows at every rung"
+    if not falls:
+        return "; the median time does not fall monotonically as β grows at any rung"
+    return (f"; the median time falls as β grows at q = {', '.join(falls)}, not at q = {', '.join(other)}")
 
 
 REPLAY_HORIZONS = (0.25, 0.5, 1.0)

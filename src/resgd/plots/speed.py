@@ -75,7 +75,7 @@ def path_check(path: pd.DataFrame, dataset: str) -> plt.Figure:
     """Left: per run, the largest μ·L̂ at a checkpoint and at a segment's end (the descent threshold 2
     drawn). Right: the measured rate −log(Φ(T)/Φ₀)/T against σ_min²/σ_max²(Z⁰), coloured by β."""
     use_style()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.6))
     colors = _beta_colors(path["beta"])
     for k, column in enumerate(("max_muL_checkpoint", "max_muL_segment_end")):
         for b, g in path.groupby("beta"):
@@ -85,14 +85,16 @@ def path_check(path: pd.DataFrame, dataset: str) -> plt.Figure:
     left.axhline(2.0, color="C3", lw=1.2, ls="--", label="μ·L̂ = 2 (descent threshold)")
     left.set_xticks([0, 1], ["at a checkpoint", "at a segment's end"])
     left.set_ylabel("largest μ·L̂ on the path")
-    left.set_ylim(0, 2.3)
-    left.legend(loc="lower left", fontsize=9, ncol=2)
+    top = max(2.3, 1.08 * float(path[["max_muL_checkpoint", "max_muL_segment_end"]].to_numpy().max()))
+    left.set_ylim(0, top)
+    left.set_xlim(-0.5, 1.5)
+    left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=9, ncol=3, frameon=False)
     for b, g in path.groupby("beta"):
         right.scatter(g["predicted"], g["rate"], s=18, color=colors[float(b)])
     right.set_xscale("log")
     right.set_xlabel("σ_min²(Z⁰) / σ_max²(Z⁰)")
     right.set_ylabel("measured rate −log(Φ(T)/Φ₀)/T")
     fig.suptitle(f"{DATASET_TITLE.get(dataset, dataset)}: the theorem's step kept along the path",
-                 fontsize="medium", y=0.93)
-    fig.tight_layout(rect=(0, 0.03, 1, 0.9))
+                 fontsize="medium", y=0.94)
+    fig.tight_layout(rect=(0, 0.03, 1, 0.92))
     return fig
