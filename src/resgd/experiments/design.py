@@ -171,7 +171,7 @@ OUTCOMES = ("learning", "stalled", "diverged")
 VERDICTS = ("holds", "fails", "horizon-dependent", "undecided")
 HORIZONS = (0.25, 0.5, 1.0)
 """The fractions of T at which every check is made; a verdict holds or fails only when all agree."""
-from .path_step import PATH_EVERY, PATH_HALVINGS, REGIME_TOL  # noqa: E402 - the path step's own constants
+from .path_step import PATH_EVERY, PATH_HALVINGS, REGIME_TOL  # noqa: E402, F401 - re-exported: the path step's own constants
 
 # ------------------------------------------------------------------------------------ design v6
 # Pre-registered before its first run (the module docstring's "Design v6" states why each choice).

@@ -59,7 +59,7 @@ from .experiment_settings import (  # noqa: F401 - re-exported: the study's publ
 )
 # The pages' API (pages 4 and 5 call these as ``ex.<name>``), each defined in the module named.
 from .choices import choices_table  # noqa: F401
-from .figures import FIGURE_KINDS, figure_kinds, figure_name, make_figure
+from .figures import FIGURE_KINDS, figure_kinds, figure_name, make_figure  # noqa: F401 - FIGURE_KINDS re-exported
 from .page_numbers import page_numbers  # noqa: F401
 from .page_tables import (  # noqa: F401
     beta_init_table, horizon_table, regime_table, replay_table, step_table, twins_table,
