@@ -47,3 +47,12 @@ def test_link_summary_counts_runs_and_states_power():
     assert link["spearman"].tolist() == pytest.approx([1.0] * len(link))
     assert critical_spearman(101) == pytest.approx(0.196)
     assert math.isnan(critical_spearman(1))
+
+
+def test_the_link_sentence_calls_a_correlation_a_prediction_only_when_significant_and_positive():
+    from resgd.robustness.readout_link import link_sentence
+
+    assert "not significant" in link_sentence({"spearman": 0.06, "critical": 0.11, "runs": 300})
+    assert "opposite sign" in link_sentence({"spearman": -0.28, "critical": 0.11, "runs": 300})
+    assert "predicted direction" in link_sentence({"spearman": 0.4, "critical": 0.11, "runs": 1})
+    assert "over 1 run:" in link_sentence({"spearman": 0.4, "critical": 0.11, "runs": 1})

@@ -22,6 +22,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..experiments.readout_link import critical_spearman, link_summary, readout_relative_loss  # noqa: F401 - the maths, shared with the pages
+from ..words import count_noun
 from .grid import MapGrid
 from .limits import point_config
 
@@ -48,3 +49,16 @@ def readout_link(predictions: pd.DataFrame) -> pd.DataFrame:
         for d, g in predictions.groupby("dataset")]
     rows = [{"dataset": dataset, "protocol": protocol, **link_summary(g)} for (dataset, protocol), g in groups]
     return pd.DataFrame(rows, columns=["dataset", "protocol", "runs", "spearman", "critical"])
+
+
+def link_sentence(row) -> str:
+    """One row of :func:`link_summary` in words, saying whether the correlation is significant at 5 %
+    and of the predicted sign (a larger predicted Φ(T)/Φ(0) with a larger measured one: ρ > 0); a
+    correlation that is neither is never called a prediction."""
+    rho, crit = float(row["spearman"]), float(row["critical"])
+    head = f"Spearman ρ = {rho:.2f} over {count_noun(int(row['runs']), 'run')}"
+    if abs(rho) < crit:
+        return f"{head}: not significant (|ρ| < {crit:.2f} at 5 %), so it predicts nothing there"
+    if rho < 0:
+        return f"{head}: significant, but of the opposite sign to a prediction"
+    return f"{head}: significant (beyond {crit:.2f}), in the predicted direction"
