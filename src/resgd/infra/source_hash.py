@@ -166,10 +166,10 @@ def imported_source(path: Path) -> bytes:
 
 # --------------------------------------------------------------------------- what a cached number depends on
 
-COMPUTE_ENTRIES = ("experiments/runs.py", "experiments/step_size.py", "experiments/path_step.py",
+COMPUTE_ENTRIES = ("experiments/path_step.py", "experiments/runs.py", "experiments/step_size.py",
                    "robustness/limits.py", "robustness/map_runs.py")
 """The modules whose functions write cached numbers (the runs, L̂, the theorem's path-step runs, the
-map's probes and runs). What a
+map's probes and runs), in sorted order. What a
 cached number depends on is found from them (:func:`compute_modules`), not listed by hand."""
 
 
