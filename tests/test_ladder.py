@@ -101,7 +101,7 @@ def test_ladder_table_estimates_the_floor_per_comparison():
 def test_the_rules_false_decision_rate_as_run_is_at_most_alpha(claim):
     """No effect (the arms are exchangeable): each direction decides at most ALPHA of the time, through
     the pipeline as run (estimated floor, censoring at the cap, a seed's runs dependent)."""
-    rates = lad.simulate_null(claim, reps=300, cap=600, rng_seed=11)
+    rates = lad.simulate_rule(claim, reps=300, cap=600, rng_seed=11)
     # 300 draws: a true rate of 5 % exceeds 9 % with probability < 0.2 %
     assert rates["holds"] <= 0.09 and rates["fails"] <= 0.09
     assert rates["alpha"] == ALPHA

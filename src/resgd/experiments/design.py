@@ -132,7 +132,7 @@ decide) holds (fails), is **target-dependent** when some testable rung decides a
 **undecided** when none decides, and **could not be tested** when no rung is testable. Claim (b) is
 also shown by its shape as the paper states it (the median time to each rung non-increasing in β).
 The false-decision rate of every rule is simulated through the pipeline as run (censoring, the
-estimated floor, dependence between a seed's runs; :func:`resgd.experiments.ladder.simulate_null`).
+estimated floor, dependence between a seed's runs; :func:`resgd.experiments.ladder.simulate_rule`).
 """
 
 from __future__ import annotations

@@ -151,21 +151,30 @@ def decide(signs: np.ndarray, ladder: Sequence[float] = LADDER) -> dict[str, Any
     return {"outcome": ladder_outcome(rungs), "rungs": rungs, "seeds": int(signs.shape[0])}
 
 
-def simulate_null(claim: str, *, seeds: int = 12, reps: int = 2000, cap: int = 2000, n_arms: int | None = None,
-                  realisable: bool = False, rng_seed: int = 0, ladder: Sequence[float] = LADDER) -> dict[str, float]:
-    """How often the ladder rule decides claim ``claim`` ("a", "b" or "c") when the arms do not differ,
-    simulated through the pipeline as run: every run's curve Φ(t) = f + (1 − f) e^{−rt} with a
-    per-seed shared log-rate (the runs of one seed share data and first weights), its own log-rate
-    noise and floor f, sampled at integer t up to ``cap``; the comparison's floor Φ* estimated as the
-    pipeline estimates it (0 when ``realisable``); censoring at the cap; no run excluded. Returns the
-    rates of "holds" and "fails"."""
+def simulate_rule(claim: str, *, effect: float = 1.0, seeds: int = 12, reps: int = 2000, cap: int = 2000,
+                  n_arms: int | None = None, realisable: bool = False, rng_seed: int = 0,
+                  ladder: Sequence[float] = LADDER) -> dict[str, float]:
+    """How often the ladder rule decides claim ``claim`` ("a", "b" or "c"), simulated through the
+    pipeline as run: every run's curve Φ(t) = f + (1 − f) e^{−rt} with a per-seed shared log-rate (the
+    runs of one seed share data and first weights; the median run reaches q = ½ at a quarter of the
+    cap, q = 1/100 after it), its own log-rate noise and floor f, sampled at integer t up to ``cap``; the comparison's floor Φ* estimated as the pipeline estimates it (0 when
+    ``realisable``); censoring at the cap; no run excluded. ``effect`` = 1: the arms do not differ (the
+    false-decision rate); > 1: the paper's arm converges ``effect`` times faster ((b): β = 1 that much
+    faster than β = 0, geometric in between), so "holds" is the rule's power. Returns the rates of
+    "holds" and "fails"."""
     rng = np.random.default_rng(rng_seed)
     arms = {"a": 2, "b": 5, "c": 6}[claim] if n_arms is None else n_arms
     t = np.arange(cap + 1, dtype=float)
+    if claim == "a":
+        speedup = np.array([effect, 1.0])
+    elif claim == "b":
+        speedup = effect ** np.linspace(0.0, 1.0, arms)
+    else:
+        speedup = np.tile([effect, 1.0], arms // 2)
     counts = {"holds": 0, "fails": 0}
     for _ in range(reps):
-        shared = rng.normal(math.log(3e-3), 0.7, size=(seeds, 1))
-        rate = np.exp(shared + rng.normal(0.0, 0.5, size=(seeds, arms)))
+        shared = rng.normal(math.log(4 * math.log(2) / cap), 0.7, size=(seeds, 1))  # median: q = 1/2 at cap/4
+        rate = np.exp(shared + rng.normal(0.0, 0.5, size=(seeds, arms))) * speedup
         floor = 0.0 if realisable else rng.uniform(0.0, 0.3, size=(seeds, arms))
         curves = floor[..., None] + (1 - floor)[..., None] * np.exp(-rate[..., None] * t) if not realisable \
             else np.exp(-rate[..., None] * t)

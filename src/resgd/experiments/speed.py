@@ -228,9 +228,9 @@ def verdict_rows(verdicts: list[Verdict]) -> pd.DataFrame:
 
 def chance(n_seeds: int = 12) -> dict[str, dict[str, float]]:
     """The false-decision rate of every v6 rule, simulated through the pipeline as run (no effect)."""
-    from .ladder import simulate_null
+    from .ladder import simulate_rule
 
-    return {claim: simulate_null(claim, seeds=n_seeds, reps=400) for claim in ("a", "b", "c")}
+    return {claim: simulate_rule(claim, seeds=n_seeds, reps=400) for claim in ("a", "b", "c")}
 
 
 
@@ -308,13 +308,13 @@ def load_speed_verdicts(mode: str, directory=None, datasets=("jena", "sst2")) ->
 
 def null_table(reps: int = 500) -> pd.DataFrame:
     """The v6 rules' false-decision rates under no effect, simulated through the pipeline as run
-    (:func:`resgd.experiments.ladder.simulate_null`): per claim and question, "holds" and "fails"."""
-    from .ladder import simulate_null
+    (:func:`resgd.experiments.ladder.simulate_rule`): per claim and question, "holds" and "fails"."""
+    from .ladder import simulate_rule
 
     rows = []
     for question, realisable, claims in (("experiments", False, "abc"), ("theorem", True, "ab")):
         for claim in claims:
-            r = simulate_null(claim, reps=reps, realisable=realisable)
+            r = simulate_rule(claim, reps=reps, realisable=realisable)
             rows.append({"claim": f"({claim})", "question": question, "holds by chance": r["holds"],
                          "fails by chance": r["fails"], "draws": reps})
     return pd.DataFrame(rows)

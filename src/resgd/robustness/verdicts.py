@@ -220,3 +220,83 @@ def agreement(quick: pd.DataFrame, full: pd.DataFrame, measure: str = "relative"
     both = q.merge(f, on=keys, suffixes=("_quick", "_full"))
     decided = both[(both["verdict_quick"] != "undecided") & (both["verdict_full"] != "undecided")]
     return decided.assign(agree=decided["verdict_quick"] == decided["verdict_full"])
+
+
+LADDER_OUTCOMES = ("holds", "fails", "target-dependent", "undecided", "could not be tested")
+
+
+def ladder_cells(per_run: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
+    """Every cell of the map decided as the pages decide under design v6
+    (:mod:`resgd.experiments.ladder`): the time to each rung of the ladder (``t_…`` columns of the
+    per-run table, :func:`resgd.robustness.map_runs.add_ladder`), who gets there first per seed, the
+    sign rule per rung over the cell's seeds, and the claim over the rungs. (a) β = 1 against β = 0 at
+    L = 1; (b) the sign of Spearman(β, −t) over the β of a seed; (c) the majority sign over the depths
+    against the first twin. One row per cell and claim."""
+    from ..experiments.ladder import beta_signs, decide, depth_signs, pair_signs
+
+    times = [c for c in per_run.columns if c.startswith("t_")]
+    twin = grid.twins[0]
+    rows = []
+    for cell, g in per_run.groupby(TAGS, sort=True):
+        def at(beta, L, init=twin):
+            part = g[(g["beta"] == beta) & (g["n_layers"] == L) & (g["init"] == init)]
+            return part.set_index("seed").sort_index()[times]
+
+        tags = dict(zip(TAGS, cell))
+        one = g[g["n_layers"] == 1]
+        if len(one):
+            w, wo = at(1.0, 1), at(0.0, 1)
+            seeds = w.index.intersection(wo.index)
+            rows.append({**tags, "claim": "residual_helps", **_ladder_row(decide(pair_signs(
+                w.loc[seeds].to_numpy(), wo.loc[seeds].to_numpy())))})
+            betas = sorted(one["beta"].unique())
+            cube = np.stack([at(b, 1).loc[seeds].to_numpy() for b in betas], axis=1)
+            rows.append({**tags, "claim": "beta_monotone", **_ladder_row(decide(beta_signs(cube, np.array(betas))))})
+        depths = sorted(int(L) for L in g["n_layers"].unique() if L > 1)
+        if depths:
+            parts = []
+            for L in depths:
+                w, wo = at(1.0, L), at(0.0, L)
+                seeds = w.index.intersection(wo.index)
+                parts.append(pair_signs(w.loc[seeds].to_numpy(), wo.loc[seeds].to_numpy()))
+            rows.append({**tags, "claim": "depth_residual_helps",
+                         **_ladder_row(decide(depth_signs(np.stack(parts, axis=1))))})
+    return pd.DataFrame(rows)
+
+
+def _ladder_row(result: dict) -> dict:
+    return {"outcome": result["outcome"], "seeds": result["seeds"],
+            "rungs": "; ".join(f"{r['rung']}: {r['outcome'] if r['testable'] else 'not testable'} "
+                               f"({r['for']}–{r['against']}, {r['censored']} cens.)" for r in result["rungs"])}
+
+
+def ladder_tally(cells: pd.DataFrame) -> pd.DataFrame:
+    """How many cells of each claim, data set and protocol end in each v6 outcome."""
+    counts = (cells.groupby(["claim", "dataset", "protocol"])["outcome"].value_counts().unstack(fill_value=0)
+              .reindex(columns=list(LADDER_OUTCOMES), fill_value=0))
+    counts["cells"] = counts.sum(axis=1)
+    return counts.reset_index()
+
+
+POWER_EFFECTS = (1.5, 2.0, 4.0)
+"""Speed-ups at which the map's v6 rule's power is simulated (the paper's arm that many times faster)."""
+
+
+def ladder_power(grid: MapGrid, reps: int = 200) -> pd.DataFrame:
+    """How often the v6 rule decides "holds" in one cell of this grid (its seeds, its horizon as the
+    cap) when the paper's arm converges ``effect`` times faster, and how often it decides under no
+    effect (:func:`resgd.experiments.ladder.simulate_rule`). The same for every protocol: a protocol
+    changes the runs, not the rule; the share of censored pairs per protocol (:func:`ladder_tally`'s
+    cells) says how far its cells fall short of it."""
+    from ..experiments.ladder import simulate_rule
+
+    rows = []
+    for claim, name in (("a", "residual_helps"), ("b", "beta_monotone"), ("c", "depth_residual_helps")):
+        row = {"claim": name, "seeds": len(grid.seeds), "cap": grid.iterations}
+        row["no effect: decided"] = sum(v for k, v in simulate_rule(
+            claim, seeds=len(grid.seeds), reps=reps, cap=grid.iterations).items() if k in ("holds", "fails"))
+        for effect in POWER_EFFECTS:
+            row[f"holds at {effect:g}×"] = simulate_rule(claim, effect=effect, seeds=len(grid.seeds), reps=reps,
+                                                         cap=grid.iterations)["holds"]
+        rows.append(row)
+    return pd.DataFrame(rows)
