@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -105,32 +106,8 @@ def summarize_runs(runs: pd.DataFrame, grid: MapGrid, target_fraction: dict[str,
         sigma = h.dropna(subset=["sigma_min_Z"])
         smin, smax = float(sigma["sigma_min_Z"].iloc[0]), float(sigma["sigma_max_Z"].iloc[0])
         row["rate_ratio_Z0"] = (smin / smax) ** 2 if smax > 0 else 0.0
-        row["loss_min"] = float(np.nanmin(np.where(np.isfinite(h["loss"].to_numpy(dtype=float)),
-                                                   h["loss"].to_numpy(dtype=float), np.nan)))
         rows.append(row)
-    return add_ladder(pd.DataFrame(rows), runs)
-
-
-LADDER_GROUP = ["dataset", "qk_scale", "fraction", "N", "protocol", "n_layers"]
-"""A comparison of the map under design v6's measure: the runs whose floor Φ* is shared (one cell,
-one protocol, one depth)."""
-
-
-def add_ladder(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """Design v6's measure on the map's runs (:mod:`resgd.experiments.ladder`): each run's iterations
-    to Φ* + q (Φ₀ − Φ*) for every rung q, +∞ when not reached by T; Φ* the lowest loss any run of its
-    comparison (:data:`LADDER_GROUP`) reached, as on the pages."""
-    from ..experiments.design import LADDER
-    from ..experiments.ladder import rung_name, times_to_targets
-
-    floors = table.groupby(LADDER_GROUP)["loss_min"].transform("min")
-    histories = {keys: h.sort_values("iteration")["loss"].to_numpy(dtype=float)
-                 for keys, h in runs.groupby(RUN_KEYS, sort=False)}
-    times = np.array([times_to_targets(histories[tuple(r[k] for k in RUN_KEYS)], float(f), LADDER)
-                      for (_, r), f in zip(table.iterrows(), floors)]).reshape(len(table), len(LADDER))
-    for j, q in enumerate(LADDER):
-        table[f"t_{rung_name(q)}"] = times[:, j]
-    return table
+    return pd.DataFrame(rows)
 
 
 def untrained_rows(missing: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
@@ -144,21 +121,21 @@ def untrained_rows(missing: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
     for T in grid.horizons:
         out[f"loss_{T}"] = np.where(stalled, np.nan, math.inf)
         out[f"relative_{T}"] = np.where(stalled, 1.0, math.inf)
-    from ..experiments.design import LADDER
-    from ..experiments.ladder import rung_name
-
-    for q in LADDER:  # never trained: it reaches no target
-        out[f"t_{rung_name(q)}"] = math.inf
     return out
 
 
 def map_runs(grid: MapGrid, limits: pd.DataFrame, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None,
-             progress: bool = False, scheduler: str | None = None) -> pd.DataFrame:
-    """Train (or read from the cache) every run of the map; the per-run table."""
+             progress: bool = False, scheduler: str | None = None,
+             reader: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame] | None = None) -> pd.DataFrame:
+    """Train (or read from the cache) every run of the map; the per-run table. ``reader(table, runs)``
+    adds columns read from the runs' histories (``runs``, one row per recorded iteration) to the
+    table: a measure that only reads cached numbers stays outside this module, which the cache key
+    covers (:func:`resgd.infra.source_hash.compute_modules`)."""
     warm_smoothness(grid, n_jobs=n_jobs, cache_dir=cache_dir, scheduler=scheduler)
     items, missing = run_items(grid, limits, cache_dir=cache_dir)
     runs = tagged_sweep(items, n_jobs=n_jobs, cache_dir=cache_dir, progress=progress, scheduler=scheduler,
                         desc="robustness: map runs")
     targets = {d: preset(d, True)["target_fraction"] for d in grid.datasets}
     table = summarize_runs(runs, grid, targets) if not runs.empty else pd.DataFrame()
-    return pd.concat([table, untrained_rows(missing, grid)], ignore_index=True)
+    table = pd.concat([table, untrained_rows(missing, grid)], ignore_index=True)
+    return reader(table, runs) if reader is not None else table

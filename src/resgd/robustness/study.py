@@ -36,7 +36,8 @@ from .limits import stability_limits
 from .map_runs import map_runs
 from .outcomes import OUTCOMES
 from .readout_link import readout_link, readout_predictions
-from .verdicts import CLAIM_LABELS, CLAIM_NAMES, LOG_CAP, VERDICTS, agreement, cell_table, tally, theory_link
+from .verdicts import (CLAIM_LABELS, CLAIM_NAMES, LOG_CAP, VERDICTS, add_ladder, agreement, cell_table, tally,
+                       theory_link)
 
 __all__ = ["CLAIM_LABELS", "CLAIM_NAMES", "FIGURE_KINDS", "PROTOCOLS", "VERDICTS", "MapGrid", "MapResults",
            "agreement", "build_map", "figure_name", "figures", "load_cells", "make_figure", "map_grid", "map_path",
@@ -100,7 +101,7 @@ def build_map(quick: bool = True, *, complete: bool = False, n_jobs: int = 2, ca
     start = time.perf_counter()
     sweep_options = dict(n_jobs=n_jobs, cache_dir=cache_dir, progress=progress, scheduler=scheduler)
     limits = stability_limits(grid, **sweep_options)
-    per_run = map_runs(grid, limits, **sweep_options)
+    per_run = map_runs(grid, limits, reader=add_ladder, **sweep_options)
     cells = cell_table(per_run, grid)
     readout = readout_predictions(per_run, grid)
     return MapResults(grid, limits, per_run, cells, readout, time.perf_counter() - start)

@@ -223,6 +223,30 @@ def agreement(quick: pd.DataFrame, full: pd.DataFrame, measure: str = "relative"
 
 
 LADDER_OUTCOMES = ("holds", "fails", "target-dependent", "undecided", "could not be tested")
+LADDER_GROUP = ["dataset", "qk_scale", "fraction", "N", "protocol", "n_layers"]
+"""A comparison of the map under design v6's measure: the runs whose floor Φ* is shared (one cell,
+one protocol, one depth)."""
+
+
+def add_ladder(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Design v6's measure on the map's runs (:mod:`resgd.experiments.ladder`; the ``reader`` of
+    :func:`resgd.robustness.map_runs.map_runs`): each run's iterations to Φ* + q (Φ₀ − Φ*) for every
+    rung q (``t_1/2`` …), +∞ when not reached by T and for a configuration never trained; Φ* the
+    lowest loss any run of its comparison (:data:`LADDER_GROUP`) reached, as on the pages."""
+    from ..experiments.design import LADDER
+    from ..experiments.ladder import rung_name, times_to_targets
+    from .map_runs import RUN_KEYS
+
+    histories = {keys: h.sort_values("iteration")["loss"].to_numpy(dtype=float)
+                 for keys, h in runs.groupby(RUN_KEYS, sort=False)} if len(runs) else {}
+    keys = [tuple(r) for r in table[RUN_KEYS].itertuples(index=False)]
+    lowest = pd.Series([float(np.nanmin(np.where(np.isfinite(histories[k]), histories[k], np.nan)))
+                        if k in histories else np.nan for k in keys], index=table.index)
+    floors = lowest.groupby([table[c] for c in LADDER_GROUP]).transform("min")
+    names = [f"t_{rung_name(q)}" for q in LADDER]
+    times = np.array([times_to_targets(histories[k], float(f), LADDER) if k in histories else np.full(len(LADDER), np.inf)
+                      for k, f in zip(keys, floors)]).reshape(len(table), len(LADDER))
+    return table.assign(**{name: times[:, j] for j, name in enumerate(names)})
 
 
 def ladder_cells(per_run: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
