@@ -23,6 +23,7 @@ import pandas as pd
 
 from ..core.stats import spearman
 from .design import ALPHA, LADDER
+from .path_step import rise_mask
 from .rules import sign_test, sign_threshold
 
 LADDER_VERDICTS = ("holds", "fails", "target-dependent", "undecided", "could not be tested")
@@ -59,12 +60,10 @@ def first_to_reach(a: float, b: float) -> float:
     return float(np.sign(b - a)) if not (math.isinf(a) or math.isinf(b)) else (1.0 if math.isinf(b) else -1.0)
 
 
-def rises(loss: np.ndarray, tol: float = 1e-9) -> int:
-    """How many GD steps raised Φ, Φ(t+1) > (1 + tol) Φ(t) (a non-finite Φ(t+1) counts): each shows
-    that step above the descent threshold 2/L on its segment (the descent lemma)."""
-    loss = np.asarray(loss, dtype=float)
-    with np.errstate(invalid="ignore"):
-        return int(np.sum(~np.isfinite(loss[1:]) | (loss[1:] > (1.0 + tol) * loss[:-1])))
+def rises(loss: np.ndarray) -> int:
+    """How many GD steps raised Φ (:func:`resgd.experiments.path_step.rise_mask`): each shows that
+    step above the descent threshold 2/L on its segment (the descent lemma)."""
+    return int(rise_mask(loss).sum())
 
 
 def ladder_table(runs: pd.DataFrame, keys: Sequence[str], comparison: Sequence[str], *, realisable: bool,
@@ -157,8 +156,8 @@ def simulate_rule(claim: str, *, effect: float = 1.0, seeds: int = 12, reps: int
     """How often the ladder rule decides claim ``claim`` ("a", "b" or "c"), simulated through the
     pipeline as run: every run's curve Φ(t) = f + (1 − f) e^{−rt} with a per-seed shared log-rate (the
     runs of one seed share data and first weights; the median run reaches q = ½ at a quarter of the
-    cap, q = 1/100 after it), its own log-rate noise and floor f, sampled at integer t up to ``cap``; the comparison's floor Φ* estimated as the pipeline estimates it (0 when
-    ``realisable``); censoring at the cap; no run excluded. ``effect`` = 1: the arms do not differ (the
+    cap, q = 1/100 after it), its own log-rate noise and floor f, sampled at integer t up to ``cap``;
+    the comparison's floor Φ* estimated as the pipeline estimates it (0 when ``realisable``); censoring at the cap; no run excluded. ``effect`` = 1: the arms do not differ (the
     false-decision rate); > 1: the paper's arm converges ``effect`` times faster ((b): β = 1 that much
     faster than β = 0, geometric in between), so "holds" is the rule's power. Returns the rates of
     "holds" and "fails"."""
@@ -171,20 +170,17 @@ def simulate_rule(claim: str, *, effect: float = 1.0, seeds: int = 12, reps: int
         speedup = effect ** np.linspace(0.0, 1.0, arms)
     else:
         speedup = np.tile([effect, 1.0], arms // 2)
+    # the arms that share a floor Φ*: (c)'s depths each their own comparison, else all arms one
+    comparisons = [[2 * d, 2 * d + 1] for d in range(arms // 2)] if claim == "c" else [list(range(arms))]
     counts = {"holds": 0, "fails": 0}
     for _ in range(reps):
         shared = rng.normal(math.log(4 * math.log(2) / cap), 0.7, size=(seeds, 1))  # median: q = 1/2 at cap/4
         rate = np.exp(shared + rng.normal(0.0, 0.5, size=(seeds, arms))) * speedup
-        floor = 0.0 if realisable else rng.uniform(0.0, 0.3, size=(seeds, arms))
-        curves = floor[..., None] + (1 - floor)[..., None] * np.exp(-rate[..., None] * t) if not realisable \
-            else np.exp(-rate[..., None] * t)
-        phi_star = 0.0 if realisable else None
-        if claim == "c":  # three depths, each its own comparison (own floor)
-            floors = [0.0 if realisable else curves[:, [2 * d, 2 * d + 1]].min() for d in range(arms // 2)]
-        else:
-            floors = [phi_star if realisable else curves.min()] * arms
-        times = np.stack([np.stack([times_to_targets(curves[s, a], floors[a // 2 if claim == "c" else a], ladder)
-                                    for a in range(arms)]) for s in range(seeds)])  # seeds × arms × rungs
+        floor = np.zeros((seeds, arms)) if realisable else rng.uniform(0.0, 0.3, size=(seeds, arms))
+        curves = floor[..., None] + (1 - floor)[..., None] * np.exp(-rate[..., None] * t)
+        floors = {a: 0.0 if realisable else curves[:, group].min() for group in comparisons for a in group}
+        times = np.stack([np.stack([times_to_targets(curves[s, a], floors[a], ladder) for a in range(arms)])
+                          for s in range(seeds)])  # seeds × arms × rungs
         if claim == "a":
             signs = pair_signs(times[:, 0], times[:, 1])
         elif claim == "b":

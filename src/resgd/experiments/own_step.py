@@ -27,6 +27,7 @@ import pandas as pd
 from ..validation import ConfigError
 from .design import CAP, OWN_GRID, TUNING_SEED
 from .ladder import rises
+from .run_config import config_key
 from .runs import sweep
 from .step_size import probe_stable
 
@@ -45,12 +46,12 @@ def own_steps(s, points: dict[str, list[tuple[float, float | None, int]]], *, n_
     flat = [(e, p) for e, ps in points.items() for p in ps]
     probe_configs = [sizes[e].config(b, L, TUNING_SEED, lr, iterations=s.probe_iterations, beta_ffn=f)
                      for e, (b, f, L) in flat for lr in OWN_GRID]
-    probes = sweep(probe_configs, desc=f"{s.dataset}: own-step probes", **engine)
+    probes = dict(tuple(sweep(probe_configs, desc=f"{s.dataset}: own-step probes", **engine).groupby("key")))
     rows, candidates = [], {}
     for i, (e, (b, f, L)) in enumerate(flat):
         stable = []
         for j, lr in enumerate(OWN_GRID):
-            h = probes[probes["key"] == _key(probe_configs[i * len(OWN_GRID) + j])]
+            h = probes[config_key(probe_configs[i * len(OWN_GRID) + j])]
             ok = probe_stable(h, bool(h["diverged"].iloc[0]))
             rows.append({"experiment": e, "beta": b, "beta_ffn": b if f is None else f, "n_layers": L, "lr": lr,
                          "stage": "probe", "stable": ok, "rises": rises(h["loss"].to_numpy(dtype=float)),
@@ -67,9 +68,9 @@ def own_steps(s, points: dict[str, list[tuple[float, float | None, int]]], *, n_
         configs = {i: sizes[flat[i][0]].config(flat[i][1][0], flat[i][1][2], TUNING_SEED, OWN_GRID[j],
                                                iterations=_cap(s, flat[i][0]), beta_ffn=flat[i][1][1])
                    for i, j in todo.items()}
-        runs = sweep(list(configs.values()), desc=f"{s.dataset}: own-step paths", **engine)
+        runs = dict(tuple(sweep(list(configs.values()), desc=f"{s.dataset}: own-step paths", **engine).groupby("key")))
         for i, config in configs.items():
-            h = runs[runs["key"] == _key(config)]
+            h = runs[config_key(config)]
             up = rises(h["loss"].to_numpy(dtype=float))
             good = up == 0 and not bool(h["diverged"].iloc[0])
             e, (b, f, L) = flat[i]
@@ -83,9 +84,3 @@ def own_steps(s, points: dict[str, list[tuple[float, float | None, int]]], *, n_
                 raise ConfigError(f"own step: no step of the grid descends along the whole path for {e} β={b:g} "
                                   f"L={L} on {s.dataset}; extend design.OWN_GRID downwards")
     return pd.DataFrame(rows)
-
-
-def _key(config) -> str:
-    from .run_config import config_key
-
-    return config_key(config)

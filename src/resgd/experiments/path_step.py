@@ -44,6 +44,15 @@ PATH_HALVINGS = 12
 REGIME_TOL = 1e-9
 """A step raised Φ when Φ(t+1) > (1 + REGIME_TOL) Φ(t): above float64 rounding of a loss near its floor."""
 
+
+def rise_mask(loss: np.ndarray) -> np.ndarray:
+    """Per GD step t → t+1, whether it raised Φ: Φ(t+1) > (1 + :data:`REGIME_TOL`) Φ(t), a non-finite
+    Φ(t+1) counting. Each such step was above the descent threshold 2/L on its segment (the descent
+    lemma). The one test of a rise: the path step, the ladder's count and v5's regime rule use it."""
+    loss = np.asarray(loss, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return ~np.isfinite(loss[1:]) | (loss[1:] > (1.0 + REGIME_TOL) * loss[:-1])
+
 PATH_KIND = f"run/path-step/every={PATH_EVERY}"
 """The results-store kind of a run under the path step (its ``gd.lr`` is the factor c)."""
 
@@ -67,10 +76,7 @@ def train_path(config: RunConfig, data) -> tuple[pd.DataFrame, dict]:
         for halvings in range(PATH_HALVINGS + 1):
             step_gd = replace(gd, lr=mu, iterations=seg, record_every=min(gd.record_every, seg))
             out = train_runs([params], [config.model], X, Y, [step_gd], mask=mask)[0]
-            loss = out.history["loss"].to_numpy(dtype=float)
-            with np.errstate(invalid="ignore"):
-                rose = bool(np.any(~np.isfinite(loss[1:]) | (loss[1:] > (1.0 + REGIME_TOL) * loss[:-1])))
-            if not (out.diverged or rose):
+            if not (out.diverged or rise_mask(out.history["loss"].to_numpy(dtype=float)).any()):
                 break
             mu /= 2.0
         else:

@@ -27,6 +27,7 @@ from .design import CAP, LADDER, PATH_C, REALISABLE_RATIO, TUNING_SEED
 from .ladder import beta_signs, decide, depth_signs, ladder_table, pair_signs, rung_name
 from .own_step import own_steps
 from .path_step import path_key, path_stack, path_table
+from .run_config import config_key
 from .runs import runs_table, sweep_frames
 
 OWN, PATH, COMMON = "own step", f"theorem path c={PATH_C:g}", "common step"
@@ -52,11 +53,12 @@ class SpeedResults:
     def ladder(self) -> pd.DataFrame:
         """One row per run: its times to every rung (+∞ censored), floor, cap and rises."""
         if self._ladder is None:
-            parts = []
-            for (protocol, experiment, L), part in self.all_runs().groupby(["protocol", "experiment", "n_layers"], sort=False):
-                parts.append(ladder_table(part, RUN_KEYS, ["protocol", "experiment", "n_layers"],
-                                          realisable=protocol == PATH))
-            self._ladder = pd.concat(parts, ignore_index=True)
+            runs = self.all_runs()
+            theorem = runs["protocol"] == PATH  # realisable data: Φ* = 0; elsewhere the comparison's floor
+            self._ladder = pd.concat([ladder_table(runs[part], RUN_KEYS, ["protocol", "experiment", "n_layers"],
+                                                   realisable=realisable)
+                                      for part, realisable in ((~theorem, False), (theorem, True)) if part.any()],
+                                     ignore_index=True)
         return self._ladder
 
     def all_runs(self) -> pd.DataFrame:
@@ -84,18 +86,16 @@ def run_speed(s, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None,
     steps = own_steps(s, points, **engine)
     chosen = steps[steps["chosen"]]
     lr = {(r.experiment, r.beta, r.n_layers): r.lr for r in chosen.itertuples()}
-    configs, tags = [], []
+    experiment_of = {}
     for experiment, pts in points.items():
         size = s.depth() if experiment == "depth" else s
-        cap = CAP * size.iterations
         for b, f, L in pts:
             for seed in s.v6_seeds:
-                configs.append(size.config(b, L, seed, lr[(experiment, b, L)], iterations=cap, beta_ffn=f))
-                tags.append((experiment, OWN))
-    frames = sweep_frames(configs, desc=f"{s.dataset}: v6 own-step runs", **engine)
-    runs = runs_table(frames, configs)
-    by_key = {c: t for c, t in zip([_run_key(c) for c in configs], tags)}
-    runs["experiment"] = runs["key"].map(lambda k: by_key[k][0])
+                config = size.config(b, L, seed, lr[(experiment, b, L)], iterations=CAP * size.iterations, beta_ffn=f)
+                experiment_of[config] = experiment
+    configs = list(experiment_of)
+    runs = runs_table(sweep_frames(configs, desc=f"{s.dataset}: v6 own-step runs", **engine), configs)
+    runs["experiment"] = runs["key"].map({config_key(c): e for c, e in experiment_of.items()})
     runs["protocol"] = OWN
     regime = replace(s, N=s.regime_N, iterations=s.regime_iterations, test_metrics=False)
     path_configs = [regime.config(float(b), 1, seed, PATH_C) for b in s.betas for seed in (*s.v6_seeds, TUNING_SEED)]
@@ -111,12 +111,6 @@ def run_speed(s, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None,
     if common is not None and len(common):
         common_runs = common.assign(protocol=COMMON)
     return SpeedResults(s.dataset, steps, out, realisability, common_runs)
-
-
-def _run_key(config) -> str:
-    from .run_config import config_key
-
-    return config_key(config)
 
 
 def _path_runs(configs, *, n_jobs, cache_dir, scheduler, progress) -> pd.DataFrame:
@@ -217,21 +211,12 @@ def verdict_rows(verdicts: list[Verdict]) -> pd.DataFrame:
     """The v6 verdicts as a display table: one row per claim × protocol, one column per rung."""
     rows = []
     for v in verdicts:
-        v = Verdict.from_dict(v) if isinstance(v, dict) else v
         rung = {x["rung"]: f"{x['outcome']} ({x['for']}–{x['against']}, {x['censored']} cens.)"
                 for x in v.numbers["rungs"]}
         rows.append({"claim": v.name, "dataset": v.dataset, "protocol": v.protocol, "verdict": v.outcome,
                      "seeds": v.numbers["seeds"], **{f"q = {k}": val for k, val in rung.items()},
                      "runs with a rise": f"{v.numbers['runs_with_rises']} of {v.numbers['runs']}"})
     return pd.DataFrame(rows)
-
-
-def chance(n_seeds: int = 12) -> dict[str, dict[str, float]]:
-    """The false-decision rate of every v6 rule, simulated through the pipeline as run (no effect)."""
-    from .ladder import simulate_rule
-
-    return {claim: simulate_rule(claim, seeds=n_seeds, reps=400) for claim in ("a", "b", "c")}
-
 
 
 # ------------------------------------------------------------------------------------- page tables
@@ -298,7 +283,7 @@ def load_speed_verdicts(mode: str, directory=None, datasets=("jena", "sst2")) ->
     directory = Path(directory) if directory is not None else resolve_results_dir() / "claims"
     rows = []
     for dataset in datasets:
-        path = Path(directory) / f"{dataset}_{mode}_v6.json"
+        path = directory / f"{dataset}_{mode}_v6.json"
         if not path.is_file():
             raise FileNotFoundError(f"{path} is missing: run the {dataset} page in {mode} mode first")
         payload = json.loads(path.read_text(encoding="utf-8"))

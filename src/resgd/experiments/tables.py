@@ -14,7 +14,8 @@ import pandas as pd
 
 from ..core.stats import empirical_rate
 
-from .design import OUTCOMES, RATE_WINDOW, REGIME_TOL, RELATIVE_TARGET, STALL_RATIO
+from .design import OUTCOMES, RATE_WINDOW, RELATIVE_TARGET, STALL_RATIO
+from .path_step import rise_mask
 
 RUN_KEYS = ["experiment", "protocol", "twin_init", "dataset", "beta", "beta_ffn", "n_layers", "lr", "seed"]
 CONFIG_KEYS = ["experiment", "protocol", "twin_init", "n_layers", "beta", "beta_ffn"]
@@ -37,10 +38,7 @@ def left_regime_at(loss: np.ndarray) -> float:
     theorem's regime. Why this proves it: where Φ is L-smooth along the step, GD with μ < 2/L
     lowers Φ (the descent lemma), so a rise shows μ ≥ 2/L on that segment. The converse does not
     hold: a run never flagged may still have had μ > 2/L somewhere (the count is a lower bound)."""
-    loss = np.asarray(loss, dtype=float)
-    with np.errstate(invalid="ignore"):
-        up = ~np.isfinite(loss[1:]) | (loss[1:] > (1.0 + REGIME_TOL) * loss[:-1])
-    hits = np.flatnonzero(up)
+    hits = np.flatnonzero(rise_mask(loss))
     return float(hits[0]) if hits.size else math.nan
 
 
