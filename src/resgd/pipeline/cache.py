@@ -185,12 +185,11 @@ class ResultsCache:
         content = record.get("content")
         if not isinstance(content, bytes) or _checksum(content) != record.get("sha256"):
             return "its content does not match its checksum"
-        if record.get("code") != _code():
-            return None  # sound, but another code's: not unpickled only to be recomputed
         try:
-            return (pickle.loads(content),)
+            value = pickle.loads(content)
         except Exception as err:  # noqa: BLE001
             return f"content unreadable: {type(err).__name__}"
+        return (value,) if record.get("code") == _code() else None  # sound, but another code's
 
     @contextmanager
     def lock(self, key: str, *, wait: bool = True) -> Iterator[bool]:
