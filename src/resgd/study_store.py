@@ -2,8 +2,9 @@
 
 What the store holds is what the full book's pages compute with gradient descent and cache: every
 training run and every L̂ of the Jena and SST-2 pages (their stand-in row included) and of the
-claims' map (:func:`design`, the same calls the pages make). Pages 1-3 and 7 compute their own,
-cheaper numbers in every build.
+claims' map, and the costly tables of pages 2, 3 and 7 in chunks (:mod:`resgd.pipeline.stored_tables`:
+the certificate sweep and regime map, the collapse training, the null simulation), all by
+:func:`design`, the same calls the pages make. The pages' cheaper numbers are computed in every build.
 
 * :func:`refresh` (``make results``): re-checks the entries already stored (each run's first
   iterations re-executed; stale ones dropped), computes what the design needs and the store lacks
@@ -12,7 +13,7 @@ cheaper numbers in every build.
 * :func:`verify` (``make verify``, CI): (1) every object's checksum and every key recomputed from its
   recorded configuration, data and arithmetic; (2) every stored run re-executed for its first
   :data:`FIRST_ITERATIONS` iterations; (3) a sample, drawn with the commit as seed, one entry of each
-  shape (kind × data set × size × depth), re-executed to its end. All bit for bit; the report goes to
+  shape (kind × data set × size × depth; a table chunk of each producer), re-executed to its end. All bit for bit; the report goes to
   ``<results>/verification.json`` for the book's *Reproduce* page.
 """
 
@@ -34,6 +35,7 @@ from . import settings
 from .infra import arithmetic
 from .infra.atomic import write_json
 from .pipeline import store as store_module
+from .pipeline import stored_tables
 from .pipeline.store import ArithmeticMismatch, Store, StoreError
 
 FIRST_ITERATIONS = 10
@@ -49,7 +51,8 @@ class VerifyFailed(StoreError):
 
 
 def design(*, n_jobs: int = 2, scheduler: str | None = None, progress: bool = True) -> None:
-    """Compute (or read) every result the full book's pages 4, 5 and 6 use, as the pages do."""
+    """Compute (or read) every result the full book's pages 4, 5 and 6 use, and the costly tables of
+    pages 2, 3 and 7, as the pages do."""
     from .experiments import study as ex
     from .experiments.sources import STANDIN_ARMS, standin_settings
     from .experiments.twin import twin_table
@@ -63,6 +66,22 @@ def design(*, n_jobs: int = 2, scheduler: str | None = None, progress: bool = Tr
         if dataset == "jena":
             ex.run_experiments(standin_settings(s), only=STANDIN_ARMS, **engine)
     rb.build_map(False, **engine)
+    pages_tables(n_jobs=n_jobs, scheduler=scheduler)
+
+
+def pages_tables(*, n_jobs: int = 2, scheduler: str | None = None) -> None:
+    """The stored tables of pages 2, 3 and 7 (:mod:`resgd.pipeline.stored_tables`), computed as the
+    full book's pages compute them."""
+    from .collapse import study as collapse
+    from .collapse.training import training_tables
+    from .experiments.null_rates import book_null_rates
+    from .theorem1 import regime_map, study as theory
+
+    p = theory.preset(False)
+    theory.certificate_sweep(p, n_jobs=n_jobs, scheduler=scheduler)
+    regime_map.regime_map(p, n_jobs=n_jobs, scheduler=scheduler)  # the book's subset of the map
+    training_tables(collapse.preset(False))
+    book_null_rates(quick=False)
 
 
 # ---------------------------------------------------------------------------------------- helpers
@@ -89,6 +108,8 @@ def _config(record: dict[str, Any]):
 def _key(record: dict[str, Any]) -> str:
     from .experiments.run_config import entry_key
 
+    if record["kind"] == stored_tables.KIND:
+        return stored_tables.record_key(record)
     return entry_key(_config(record), record["kind"], dtype=record["dtype"])
 
 
@@ -164,6 +185,8 @@ def frame_differs(stored: pd.DataFrame, fresh: pd.DataFrame) -> str:
 
 
 def _label(record: dict[str, Any]) -> str:
+    if record["kind"] == stored_tables.KIND:
+        return stored_tables.record_label(record)
     c = record["config"]
     model, gd = c["model"], c["gd"]
     return (f"{record['kind']} {c['dataset']['name']} N={c['dataset']['n_train']} L={model['n_layers']} "
@@ -171,6 +194,8 @@ def _label(record: dict[str, Any]) -> str:
 
 
 def _stratum(record: dict[str, Any]) -> tuple:
+    if record["kind"] == stored_tables.KIND:  # a page's table: one chunk of each producer
+        return (record["kind"], record["config"]["producer"])
     c = record["config"]
     return (record["kind"], c["dataset"]["name"], c["dataset"]["n_train"], c["model"]["n_layers"], record["dtype"])
 
@@ -221,7 +246,9 @@ def check_keys(st: Store, keys: Iterable[str]) -> dict[str, str]:
         except Exception as exc:  # noqa: BLE001 - any failure to rebuild the key is the entry's problem
             problems[key] = f"its configuration cannot be rebuilt ({type(exc).__name__}: {exc})"
             continue
-        if again != key:
+        if again != key and record["kind"] == stored_tables.KIND:
+            problems[key] = f"filed under {key} but its producer, parameters and arithmetic give {again} ({_label(record)})"
+        elif again != key:
             from .data.spec import data_fingerprint
 
             config = _config(record)
@@ -263,8 +290,14 @@ def check_first_iterations(st: Store, keys: Iterable[str], *, n_jobs: int, sched
 def check_whole(st: Store, keys: Iterable[str], *, n_jobs: int, scheduler: str | None = None,
                 progress: bool = True) -> dict[str, str]:
     """Entries that, re-executed to their end, differ from the stored ones in any bit."""
-    jobs = {key: (st.entries[key]["kind"], _config(st.entries[key])) for key in keys}
+    keys = list(keys)
+    tables = [k for k in keys if st.entries[k]["kind"] == stored_tables.KIND]
+    jobs = {key: (st.entries[key]["kind"], _config(st.entries[key])) for key in keys if key not in tables}
     fresh = _execute(jobs, n_jobs=n_jobs, scheduler=scheduler, desc="sample to the end", progress=progress)
+    for key in tables:
+        config = st.entries[key]["config"]
+        fresh[key] = stored_tables.compute(config["producer"], config["params"])
+        jobs[key] = None
     problems = {}
     for key in jobs:
         where = frame_differs(st.get(key), fresh[key])

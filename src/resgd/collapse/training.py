@@ -12,6 +12,7 @@ import torch
 from ..core.model import ModelConfig, init_params
 from ..core.stacked import train_runs
 from ..core.train import GDConfig
+from ..pipeline import stored_tables
 from ..pipeline.presets import INPUT_D, INPUT_N, INPUT_SEED, INPUT_TOKENS
 from ..infra.threads import torch_threads
 from ..validation import check_choice
@@ -141,7 +142,26 @@ def training_comparison(
     one d_qk train together where that pays (:func:`resgd.core.stacked.worth_stacking`; a run's
     history does not depend on its stack), else one at a time.
     """
-    X = sweep_input(X, N, n, d, input_seed)
+    if X is None and Y is None and threads == 1:  # the data follow from the parameters: one stored chunk per d_qk
+        params = [dict(d_qks=[int(d_qk)], betas=list(betas), seeds=list(seeds), logit_scale=logit_scale, qk_scale=qk_scale,
+                       m=m, lr=lr, iterations=iterations, record_every=record_every, reduction=reduction, target=target,
+                       N=N, n=n, d=d, input_seed=input_seed) for d_qk in d_qks]
+        return pd.concat(stored_tables.chunks("collapse/training", params), ignore_index=True)
+    return _train(d_qks=d_qks, betas=betas, seeds=seeds, logit_scale=logit_scale, qk_scale=qk_scale, m=m, lr=lr,
+                  iterations=iterations, record_every=record_every, reduction=reduction, target=target,
+                  X=sweep_input(X, N, n, d, input_seed), Y=Y, threads=threads)
+
+
+def training_chunk(params: dict) -> pd.DataFrame:
+    """One stored chunk of :func:`training_comparison` (:mod:`resgd.pipeline.stored_tables`): its
+    runs at one d_qk, from its parameters as the store files them (JSON)."""
+    p = dict(params)
+    X = sweep_input(None, p.pop("N"), p.pop("n"), p.pop("d"), p.pop("input_seed"))
+    return _train(**p, X=X, Y=None, threads=1)
+
+
+def _train(*, d_qks, betas, seeds, logit_scale, qk_scale, m, lr, iterations, record_every, reduction, target, X, Y,
+           threads) -> pd.DataFrame:
     Y = make_target(X, target) if Y is None else Y
     gd = GDConfig(lr=float(lr), iterations=int(iterations), reduction=reduction, record_every=int(record_every))
     frames = []

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..pipeline import stored_tables
 from .claims import FACTORIAL_RULE, check_beta_monotone, check_depth_pooled, check_depth_residual_helps, check_factorial, check_residual_helps
 from .design import ALPHA, FACTORIAL_CELLS
 
@@ -74,24 +75,43 @@ def null_rates(n_sets: int = 5000, *, seeds: int = 3, interval_seeds: int = 8,
     """Per rule (the design's :data:`RULES` and the :data:`REPLAYED` ones) and within-seed
     correlation: the fraction of ``n_sets`` no-effect data sets on which the verdict says "holds" and
     "fails", with the Monte Carlo standard error and the design's bound :data:`ALPHA`."""
-    rng = np.random.default_rng(seed)
-    rows = []
+    chunks = []
     for replayed, rules in ((False, RULES), (True, REPLAYED)):
         for name, rule, experiment in rules:
             n = interval_seeds if rule == "interval" else seeds
             for rho in (correlations if experiment == "depth" else correlations[:1]):
-                counts = {"holds": 0, "fails": 0}
-                for _ in range(n_sets):
-                    outcome = _check(name, rule, _table(rng, experiment, n, betas, depths, rho)).outcome
-                    if outcome in counts:
-                        counts[outcome] += 1
-                for direction, count in counts.items():
-                    p = count / n_sets
-                    shown = FACTORIAL_RULE if experiment == "factorial" else rule
-                    rows.append({"check": name, "rule": shown, "seeds": n, "correlation": rho, "direction": direction,
-                                 "rate": p, "se": math.sqrt(max(p * (1 - p), 1e-12) / n_sets), "bound": ALPHA,
-                                 "sets": n_sets, "replayed": replayed})
+                chunks.append({"check": name, "rule": rule, "experiment": experiment, "seeds": n, "correlation": rho,
+                               "replayed": replayed, "sets": n_sets, "betas": list(betas), "depths": list(depths),
+                               "seed": seed, "stream": len(chunks)})
+    return pd.concat(stored_tables.chunks("claims/null-rates", chunks), ignore_index=True)
+
+
+def null_chunk(params: dict) -> pd.DataFrame:
+    """One stored chunk of :func:`null_rates` (:mod:`resgd.pipeline.stored_tables`): one rule at one
+    correlation, its data sets drawn from their own stream (``seed``, ``stream``), so the table is
+    the same whichever chunks come from the store."""
+    rng = np.random.default_rng([params["seed"], params["stream"]])
+    name, rule, experiment, n_sets = params["check"], params["rule"], params["experiment"], params["sets"]
+    counts = {"holds": 0, "fails": 0}
+    for _ in range(n_sets):
+        table = _table(rng, experiment, params["seeds"], params["betas"], params["depths"], params["correlation"])
+        outcome = _check(name, rule, table).outcome
+        if outcome in counts:
+            counts[outcome] += 1
+    rows = []
+    for direction, count in counts.items():
+        p = count / n_sets
+        rows.append({"check": name, "rule": FACTORIAL_RULE if experiment == "factorial" else rule,
+                     "seeds": params["seeds"], "correlation": params["correlation"], "direction": direction, "rate": p,
+                     "se": math.sqrt(max(p * (1 - p), 1e-12) / n_sets), "bound": ALPHA, "sets": n_sets,
+                     "replayed": params["replayed"]})
     return pd.DataFrame(rows)
+
+
+def book_null_rates(quick: bool) -> pd.DataFrame:
+    """The claims page's table: 800 data sets per rule and 3 seeds for the sign rules in full mode
+    (300 and 2 in quick mode)."""
+    return null_rates(300, seeds=2) if quick else null_rates(800, seeds=3)
 
 
 def null_rates_path(mode: str, directory: str | os.PathLike | None = None) -> Path:

@@ -21,7 +21,7 @@ from ..core.model import ModelConfig, forward, init_params
 from ..core.stats import empirical_rate, spearman
 from ..core.stacked import DivergenceError, train_gd, train_stacked
 from ..core.train import GDConfig
-from ..pipeline.sweep import Group, execute
+from ..pipeline import stored_tables
 from ..infra.threads import torch_threads
 from ..validation import ConfigError
 from ..words import agree, count_noun
@@ -209,10 +209,12 @@ SWEEP_COLUMNS = (
 )
 
 
-def _sweep_rows(arg: tuple) -> list[dict]:
-    """A grouped sweep task: :func:`run_configs` of the configurations of one task key."""
-    configs, iterations, kwargs = arg
-    return run_configs(configs, iterations, **kwargs)
+def sweep_chunk(params: dict) -> pd.DataFrame:
+    """One stored chunk of :func:`rate_sweep` (:mod:`resgd.pipeline.stored_tables`): the rows of the
+    configurations of one task key, from its parameters as the store files them (JSON)."""
+    configs = [SweepConfig(**c) for c in params["configs"]]
+    kwargs = dict(params["kwargs"], window=tuple(params["kwargs"]["window"]))
+    return pd.DataFrame(run_configs(configs, params["iterations"], **kwargs), columns=SWEEP_COLUMNS)
 
 
 def rate_sweep(configs: Iterable[SweepConfig], *, iterations: int = 300, lr_factor: float = 0.5,
@@ -227,8 +229,9 @@ def rate_sweep(configs: Iterable[SweepConfig], *, iterations: int = 300, lr_fact
     ``lazy_rate = −2 log(1 − lr·σ_M²(H⁽⁰⁾))``, the ``empirical_rate`` over the window, the
     :func:`bound_check` columns, ``vacuous`` (:data:`VACUOUS_RATIO`), the path checks
     (:data:`resgd.theorem1.path.PATH_COLUMNS`) and the spectrum of Z at the end. Configurations of
-    one :func:`task_key` train in one stack; the stacks run on the pipeline's sweep engine
-    (``n_jobs`` single-threaded workers, or ``scheduler``); rows come back in ``configs`` order.
+    one :func:`task_key` train in one stack, one chunk of the results store (:func:`sweep_chunk`);
+    the stacks the store lacks run on the pipeline's sweep engine (``n_jobs`` single-threaded
+    workers, or ``scheduler``); rows come back in ``configs`` order.
     """
     configs = list(configs)
     kwargs = {"lr_factor": lr_factor, "alpha_factor": alpha_factor, "window": tuple(window),
@@ -236,10 +239,13 @@ def rate_sweep(configs: Iterable[SweepConfig], *, iterations: int = 300, lr_fact
     groups: dict[SweepConfig, list[int]] = {}
     for i, c in enumerate(configs):
         groups.setdefault(task_key(c), []).append(i)
-    tasks = [Group(tuple(str(i) for i in members), _sweep_rows, (tuple(configs[i] for i in members), iterations, kwargs))
-             for members in groups.values()]
-    rows = dict(execute(tasks, n_jobs=n_jobs, scheduler=scheduler))
-    return pd.DataFrame([rows[str(i)] for i in range(len(configs))], columns=SWEEP_COLUMNS)
+    members = list(groups.values())
+    params = [{"configs": [asdict(configs[i]) for i in group], "iterations": int(iterations), "kwargs": kwargs}
+              for group in members]
+    rows: dict[int, dict] = {}
+    for group, frame in zip(members, stored_tables.chunks("theorem1/sweep", params, n_jobs=n_jobs, scheduler=scheduler)):
+        rows.update(zip(group, frame.to_dict("records")))
+    return pd.DataFrame([rows[i] for i in range(len(configs))], columns=SWEEP_COLUMNS)
 
 
 def sweep_summary(sweep: pd.DataFrame) -> dict:
