@@ -203,12 +203,18 @@ return {
 """
 
 
-# The page's h1/h2/h3 in document order: the outline's titles (mathematics as its plain text), the id
-# its section's links point at (Chromium writes a named destination for it: its page) and the text
-# before any mathematics, which finds the heading in the PDF's text when it has no destination.
+# The page's h1/h2/h3 in document order: the outline's titles (mathematics as its plain text), an id
+# given to each heading and linked from its headerlink (Chromium writes a named destination for the
+# target of every link: the heading's page) and the text before any mathematics, which finds the
+# heading in the PDF's text when it has no destination. Run before CONTENTS, which reads the ids.
 HEADINGS = """
 const main = document.querySelector('article.bd-article, main, [role=main]') || document.body;
-return Array.from(main.querySelectorAll('h1, h2, h3')).map(h => {
+return Array.from(main.querySelectorAll('h1, h2, h3')).map((h, i) => {
+  // an id of its own (the merged pages repeat ids such as id1), which its headerlink points at
+  h.id = 'resgd-heading-' + i;
+  let link = h.querySelector('a.headerlink');
+  if (!link) { link = document.createElement('a'); link.className = 'headerlink'; h.append(link); }
+  link.setAttribute('href', '#' + h.id);
   const copy = h.cloneNode(true);
   copy.querySelectorAll('.headerlink').forEach(n => n.remove());
   const bare = copy.cloneNode(true);
@@ -221,17 +227,23 @@ return Array.from(main.querySelectorAll('h1, h2, h3')).map(h => {
     if (node.nodeType === 1 && (node.matches('mjx-container, .math') || node.querySelector('mjx-container, .math'))) break;
     key += node.textContent;
   }
-  const target = h.id ? h : h.closest('section[id]');
-  return {level: Number(h.tagName[1]), title: copy.textContent.replace(/\\s+/g, ' ').trim(), key: key.trim(),
-          id: target ? target.id : ''};
+  return {level: Number(h.tagName[1]), title: copy.textContent.replace(/\\s+/g, ' ').trim(), key: key.trim(), id: h.id};
 }).filter(h => h.title);
 """
 
 
-# The printed Contents' entries (Jupyter Book's print-only table of contents): the ids they link to;
-# with a page number for each (arguments[0], id -> number), each entry gets it at the right margin.
+# The printed Contents' entries (Jupyter Book's print-only table of contents): for each, the id it links
+# to (a mark before the chapter's section) and the id HEADINGS gave the chapter's first heading, whose
+# page it shows; with a page number for each (arguments[0], link id -> number), each entry gets it at
+# the right margin.
 CONTENTS = """
-return Array.from(document.querySelectorAll('#jb-print-toc a[href^="#"]')).map(a => decodeURIComponent(a.getAttribute('href').slice(1)));
+return Array.from(document.querySelectorAll('#jb-print-toc a[href^="#"]')).map(a => {
+  const id = decodeURIComponent(a.getAttribute('href').slice(1));
+  let el = document.getElementById(id);
+  while (el && !el.matches('section') && !el.querySelector('h1, h2, h3')) el = el.nextElementSibling;
+  const h = el && (el.matches('h1, h2, h3') ? el : el.querySelector('h1, h2, h3'));
+  return [id, h ? h.id : id];
+});
 """
 CONTENTS_PAGES = """
 const numbers = arguments[0];
@@ -287,8 +299,8 @@ def destination_pages(pdf: bytes) -> dict[str, int]:
 
 
 def heading_pages(headings: Sequence[dict], pdf: bytes) -> list[int | None]:
-    """Each heading's page index: its section's destination, else (no destination: no link points at
-    it) the page :func:`locate` finds its text on."""
+    """Each heading's page index: its destination (HEADINGS links each heading), else the page
+    :func:`locate` finds its text on."""
     from pypdf import PdfReader
 
     dests = destination_pages(pdf)
@@ -392,7 +404,7 @@ def print_with_contents_pages(driver, max_passes: int = 3) -> tuple[bytes, dict[
     for _ in range(max_passes):
         pdf = base64.b64decode(driver.execute_cdp_cmd("Page.printToPDF", PRINT_OPTIONS)["data"])
         dests = destination_pages(pdf)
-        numbers = {t: dests[t] + 1 for t in targets if t in dests}
+        numbers = {link: dests[heading] + 1 for link, heading in targets if heading in dests}
         if numbers == printed:
             return pdf, numbers
         driver.execute_script(CONTENTS_PAGES, numbers)
