@@ -174,3 +174,114 @@ def test_image_count_matches_pypdf_on_the_built_pdf():
     assert with_images, "no page with an image"
     for page in with_images + without:
         assert image_count(page.get("/Resources")) == len(page.images)
+
+
+# --- Layout on paper: numbers whole, nothing past the text column, every section bookmarked, the
+# Contents numbered (issue 57).
+
+NUMBER = re.compile(r"[-−+]?(?:\d[\d.,]*\d|\d)(?:e[-+]?\d+)?%?")
+
+
+def numbers(text: str) -> list[str]:
+    """The numbers of two or more characters in ``text`` (a one-digit number cannot be split)."""
+    return [m for m in NUMBER.findall(text) if len(m) >= 2]
+
+
+def split_numbers(tables: list[list[str]], pdf_text: str) -> list[str]:
+    """Each table (its cells' numbers) whose numbers the PDF's text holds fewer times than the
+    tables do: a number broken across lines reads as two numbers. The prose may hold a number too,
+    never fewer."""
+    from collections import Counter
+
+    want = Counter(n for table in tables for n in table)
+    have = Counter(numbers(pdf_text))
+    short = {n for n in want if have[n] < want[n]}
+    return [f"table {i + 1}: {sorted(short & set(table))[:4]} not whole in the PDF"
+            for i, table in enumerate(tables) if short & set(table)]
+
+
+def book_tables() -> list[list[str]]:
+    """The numbers of each table the single-page book shows (not the no-JavaScript stand-ins)."""
+    page = BeautifulSoup(single_page(ROOT).read_text(encoding="utf8"), "html.parser")
+    return [[n for cell in t.find_all(["td", "th"]) for n in numbers(cell.get_text(" "))]
+            for t in page.find_all("table") if not t.find_parent("noscript")]
+
+
+def outside_column(glyphs: list[tuple[int, float, str]], left: float, right: float) -> list[str]:
+    """Text drawn past the text column (page index, x in points, text): a table or an equation wider
+    than the column (the print CSS lets nothing clip it). Text far left of the page is Chromium's
+    off-screen copy of hidden elements (x < 0), not drawn on the page."""
+    return [f"page {page + 1}: {text!r} at x = {x:.0f} pt (column {left:.0f}–{right:.0f})"
+            for page, x, text in glyphs if (x > right + 1 or 0 <= x < left - 1)]
+
+
+def glyph_positions(reader) -> list[tuple[int, float, str]]:
+    out = []
+    for i, page in enumerate(reader.pages):
+        def visit(text, cm, tm, font, size, i=i):
+            if text.strip():
+                out.append((i, tm[4] * cm[0] + tm[5] * cm[2] + cm[4], text))
+        page.extract_text(visitor_text=visit)
+    return out
+
+
+def test_no_number_is_broken_across_lines_in_a_table(pdf):
+    pages, _ = pdf
+    tables = book_tables()
+    assert len(tables) >= 20 and sum(map(len, tables)) > 1000, f"{len(tables)} tables"
+    problems = split_numbers(tables, "\n".join(pages))
+    assert not problems, f"{len(problems)} of {len(tables)} tables:\n" + "\n".join(problems[:20])
+
+
+def test_no_table_or_equation_runs_past_the_text_column():
+    from pypdf import PdfReader
+
+    from resgd.publish.pdf import PRINT_OPTIONS
+
+    reader = PdfReader(require_pdf())
+    width = float(reader.pages[0].mediabox.width)
+    left, right = PRINT_OPTIONS["marginLeft"] * 72, width - PRINT_OPTIONS["marginRight"] * 72
+    problems = outside_column(glyph_positions(reader), left, right)
+    assert not problems, f"{len(problems)} pieces of text past the column:\n" + "\n".join(problems[:20])
+
+
+def test_every_chapter_and_section_is_bookmarked_on_its_page():
+    from pypdf import PdfReader
+
+    reader = PdfReader(require_pdf())
+    page = BeautifulSoup(single_page(ROOT).read_text(encoding="utf8"), "html.parser")
+    main = page.select_one("article.bd-article, main, [role=main]") or page  # as pdf.HEADINGS reads it
+    heads = main.find_all(["h2", "h3"])  # the single page's h1 is the book's title
+
+    def walk(items):
+        for item in items:
+            yield from (walk(item) if isinstance(item, list) else [item])
+
+    marks = list(walk(reader.outline))
+    assert len(marks) == len(heads), f"{len(marks)} bookmarks for {len(heads)} chapters and sections"
+    for mark in marks:
+        text = squash(reader.pages[reader.get_destination_page_number(mark)].extract_text() or "")
+        assert squash(mark.title)[:12] in text, f"bookmark {mark.title!r} not on its page"
+
+
+def test_printed_contents_gives_each_chapters_page():
+    from pypdf import PdfReader
+
+    reader = PdfReader(require_pdf())
+    chapters = {c.title: reader.get_destination_page_number(c) + 1 for c in reader.outline
+                if not isinstance(c, list) and re.match(r"\d+\. ", c.title)}  # not the intro's sections
+    first = reader.pages[0].extract_text() or ""
+    numbered = dict(re.findall(r"(?m)^(\d+\. .+?) (\d+)$", first))
+    assert len(numbered) >= len(chapters) - 1, f"{len(numbered)} numbered Contents lines for {len(chapters)} chapters"
+    wrong = [(title, numbered[title], page) for title, page in chapters.items()
+             if title in numbered and int(numbered[title]) != page]
+    assert not wrong, f"Contents says page N, the chapter is on page M: {wrong}"
+
+
+def test_checker_finds_a_split_number_and_text_past_the_column():
+    tables = [numbers("0.00 / 1718 / 8"), numbers("2.551681e-09 0.5")]
+    assert split_numbers(tables, "0.00 / 1718 / 8\n2.551681e-09 0.5") == []
+    assert split_numbers(tables, "prose 1718\n0.00 / 171\n8\n2.551681e-\n09 0.5") == ["table 2: ['2.551681e-09'] not whole in the PDF"]
+    assert len(split_numbers(tables, "0.00 / 171\n8 2.551681e-0\n9 0.5")) == 2
+    assert outside_column([(0, 50, "a"), (0, -9000, "hidden"), (1, 560, "Φ")], 43.2, 552.7) == \
+        ["page 2: 'Φ' at x = 560 pt (column 43–553)"]

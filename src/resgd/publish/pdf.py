@@ -54,17 +54,117 @@ PRINT_OPTIONS = {
                       '<span class="pageNumber"></span> / <span class="totalPages"></span></div>',
 }
 
-# Paper has no horizontal scrollbar: long code lines wrap instead of being cut at the margin.
+# Paper has no horizontal scrollbar: long code lines wrap instead of being cut at the margin; a table
+# wraps its text at spaces only, never inside a number (FIT_LAYOUT keeps each number on one line and
+# scales a table that is still wider than the column), its header repeats on each page, a row is not
+# split between pages; mathematics is never clipped (FIT_LAYOUT scales what is wider than the column);
+# a chapter starts on a new page, a heading stays with what follows it; the Contents' page numbers
+# (CONTENTS_PAGES) sit at the right margin.
 PRINT_CSS = """
 const style = document.createElement('style');
 style.textContent = `@media print {
   pre { white-space: pre-wrap !important; overflow-wrap: anywhere; }
-  .highlight, .cell_output, .output, mjx-container { overflow: visible !important; }
-  table { max-width: 100% !important; font-size: 0.78em; }
-  th, td { overflow-wrap: anywhere; word-break: break-word; }
+  .highlight, .cell_output, .output, div.math, span.math, mjx-container { overflow: visible !important; }
+  table { max-width: 100% !important; font-size: 0.78em; table-layout: auto !important; }
+  thead { display: table-header-group; }
+  tr { break-inside: avoid; }
+  th, td { overflow-wrap: normal !important; word-break: normal !important; hyphens: manual !important;
+           padding: 0.2em 0.35em !important; }
+  .resgd-num { white-space: nowrap; }
+  h1, h2, h3, h4 { break-after: avoid-page; break-inside: avoid-page; }
+  .toctree-wrapper > section:has(> h2) { break-before: page; }
+  #jb-print-toc a.resgd-toc-numbered { display: flex !important; gap: 1em; }
+  #jb-print-toc .resgd-toc-page { margin-left: auto; white-space: nowrap; }
 }`;
 document.head.appendChild(style);
 """
+
+# Laid out as on paper (print media, the page's text width), before printing: each number in a table
+# cell becomes one unbreakable span; a table wider than its column is zoomed down to fit (no further
+# than MIN_TABLE_ZOOM); displayed mathematics wider than its column is set smaller to fit, inline
+# mathematics that would run past the margin moves to its own line (and is set smaller when even a
+# line is too short). Returns what still does not fit (layout_problems reads it).
+FIT_LAYOUT = r"""
+const minZoom = arguments[0];
+const main = document.querySelector('article.bd-article, main, [role=main]') || document.body;
+const NUM = /[-−+]?(?:\d[\d.,]*\d|\d)(?:e[-+]?\d+)?%?/g;
+const numbers = cell => {
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  const nodes = []; let n;
+  while ((n = walker.nextNode())) if (!n.parentElement.closest('.resgd-num, mjx-container')) nodes.push(n);
+  nodes.forEach(node => {
+    const text = node.textContent, frag = document.createDocumentFragment();
+    let at = 0, m; NUM.lastIndex = 0;
+    while ((m = NUM.exec(text))) {
+      if (m[0].length < 2) continue;
+      frag.append(text.slice(at, m.index));
+      const span = document.createElement('span'); span.className = 'resgd-num'; span.textContent = m[0];
+      frag.append(span); at = m.index + m[0].length;
+    }
+    if (at) { frag.append(text.slice(at)); node.replaceWith(frag); }
+  });
+};
+// a number drawn on more than one line
+const split = cell => Array.from(cell.querySelectorAll('.resgd-num')).some(s =>
+  new Set(Array.from(s.getClientRects()).filter(r => r.width > 0).map(r => Math.round(r.top))).size > 1);
+const width = el => el.getBoundingClientRect().width;
+// the column an element must fit: the content box of its nearest block ancestor (a displayed
+// equation's: its own div.math)
+const block = el => { let p = el.parentElement; while (p && getComputedStyle(p).display.startsWith('inline')) p = p.parentElement; return p; };
+const bounds = el => { const r = el.getBoundingClientRect(), s = getComputedStyle(el);
+                       return [r.left + parseFloat(s.paddingLeft) - 1, r.right - parseFloat(s.paddingRight) + 1]; };
+const columnOf = el => el.matches('mjx-container[display="true"]') ? bounds(el.parentElement) : bounds(block(el));
+const over = (el, inner) => { const [left, right] = columnOf(el), r = (inner || el).getBoundingClientRect();
+                              return r.width > 0 && (r.right > right || r.left < left); };
+// a column name such as iterations_to_target may break after its underscores
+const breakNames = t => t.querySelectorAll('th').forEach(th => {
+  const walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT); const nodes = []; let n;
+  while ((n = walker.nextNode())) if (n.textContent.includes('_')) nodes.push(n);
+  nodes.forEach(node => { const frag = document.createDocumentFragment();
+    node.textContent.split(/(?<=_)/).forEach((part, i) => { if (i) frag.append(document.createElement('wbr')); frag.append(part); });
+    node.replaceWith(frag); });
+});
+const tables = Array.from(main.querySelectorAll('table')).filter(t => width(t) > 0);
+const zoomed = [];
+tables.forEach(t => {
+  t.querySelectorAll('td, th').forEach(numbers);
+  if (over(t)) breakNames(t);
+  let zoom = 1;
+  for (let i = 0; i < 4; i++) {
+    const [left, right] = columnOf(t), r = t.getBoundingClientRect();
+    if (r.right <= right || zoom <= minZoom) break;
+    zoom = Math.max(minZoom, zoom * (right - left) / r.width * 0.99);
+    t.style.zoom = zoom;
+  }
+  if (zoom < 1) zoomed.push(Math.round(zoom * 100) / 100);
+});
+// true when the equation was set smaller
+const fitMath = m => {
+  const inner = m.querySelector('mjx-math') || m;
+  const display = m.getAttribute('display') === 'true';
+  let smaller = false;
+  for (let i = 0; i < 5; i++) {
+    const [left, right] = columnOf(m), r = inner.getBoundingClientRect();
+    if (r.right <= right && r.left >= left) break;
+    if (!display && m.style.display !== 'inline-block') { m.style.display = 'inline-block'; continue; }
+    const size = parseFloat(m.style.fontSize || '100') || 100;
+    m.style.fontSize = (size * (right - left) / r.width * 0.98) + '%';
+    smaller = true;
+  }
+  return smaller;
+};
+const scaled = Array.from(main.querySelectorAll('mjx-container')).filter(fitMath).length;
+const mathOver = Array.from(main.querySelectorAll('mjx-container')).filter(m => over(m, m.querySelector('mjx-math') || m));
+const label = el => (el.querySelector('mjx-assistive-mml') || el).textContent.replace(/\s+/g, ' ').trim().slice(0, 60);
+return {
+  tables: tables.length, zoomed: zoomed,
+  splitTables: tables.filter(t => Array.from(t.querySelectorAll('td, th')).some(split)).map(label),
+  wideTables: tables.filter(t => over(t)).map(label),
+  math: main.querySelectorAll('mjx-container').length, mathScaled: scaled, wideMath: mathOver.map(label),
+};
+"""
+MIN_TABLE_ZOOM = 0.55
+"""A wide table is zoomed no further (0.78em × 0.85 × 0.55: about 4.5 pt); past this it is reported."""
 
 # Paper has no server: a link into the single page becomes a jump inside the PDF (its fragment),
 # a link to another file of the site (a figure at full size, the PDF itself) plain text. The build's
@@ -103,11 +203,18 @@ return {
 """
 
 
-# The page's h1/h2/h3 in document order: the outline's titles (mathematics as its plain text) and the
-# text before any mathematics, which is how the heading is found in the PDF's extracted text.
+# The page's h1/h2/h3 in document order: the outline's titles (mathematics as its plain text), an id
+# given to each heading and linked from its headerlink (Chromium writes a named destination for the
+# target of every link: the heading's page) and the text before any mathematics, which finds the
+# heading in the PDF's text when it has no destination. Run before CONTENTS, which reads the ids.
 HEADINGS = """
 const main = document.querySelector('article.bd-article, main, [role=main]') || document.body;
-return Array.from(main.querySelectorAll('h1, h2, h3')).map(h => {
+return Array.from(main.querySelectorAll('h1, h2, h3')).map((h, i) => {
+  // an id of its own (the merged pages repeat ids such as id1), which its headerlink points at
+  h.id = 'resgd-heading-' + i;
+  let link = h.querySelector('a.headerlink');
+  if (!link) { link = document.createElement('a'); link.className = 'headerlink'; h.append(link); }
+  link.setAttribute('href', '#' + h.id);
   const copy = h.cloneNode(true);
   copy.querySelectorAll('.headerlink').forEach(n => n.remove());
   const bare = copy.cloneNode(true);
@@ -120,8 +227,40 @@ return Array.from(main.querySelectorAll('h1, h2, h3')).map(h => {
     if (node.nodeType === 1 && (node.matches('mjx-container, .math') || node.querySelector('mjx-container, .math'))) break;
     key += node.textContent;
   }
-  return {level: Number(h.tagName[1]), title: copy.textContent.replace(/\\s+/g, ' ').trim(), key: key.trim()};
+  return {level: Number(h.tagName[1]), title: copy.textContent.replace(/\\s+/g, ' ').trim(), key: key.trim(), id: h.id};
 }).filter(h => h.title);
+"""
+
+
+# The printed Contents' entries (Jupyter Book's print-only table of contents): for each, the id it links
+# to (a mark before the chapter's section) and the id HEADINGS gave the chapter's first heading, whose
+# page it shows; with a page number for each (arguments[0], link id -> number), each entry gets it at
+# the right margin.
+CONTENTS = """
+return Array.from(document.querySelectorAll('#jb-print-toc a[href^="#"]')).map(a => {
+  const id = decodeURIComponent(a.getAttribute('href').slice(1));
+  let el = document.getElementById(id);
+  while (el && !el.matches('section') && !el.querySelector('h1, h2, h3')) el = el.nextElementSibling;
+  const h = el && (el.matches('h1, h2, h3') ? el : el.querySelector('h1, h2, h3'));
+  return [id, h ? h.id : id];
+});
+"""
+CONTENTS_PAGES = """
+const numbers = arguments[0];
+let done = 0;
+document.querySelectorAll('#jb-print-toc a[href^="#"]').forEach(a => {
+  const n = numbers[decodeURIComponent(a.getAttribute('href').slice(1))];
+  if (n === undefined) return;
+  let span = a.querySelector('.resgd-toc-page');
+  if (!span) {
+    const label = document.createElement('span');
+    label.append(...Array.from(a.childNodes));
+    span = document.createElement('span'); span.className = 'resgd-toc-page';
+    a.append(label, span); a.classList.add('resgd-toc-numbered');
+  }
+  span.textContent = String(n); done++;
+});
+return done;
 """
 
 
@@ -145,6 +284,40 @@ def locate(headings: Sequence[dict], pages: Sequence[str]) -> list[int | None]:
     return out
 
 
+def destination_pages(pdf: bytes) -> dict[str, int]:
+    """The page index of each named destination Chromium wrote (one per element id that a link of the
+    page points at, a section's headerlink included)."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(io.BytesIO(pdf))
+    out = {}
+    for name, dest in reader.named_destinations.items():
+        page = reader.get_destination_page_number(dest)
+        if page >= 0:
+            out[name[1:] if name.startswith("/") else name] = page
+    return out
+
+
+def heading_pages(headings: Sequence[dict], pdf: bytes) -> list[int | None]:
+    """Each heading's page index: its destination (HEADINGS links each heading), else the page
+    :func:`locate` finds its text on."""
+    from pypdf import PdfReader
+
+    dests = destination_pages(pdf)
+    found = locate(headings, [page.extract_text() or "" for page in PdfReader(io.BytesIO(pdf)).pages])
+    return [dests.get(h.get("id") or "", where) for h, where in zip(headings, found)]
+
+
+def layout_problems(layout: dict) -> list[str]:
+    """What FIT_LAYOUT could not make fit the printed column: tables with a number on two lines, tables
+    or mathematics wider than the column."""
+    problems = []
+    for key, what in (("splitTables", "a number broken across lines in table"),
+                      ("wideTables", "table wider than the column"), ("wideMath", "mathematics wider than the column")):
+        problems += [f"{what}: {label!r}" for label in layout.get(key, [])]
+    return problems
+
+
 def outline_headings(headings: Sequence[dict]) -> list[dict]:
     """The headings that get a bookmark, at levels 1 (chapters) and 2 (sections). The chapters are
     the shallowest level with two or more distinct titles: in the single-page book the one h1 is the
@@ -156,13 +329,14 @@ def outline_headings(headings: Sequence[dict]) -> list[dict]:
     return [{**h, "level": h["level"] - top + 1} for h in headings if top <= h["level"] <= top + 1]
 
 
-def add_outline(pdf: bytes, headings: Sequence[dict]) -> tuple[bytes, int]:
-    """``pdf`` with bookmarks for ``headings`` (h2 under the h1 before it), opened with the
-    bookmarks pane showing; returns the new PDF and the number of bookmarks."""
+def add_outline(pdf: bytes, headings: Sequence[dict], pages: Sequence[int | None] | None = None) -> tuple[bytes, int]:
+    """``pdf`` with bookmarks for ``headings`` (h2 under the h1 before it) on ``pages`` (default:
+    :func:`heading_pages`), opened with the bookmarks pane showing; returns the new PDF and the
+    number of bookmarks."""
     from pypdf import PdfReader, PdfWriter
 
     reader = PdfReader(io.BytesIO(pdf))
-    pages = locate(headings, [page.extract_text() or "" for page in reader.pages])
+    pages = heading_pages(headings, pdf) if pages is None else pages
     writer = PdfWriter(clone_from=reader)
     parents: dict[int, object] = {}
     count = 0
@@ -202,8 +376,45 @@ def place_single_page(root: Path) -> Path:
     return write_bytes(single_page(root), built.read_bytes())
 
 
+def print_width_px() -> int:
+    """The printed text column's width in CSS pixels (paper less margins, at PRINT_OPTIONS' scale)."""
+    inches = PRINT_OPTIONS["paperWidth"] - PRINT_OPTIONS["marginLeft"] - PRINT_OPTIONS["marginRight"]
+    return int(inches * 96 / PRINT_OPTIONS["scale"])
+
+
+def fit_layout(driver) -> dict:
+    """Lay the page out as on paper (print media, the text column's width) and make it fit there
+    (FIT_LAYOUT); the page keeps the changes when printed."""
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": print_width_px() - 2, "height": 1100, "deviceScaleFactor": 1, "mobile": False})
+    try:
+        return driver.execute_script(FIT_LAYOUT, MIN_TABLE_ZOOM)
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": ""})
+
+
+def print_with_contents_pages(driver, max_passes: int = 3) -> tuple[bytes, dict[str, int]]:
+    """Print, read the page of each Contents entry's target from the PDF's destinations, write the
+    numbers into the Contents and print again, until the numbers printed are the pages (Chromium
+    cannot number a table of contents itself); returns the PDF and the numbers (1-based)."""
+    targets = driver.execute_script(CONTENTS)
+    printed: dict[str, int] = {}
+    for _ in range(max_passes):
+        pdf = base64.b64decode(driver.execute_cdp_cmd("Page.printToPDF", PRINT_OPTIONS)["data"])
+        dests = destination_pages(pdf)
+        numbers = {link: dests[heading] + 1 for link, heading in targets if heading in dests}
+        if numbers == printed:
+            return pdf, numbers
+        driver.execute_script(CONTENTS_PAGES, numbers)
+        printed = numbers
+    raise BookPdfError(f"the Contents' page numbers did not settle in {max_passes} prints")
+
+
 def print_pdf(page: Path, out: Path, log=print) -> dict:
-    """Print the HTML file ``page`` to ``out``; returns the page's state (see PAGE_STATE)."""
+    """Print the HTML file ``page`` to ``out``; returns the page's state (see PAGE_STATE), what
+    FIT_LAYOUT did (``layout``), the Contents' page numbers and the number of bookmarks."""
     with browser.serve(page.parent) as url, browser.chromium(timeout_s=300) as driver:
         driver.get(f"{url}/{page.name}")
         browser.wait_for_page(driver)
@@ -219,14 +430,25 @@ def print_pdf(page: Path, out: Path, log=print) -> dict:
             problems.append(f"raw TeX {state['rawTex']} left in the text")
         if problems:
             raise BookPdfError(f"{page}: " + "; ".join(problems))
+        layout = fit_layout(driver)
+        state["layout"] = layout
+        log(f"book_pdf: {len(layout['zoomed'])} of {layout['tables']} tables zoomed to fit the column "
+            f"(down to {min(layout['zoomed'], default=1):.2f}), {layout['mathScaled']} equations set smaller")
+        for problem in layout_problems(layout):
+            log(f"book_pdf: warning: {problem}")
         headings = outline_headings(driver.execute_script(HEADINGS))
         links = driver.execute_script(PRINT_LINKS)
         log(f"book_pdf: {links['inside']} links made jumps inside the PDF, {links['dropped']} to other files made text")
         state.update(links)
-        pdf = base64.b64decode(driver.execute_cdp_cmd("Page.printToPDF", PRINT_OPTIONS)["data"])
+        pdf, contents = print_with_contents_pages(driver)
+    state["contents"] = contents
+    log(f"book_pdf: {len(contents)} Contents entries numbered")
     pdf, marks = add_outline(pdf, headings)
     log(f"book_pdf: {marks} of {len(headings)} headings bookmarked")
+    if marks < len(headings):
+        log(f"book_pdf: warning: {len(headings) - marks} headings without a bookmark")
     state["bookmarks"] = marks
+    state["headings"] = len(headings)
     write_bytes(out, pdf)
     return state
 
