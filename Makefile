@@ -66,4 +66,4 @@ chromium:  ## Debian's chromium + chromium-driver for the browser tests, when mi
 	  "sudo apt-get install chromium chromium-driver"; fi
 
 clean:
-	rm -rf _build figures notebooks/*.ipynb  # keeps results/ (the results cache)
+	rm -rf _build figures notebooks/*.ipynb  # keeps results/cache (the run cache); results/tables etc. are links into figures/.resgd-builds, gone with it

@@ -126,3 +126,34 @@ def test_folders_are_locked_in_one_order_by_their_real_paths(tmp_path, monkeypat
     with reproduce.publish_lock([results, tmp_path / "a_link"]):  # one folder, two names: locked once
         pass
     assert taken == [results / reproduce.LOCK_NAME]
+
+
+def test_a_lock_whose_owner_record_cannot_be_read_is_named_then_given_up(tmp_path, monkeypatch):
+    """Before: a cache lock held by something that wrote no "pid host" record (another program, a
+    damaged file) was waited for without end or word. After: named with what to do within
+    UNREADABLE_NAME_S (10 s), and given up once its lock goes unrefreshed for the stated time."""
+    import fcntl
+    import time
+
+    from resgd.pipeline import cache as cache_module
+    from resgd.pipeline.cache import ResultsCache
+
+    monkeypatch.setattr(cache_module, "UNREADABLE_NAME_S", 0.5)
+    cache = ResultsCache(tmp_path / "cache")
+    path = cache.lock_path("k")
+    path.parent.mkdir(parents=True)
+    holder = open(path, "a+b")
+    said = []
+    try:
+        fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
+        holder.write(b"\x00garbage")
+        holder.flush()
+        start = time.monotonic()
+        assert cache.wait_lock("k", on_wait=said.append, give_up_s=2.0) is None
+        waited = time.monotonic() - start
+    finally:
+        holder.close()
+    assert 2.0 <= waited < 6
+    named = [m for m in said if "owner record cannot be read" in m]
+    assert len(named) == 1 and str(path) in named[0] and "remove the file" in named[0]
+    assert "computed here instead" in said[-1]

@@ -125,7 +125,9 @@ def test_a_failure_while_publishing_leaves_every_earlier_output_as_it_was(tmp_pa
     plt.close(fig)
     assert (results / "tables" / "t.csv").read_text() == "old\n"  # not half-updated
     assert not (figures / "good.png").exists()
-    leftovers = [p for p in tmp_path.rglob("*") if p.name.startswith(".")]
+    builds = list((figures / ".resgd-builds" / "builds").iterdir())
+    assert [b.name for b in builds] == [os.readlink(figures / ".resgd-builds" / "current-full").split("/")[-1]]  # the failed build is gone
+    leftovers = [p for p in tmp_path.rglob("*") if p.suffix == ".part" or ".resgd-link-" in p.name]
     assert leftovers == []
 
 

@@ -139,11 +139,12 @@ def reproduce_command(args: argparse.Namespace, parts: Mapping[str, Part] | None
     if "jena" in names:
         _note_jena_source()
     bar = tqdm(names, desc=f"reproduce ({mode})", unit="part")
-    for name in bar:
-        bar.set_postfix_str(name)
-        start = time.perf_counter()
-        functions[name](quick, args.figures_dir, n_jobs=args.jobs, scheduler=scheduler)
-        tqdm.write(f"{name}: done in {time.perf_counter() - start:.1f} s")
+    with settings.mode_set(mode):  # each part publishes under its mode's pointer (resgd.pipeline.reproduce)
+        for name in bar:
+            bar.set_postfix_str(name)
+            start = time.perf_counter()
+            functions[name](quick, args.figures_dir, n_jobs=args.jobs, scheduler=scheduler)
+            tqdm.write(f"{name}: done in {time.perf_counter() - start:.1f} s")
     out(f"reproduce ({mode}): {', '.join(names)} done")
     return 0
 

@@ -20,7 +20,8 @@ see :func:`resgd.pipeline.cache.resolve_cache_dir`).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from .validation import ConfigError
@@ -116,6 +117,21 @@ def mode(flag: str | None = None, *, interactive: bool = False, environ: Mapping
         return "quick" if interactive else "full"
     return _choice("$RESGD_MODE", value, MODES)
 
+
+
+@contextmanager
+def mode_set(value: str) -> Iterator[None]:
+    """``$RESGD_MODE`` set to ``value`` inside the block, as it was after it (``reproduce --quick``:
+    what its parts publish, and any process they start, follows the run's mode)."""
+    before = os.environ.get("RESGD_MODE")
+    os.environ["RESGD_MODE"] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("RESGD_MODE", None)
+        else:
+            os.environ["RESGD_MODE"] = before
 
 def data_dir(environ: Mapping[str, str] | None = None) -> Path | None:
     """``$RESGD_DATA_DIR`` as a folder that exists, or None when unset (a typo must not silently

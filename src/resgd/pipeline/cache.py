@@ -62,6 +62,9 @@ STOPPED_GIVE_UP_S = 120.0
 LOCK_POLL_S = 0.25
 HEARTBEAT_S = 10.0
 """How often a held lock's file gets a fresh mtime (the sign of life an owner on another host gives)."""
+UNREADABLE_NAME_S = 10.0
+"""A lock whose owner record stays unreadable (not "pid host": another program's file, or damaged)
+this long is named, with what to do (a record being written is unreadable for microseconds)."""
 CLOCK_SLACK_S = 2.0
 """A lock dated further than this ahead of this host's clock is named (hosts set by NTP differ by
 milliseconds; file systems round times to a second at most)."""
@@ -221,7 +224,7 @@ class ResultsCache:
         the lock is dated ahead of this host's clock (default: stderr)."""
         give_up_s = STOPPED_GIVE_UP_S if give_up_s is None else give_up_s
         say = on_wait or _say
-        stopped_since = None
+        stopped_since = unreadable_since = None
         seen_mtime, refreshed_at = None, time.monotonic()
         while True:
             handle = self.try_lock(key)
@@ -239,6 +242,24 @@ class ResultsCache:
                          f"given up if that process is gone or stays stopped {give_up_s:g} s")
                 say(f"cache entry {key}: waiting for {who}, which holds its lock ({self.lock_path(key)}); {limit}")
                 self._told.add(owner)
+            if owner is None:  # judged as a far owner is: by whether its lock is refreshed
+                unreadable_since = unreadable_since if unreadable_since is not None else time.monotonic()
+                mtime = _mtime(self.lock_path(key))
+                if mtime != seen_mtime:
+                    seen_mtime, refreshed_at = mtime, time.monotonic()
+                if time.monotonic() - unreadable_since >= UNREADABLE_NAME_S and (key, "unreadable") not in self._told:
+                    say(f"cache entry {key}: its lock {self.lock_path(key)} is held, but its owner record cannot be read "
+                        f"(not 'pid host': a program other than resgd, or a damaged file): if no run uses {self.directory}, "
+                        f"end whatever holds it (fuser {self.lock_path(key)}) or remove the file; given up if it is not "
+                        f"refreshed for {give_up_s:g} s")
+                    self._told.add((key, "unreadable"))
+                if mtime is not None and time.monotonic() - refreshed_at >= give_up_s:
+                    say(f"cache entry {key}: its lock's unreadable holder has not refreshed it for {give_up_s:g} s: "
+                        f"the entry is computed here instead")
+                    return None
+                time.sleep(LOCK_POLL_S)
+                continue
+            unreadable_since = None
             if remote:
                 mtime = _mtime(self.lock_path(key))
                 if mtime != seen_mtime:

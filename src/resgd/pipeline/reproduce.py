@@ -7,29 +7,28 @@ and returns :class:`Outputs` (figures, and files for the figures and the results
 1. every output folder is checked to be writable **before** any work starts (a read-only
    figures folder is reported at once, not after the sweep);
 2. the part is computed and drawn;
-3. its files are **published together** (:func:`publish`), by a write-ahead record under one lock:
-   every file is written completely into a staging folder beside its destination, each stage
-   describes its own moves (relative to itself and its folder), and one commit record, written
-   atomically into the first stage, lists every stage by name; only then are the files moved into
-   place. **Under the publish lock of every folder a commit spans, any stage found was left by a
-   run that is no longer publishing** (whatever its pid or host), so the next run completes it if a
-   commit record lists it and removes it otherwise, before it writes anything: outputs are all old
-   or all new, and a file written after a commit is never replaced by it. Moves are resolved where
-   the stage now is (a renamed or copied folder completes its own files, not the original's), and
-   cross to another file system by copy-then-rename. SIGTERM and SIGINT after the commit act once
-   every move is done; runs publishing into the same folders take turns (:func:`publish_lock`).
+3. its files are **published by one rename** (:func:`publish`). Every publish writes a new build
+   folder, ``<figures>/.resgd-builds/builds/<id>/`` (``figures/`` and ``results/`` inside, and the
+   mode): the current build's files (hard links), then this part's new files, all fsynced; then it
+   replaces one pointer, the symlink ``<figures>/.resgd-builds/current-<mode>``, by ``rename(2)``.
+   Quick and full have their own pointer. Today's paths are links through the pointer: each name
+   in the figures folder (``figures/f.png``) and each top folder in the results folder
+   (``results/tables``, ``results/claims``, ...) is a symlink to ``.resgd-builds/current-<mode>/...``,
+   so a reader sees the old build or the new one, whole, whatever signal or kill comes when.
+   Builds no pointer names (replaced ones, or one a killed run left) are removed by the next
+   publish. A file written at a today's path by other means (a notebook's ``glue_figure``, an older
+   version's outputs) is taken into a build first, as it is, and then replaced by its link.
+   The run cache (``results/cache``) is not an output: it keeps its own atomic writes, untouched.
+   Runs publishing into the same folders take turns (:func:`publish_lock`).
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -37,14 +36,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..infra.atomic import write_with
+from ..infra.atomic import current_umask, write_with
 from ..infra.file_lock import FileLock, lock_order, lock_owner, try_lock
+from ..infra.mode_stamp import MODES
 from ..validation import OutputError
 from .cache import resolve_cache_dir, resolve_results_dir
 
 Writer = Callable[[Path], object]
+HOME = ".resgd-builds"
+"""The builds and their pointers, inside the figures folder (the one folder every part writes)."""
+SIDES = ("figures", "results")
 STAGE_PREFIX = ".resgd-stage-"
-MANIFEST = "resgd-publish-manifest.json"
+"""Staging folders of earlier versions' publish (a write-ahead protocol): removed when found."""
 
 
 @dataclass
@@ -75,101 +78,312 @@ def check_writable(folders: Iterable[str | os.PathLike]) -> None:
 
 
 def publish(outputs: Outputs, figures_dir: str | os.PathLike | None = None,
-            results_dir: str | os.PathLike | None = None) -> dict[str, Path]:
-    """Write every output of ``outputs`` into staging folders, then move all into place.
-
-    All or nothing under SIGTERM, SIGINT and kill -9 at any instant (see the module docstring);
-    runs that publish into the same folders take turns (:func:`publish_lock`, held on every folder
-    written and every existing one, so a commit spanning both is completed only by their holder).
-    Returns label → final path (a figure ``name`` → its PNG, ``name.pdf`` → its PDF).
-    """
-    import matplotlib.pyplot as plt
-
+            results_dir: str | os.PathLike | None = None, mode: str | None = None) -> dict[str, Path]:
+    """Write every output of ``outputs`` into a new build beside the current one's files, then switch
+    the mode's pointer to it in one rename (see the module docstring): old or new outputs, whole,
+    under any signal or kill. ``mode``: quick or full (default: ``$RESGD_MODE``, else full); the
+    figures folder is stamped with it (:mod:`resgd.infra.mode_stamp`), here too, so that outputs
+    and stamp cannot part (a folder removed mid-run is stamped again). Runs that publish into the
+    same folders take turns (:func:`publish_lock`). Returns label → path at today's place (a figure
+    ``name`` → its PNG, ``name.pdf`` → its PDF)."""
+    from .. import settings
+    from ..infra.mode_stamp import claim
     from ..plots import figures_dir as resolve_figures_dir
-    from ..plots import save_figure
 
+    mode = settings.mode(mode)
     roots = {"figures": resolve_figures_dir(figures_dir), "results": resolve_results_dir(results_dir)}
-    stages: dict[str, Path] = {}
-    moves: dict[str, list[tuple[Path, Path]]] = {}
-    paths: dict[str, Path] = {}
-
-    def stage(root: str) -> Path:
-        if root not in stages:
-            stages[root] = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=roots[root])).resolve()
-            moves[root] = []
-        return stages[root]
-
-    used = [roots["figures"]] * bool(outputs.figures or outputs.figure_files) + [roots["results"]] * bool(outputs.result_files)
-    with publish_lock(_spanned(used, roots.values())):
-        committed = False
+    files = {"figures": outputs.figure_files, "results": outputs.result_files}
+    for side, entries in files.items():
+        for label, (relative, _) in entries.items():
+            if not _confined(str(relative)):
+                raise OutputError(f"output {label!r}: {str(relative)!r} is not a path inside the {side} folder "
+                                  f"(relative, without '..'); nothing was published")
+    written = {side: {Path(relative).parts[0] for relative, _ in files[side].values()} for side in SIDES}
+    written["figures"] |= {f"{name}.{ext}" for name in outputs.figures for ext in ("png", "pdf")}
+    sides = SIDES if outputs.result_files or roots["results"].is_dir() else ("figures",)
+    with publish_lock([roots[side] for side in sides]):
+        claim(roots["figures"], mode, how_to_move="--figures-dir or $RESGD_FIGURES_DIR")
+        builds = Builds(roots["figures"])
+        _clean_leftovers(builds, roots)
+        _adopt(builds, roots, mode, written, sides)
+        build = builds.new(mode, builds.current(mode))
         try:
-            for name, fig in outputs.figures.items():
-                saved = save_figure(fig, name, stage("figures"))
-                plt.close(fig)
-                for ext, path in saved.items():
-                    moves["figures"].append((path, roots["figures"] / path.name))
-                    paths[name if ext == "png" else f"{name}.{ext}"] = roots["figures"] / path.name
-            for root, files in (("figures", outputs.figure_files), ("results", outputs.result_files)):
-                for label, (relative, writer) in files.items():
-                    staged = write_with(stage(root) / relative, writer)
-                    moves[root].append((staged, roots[root] / relative))
-                    paths[label] = roots[root] / relative
-            if not stages:
-                return paths
-            order = list(stages.values())
-            primary = order[0]
-            for root, folder in stages.items():  # every stage describes its own moves before the commit
-                _write_prepared(folder, roots[root], moves[root], primary / MANIFEST)
-            with signals_deferred():  # SIGTERM/SIGINT act once the publish is complete
-                write_with(primary / MANIFEST, lambda tmp: tmp.write_text(json.dumps({  # the one commit point
-                    "format": 2, "stages": [{"id": f.name, "abs": str(f), "rel": os.path.relpath(f, primary)} for f in order]})))
-                committed = True
-                _finish_commit(primary, keep_newer=False)  # under the lock since the commit: nothing is newer
-        finally:
-            if not committed:  # never committed: roll back (the outputs stay as they were)
-                for folder in stages.values():
-                    shutil.rmtree(folder, ignore_errors=True)
-            # committed: a stage is removed only once its moves are done; after a failure the stages
-            # stay, and the next publish into these folders completes them first
+            paths = _write(outputs, build, roots)
+            (build / "mode").write_text(f"{mode}\n")
+            for side in sides:  # a new name's link dangles until the switch: absent, as it was
+                _link_absent(builds, roots[side], build, mode, side, {str(Path(r)) for r, _ in files[side].values()}
+                             | ({*written["figures"]} if side == "figures" else set()))
+            builds.switch(mode, build)  # the one commit point
+        except BaseException:
+            _drop_unless_current(builds, mode, build)
+            raise
+        builds.remove_unused()
     return paths
 
 
-def _spanned(written: Iterable[Path], outputs: Iterable[Path]) -> list[Path]:
-    """The folders a publish locks: those it writes and every existing output folder, since a commit
-    left there may span both and is completed only by the holder of both locks."""
-    return list(dict.fromkeys([*written, *(f for f in outputs if f.is_dir())]))
+class Builds:
+    """The builds of one figures folder (``<figures>/.resgd-builds``) and their pointers, one per mode."""
+
+    def __init__(self, figures: Path):
+        self.home = figures / HOME
+        self.folder = self.home / "builds"
+
+    def pointer(self, mode: str) -> Path:
+        return self.home / f"current-{mode}"
+
+    def current(self, mode: str) -> Path | None:
+        """The build ``mode``'s pointer names (None without one): a folder of ``builds/``, nothing else."""
+        try:
+            target = os.readlink(self.pointer(mode))
+        except OSError:
+            return None
+        if not _confined(target) or Path(target).parent != Path("builds"):
+            return None
+        build = self.home / target
+        return build if build.is_dir() else None
+
+    def new(self, mode: str, base: Path | None) -> Path:
+        """A new build folder: ``base``'s files (hard links: a publish replaces files, never edits
+        them), its folders made anew."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        build = Path(tempfile.mkdtemp(prefix=f"{mode}-{time.strftime('%Y%m%dT%H%M%S')}-", dir=self.folder))
+        os.chmod(build, 0o777 & ~current_umask())  # mkdtemp makes 0700: a group sharing the folder reads it
+        for side in SIDES:
+            (build / side).mkdir()
+            if base is not None and (base / side).is_dir():
+                _clone(base / side, build / side)
+        return build
+
+    def switch(self, mode: str, build: Path) -> None:
+        """Make ``build`` the current one: everything in it fsynced, then the pointer replaced in one rename."""
+        _fsync_tree(build)
+        tmp = self.home / f".current-{mode}.{os.getpid()}.tmp"
+        tmp.unlink(missing_ok=True)
+        os.symlink(os.path.join("builds", build.name), tmp)
+        os.replace(tmp, self.pointer(mode))
+        _fsync_dir(self.home)
+
+    def remove_unused(self) -> None:
+        """Remove every build no pointer names (replaced ones; one a killed run left), and stray pointers."""
+        kept = {self.current(mode) for mode in MODES}
+        for build in (self.folder.iterdir() if self.folder.is_dir() else ()):
+            if build not in kept:
+                shutil.rmtree(build, ignore_errors=True)
+        for tmp in self.home.glob(".current-*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+    def link_text(self, live: Path, mode: str, side: str, relative: str) -> str:
+        """What the link at ``live`` (``relative`` in its side's folder) holds: the path through
+        ``mode``'s pointer, relative to the link's folder (a moved checkout keeps its links)."""
+        return os.path.relpath(os.path.join(os.path.realpath(self.home), f"current-{mode}", side, relative),
+                               os.path.realpath(live.parent))
+
+    def is_link(self, live: Path, side: str, relative: str) -> bool:
+        """Whether ``live`` is one of this folder's links (through either mode's pointer)."""
+        try:
+            text = os.readlink(live)
+        except OSError:
+            return False
+        return text in {self.link_text(live, mode, side, relative) for mode in MODES}
 
 
-PREPARED = "resgd-publish-prepared.json"
-"""In every stage: its own moves (relative to the stage and to its folder) and where the commit record is."""
+def _write(outputs: Outputs, build: Path, roots: dict[str, Path]) -> dict[str, Path]:
+    """Write ``outputs`` into ``build``; an error names the path at today's place, not the build's."""
+    import matplotlib.pyplot as plt
+
+    from ..plots import save_figure
+
+    paths: dict[str, Path] = {}
+    try:
+        for name, fig in outputs.figures.items():
+            saved = save_figure(fig, name, build / "figures")
+            plt.close(fig)
+            for ext, path in saved.items():
+                paths[name if ext == "png" else f"{name}.{ext}"] = roots["figures"] / path.name
+        for side, files in (("figures", outputs.figure_files), ("results", outputs.result_files)):
+            for label, (relative, writer) in files.items():
+                write_with(build / side / relative, writer)
+                paths[label] = roots[side] / relative
+    except OSError as exc:
+        for side in SIDES:
+            if exc.filename and exc.errno is not None and Path(exc.filename).is_relative_to(build / side):
+                live = roots[side] / Path(exc.filename).relative_to(build / side)
+                raise OSError(exc.errno, f"{exc.strerror}; nothing was published, the outputs are as before",
+                              str(live)) from exc
+        raise
+    return paths
+
+
+def _adopt(builds: Builds, roots: dict[str, Path], mode: str, written: dict[str, set[str]],
+           sides: Iterable[str]) -> None:
+    """Take files at today's paths that are not links into a build (an older version's outputs, a
+    notebook's ``glue_figure``) into a build as they are, switch to it, then replace each by its
+    link in one rename: what a reader sees does not change, and the next build starts from it. A
+    real folder at today's path stays a folder (a rename cannot put a link in its place): its files
+    become links, one by one."""
+    current = builds.current(mode)
+    found: list[tuple[str, str]] = []
+
+    def walk(side: str, relative: str) -> None:
+        live = roots[side] / relative
+        if builds.is_link(live, side, relative):
+            return
+        if live.is_dir() and not live.is_symlink():
+            for name in sorted(os.listdir(live)):
+                if not name.startswith("."):  # temporaries, locks
+                    walk(side, os.path.join(relative, name))
+        elif os.path.lexists(live):
+            found.append((side, relative))
+
+    for side in sides:
+        names = set(written[side]) | (set(os.listdir(current / side)) if current is not None else set())
+        if side == "figures":
+            names |= {n for n in os.listdir(roots[side]) if not n.startswith(".")}
+        for name in sorted(names):
+            if os.path.lexists(roots[side] / name):
+                walk(side, name)
+    if not found:
+        return
+    build = builds.new(mode, current)
+    try:
+        for side, relative in found:
+            source, dest = roots[side] / relative, build / side / relative
+            _remove(dest)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_dir():  # a symlink to a folder elsewhere: its files are taken in
+                dest.mkdir()
+                _clone(source, dest)
+            elif source.is_file():
+                _link_or_copy(source, dest)
+        for side in sides:
+            _link_absent(builds, roots[side], build, mode, side)
+        builds.switch(mode, build)
+    except BaseException:
+        _drop_unless_current(builds, mode, build)
+        raise
+    for side, relative in found:  # each shows what it showed: the build holds it as it was
+        _place_link(roots[side] / relative, builds.link_text(roots[side] / relative, mode, side, relative))
+
+
+def _drop_unless_current(builds: Builds, mode: str, build: Path) -> None:
+    """After a failure or a signal: remove ``build`` unless the pointer names it already (the switch
+    was made; a signal came after it)."""
+    if builds.current(mode) != build:
+        shutil.rmtree(build, ignore_errors=True)
+
+
+def _link_absent(builds: Builds, root: Path, build: Path, mode: str, side: str, written: set[str] = frozenset(),
+                 relative: str = "") -> None:
+    """A link at today's path for every entry of ``build``'s side that has none (inside a real
+    folder there, one per file). A folder where a file of ``written`` goes is an error (before the
+    switch); where another part's file goes, it is left (that part's next run names it)."""
+    for name in os.listdir(build / side / relative):
+        rel = os.path.join(relative, name)
+        live = root / rel
+        if not os.path.lexists(live):
+            _place_link(live, builds.link_text(live, mode, side, rel))
+        elif live.is_dir() and not live.is_symlink():
+            if not (build / side / rel).is_dir():
+                if rel not in written:
+                    continue
+                raise IsADirectoryError(errno.EISDIR, "a folder stands where an output file goes: remove it; "
+                                        "nothing was published, the outputs are as before", str(live))
+            _link_absent(builds, root, build, mode, side, written, rel)
+
+
+def _place_link(path: Path, text: str) -> None:
+    """Put a symlink holding ``text`` at ``path`` (nothing there, a file or a link) in one rename."""
+    tmp = path.parent / f".{path.name}.resgd-link-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    os.symlink(text, tmp)
+    os.replace(tmp, path)
+
+
+def _clean_leftovers(builds: Builds, roots: dict[str, Path]) -> None:
+    """What a killed publish (or an earlier version's) left: unnamed builds, half-placed links, and
+    the earlier versions' staging folders (their files are not outputs)."""
+    for root in roots.values():
+        if root.is_dir():
+            for left in root.glob(f"{STAGE_PREFIX}*"):
+                shutil.rmtree(left, ignore_errors=True)
+            for left in [*root.glob(".*.resgd-link-*"), *root.glob("*/.*.resgd-link-*")]:
+                left.unlink(missing_ok=True)
+    builds.remove_unused()
+
+
+def _clone(source: Path, target: Path) -> None:
+    """Every file under ``source`` hard-linked under ``target`` (copied where a link cannot be made);
+    folders made anew (writable, whatever their mode in ``source``); symlinks copied, not followed."""
+    for entry in os.scandir(source):
+        dest = target / entry.name
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry.path), dest)
+        elif entry.is_dir():
+            dest.mkdir()
+            _clone(Path(entry.path), dest)
+        elif entry.is_file():
+            _link_or_copy(Path(entry.path), dest)
+
+
+def _link_or_copy(source: Path, dest: Path) -> None:
+    try:
+        os.link(source, dest)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+            raise
+        shutil.copy2(source, dest)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        path.unlink()
+
+
+def _fsync_tree(folder: Path) -> None:
+    """Every file and folder under ``folder`` on disk before the switch names it."""
+    for dirpath, _, filenames in os.walk(folder):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        _fsync_dir(dirpath)
+
+
+def _fsync_dir(folder: str | os.PathLike) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _confined(relative: str) -> bool:
+    """Whether a relative path stays inside the folder it is relative to (no ``..``, not absolute)."""
+    if not isinstance(relative, str) or not relative or os.path.isabs(relative):
+        return False
+    return ".." not in Path(relative).parts
+
+
 LOCK_NAME = ".resgd-publish.lock"
-
-
-def _write_prepared(stage: Path, root: Path, moves: list[tuple[Path, Path]], manifest: Path) -> None:
-    """A stage's description, written before the commit: its id (the folder's name, which a copy or a
-    rename keeps), its moves relative to itself and to its folder (so a renamed or copied folder
-    completes them where it now is), and the commit record's path, absolute and relative."""
-    info = {"format": 2, "id": stage.name,  # a destination stays relative to its folder as named (symlinks followed then)
-            "moves": [[os.path.relpath(staged, stage), os.path.relpath(final, root)] for staged, final in moves],
-            "manifest": {"abs": str(manifest), "rel": os.path.relpath(manifest, stage)}}
-    write_with(stage / PREPARED, lambda tmp: tmp.write_text(json.dumps(info)))
 
 
 @contextmanager
 def publish_lock(folders: Iterable[str | os.PathLike]) -> Iterator[None]:
     """Hold the publish lock of every folder (``<folder>/.resgd-publish.lock``, ``flock``, in the one
-    global order :func:`resgd.infra.file_lock.lock_order`) and complete or roll back what a killed run
-    left there, before anything else is written."""
+    global order :func:`resgd.infra.file_lock.lock_order`)."""
     held: list[FileLock] = []
     folders = list(folders)
     for folder in folders:
         Path(folder).mkdir(parents=True, exist_ok=True)  # before its real path is known
-    ordered = lock_order(folders)
     try:
-        for folder in ordered:
+        for folder in lock_order(folders):
             held.append(_lock_file(folder / LOCK_NAME))
-        for folder in ordered:
-            recover_stages(folder)
         yield
     finally:
         for lock in reversed(held):
@@ -177,16 +391,18 @@ def publish_lock(folders: Iterable[str | os.PathLike]) -> Iterator[None]:
 
 
 PUBLISH_GIVE_UP_S = 120.0
-"""How long a run waits for another run's publish (renames of seconds) before it stops in one line:
+"""How long a run waits for another run's publish (seconds of writing) before it stops in one line:
 the holder may be stopped (SIGSTOP), hung, or on another host with a skewed clock. Measured on the
 waiter's own monotonic clock, so no clock but its own counts."""
 LOCK_POLL_S = 0.25
 
 
 def _holder(path: Path) -> str:
-    """Who holds the publish lock at ``path``, as its holder wrote it (pid and host), or "another run"."""
+    """Who holds the publish lock at ``path``, as its holder wrote it (pid and host), or what is wrong with it."""
     owner = lock_owner(path)
-    return f"run {owner[0]} on {owner[1]}" if owner else "another run"
+    if owner is not None:
+        return f"run {owner[0]} on {owner[1]}"
+    return f"a holder whose owner record in {path.name} cannot be read (not written by resgd, or damaged)"
 
 
 def _lock_file(path: Path, give_up_s: float | None = None) -> FileLock:
@@ -209,186 +425,15 @@ def _lock_file(path: Path, give_up_s: float | None = None) -> FileLock:
     return lock
 
 
-@contextmanager
-def signals_deferred(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
-    """SIGTERM and SIGINT received inside the block act when it ends (main thread only; elsewhere
-    the block runs as is and kill -9 safety comes from the manifest)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum)) for sig in signums}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        for sig in dict.fromkeys(received):
-            signal.raise_signal(sig)
-
-
-def _move(staged: Path, final: Path) -> None:
-    """``os.replace`` the staged file onto ``final``; onto another file system (a folder that is a
-    symlink to another mount) by a copy beside ``final`` (its mtime kept) replaced onto it, then the
-    staged file removed: the same all-or-nothing rename, where a plain rename cannot cross."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.replace(staged, final)
-    except OSError as exc:
-        if exc.errno != errno.EXDEV:
-            raise
-        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
-        os.close(fd)
-        try:
-            shutil.copy2(staged, tmp)
-            os.replace(tmp, final)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        staged.unlink()
-
-
-def _read_json(path: Path) -> object:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _finish_stage(stage: Path, committed_ns: int | None) -> None:
-    """Complete one committed stage's moves where the stage now is, then remove it. A destination
-    written after the commit (``committed_ns``; a later publish's file, or one written by hand) is
-    newer than this one and is kept; ``None``: every move is made (the publish that just committed)."""
-    info = _read_json(stage / PREPARED)
-    root = stage.parent
-    for move in (info.get("moves", []) if isinstance(info, dict) else []):
-        if not (isinstance(move, list) and len(move) == 2 and all(_confined(p) for p in move)):
-            print(f"publish: {stage / PREPARED}: a move {move!r} that leaves its folder is not made",
-                  file=sys.stderr, flush=True)
-            continue  # a record names paths inside the stage and the output folder, nothing else
-        staged_rel, final_rel = move
-        staged, final = stage / staged_rel, root / final_rel
-        if not staged.exists():
-            continue  # moved already (this is a rerun of the same completion)
-        try:
-            newer = committed_ns is not None and final.stat().st_mtime_ns > committed_ns
-        except OSError:
-            newer = False
-        if newer:
-            continue
-        _move(staged, final)
-    shutil.rmtree(stage, ignore_errors=True)
-
-
-def _confined(relative: object) -> bool:
-    """Whether a path from a record stays inside the folder it is relative to: a relative path
-    with no ``..`` part (what a publish writes; anything else is a damaged or forged record)."""
-    if not isinstance(relative, str) or not relative or os.path.isabs(relative):
-        return False
-    return ".." not in Path(relative).parts
-
-
-def _stage_at(candidates: Iterable[Path], stage_id: str) -> Path | None:
-    """The first candidate that is a stage folder named ``stage_id`` (a renamed or copied folder keeps it)."""
-    for path in candidates:
-        if path.name == stage_id and (path / PREPARED).is_file():
-            return path
-    return None
-
-
-def _listed(record: object) -> list[dict]:
-    """The stages a commit record of this layout lists (none for the earlier layout or an unreadable file)."""
-    if not isinstance(record, dict) or "format" not in record:
-        return []
-    return [s for s in record.get("stages", []) if isinstance(s, dict)]
-
-
-def _is_copy(stage: Path, listed: list[dict]) -> bool:
-    """Whether ``stage`` is a copy: the place its record gives for it still holds another folder (the original)."""
-    recorded = next((Path(s["abs"]) for s in listed if s.get("id") == stage.name and s.get("abs")), None)
-    return recorded is not None and recorded != stage and recorded.exists()
-
-
-def _finish_commit(primary: Path, keep_newer: bool = True) -> None:
-    """Complete the commit whose record ``primary`` holds: its other stages first (where the record
-    says, else where they are relative to ``primary``), the record's own stage last (the others
-    look for it). A copied ``primary`` (its recorded place still holds the original) completes only
-    its own moves: the original's stages belong to the original."""
-    manifest = primary / MANIFEST
-    record = _read_json(manifest)
-    committed_ns = manifest.stat().st_mtime_ns if keep_newer else None
-    if isinstance(record, list) or (isinstance(record, dict) and "moves" in record):
-        return _finish_format_1(record)
-    listed = _listed(record)
-    if not _is_copy(primary, listed):
-        for entry in listed:
-            if entry.get("id") == primary.name:
-                continue
-            other = _stage_at([Path(entry.get("abs", "")), primary / entry.get("rel", "")], entry.get("id", ""))
-            if other is not None:
-                _finish_stage(other, committed_ns)
-    _finish_stage(primary, committed_ns)
-
-
-def _finish_format_1(record: dict | list) -> None:
-    """A commit record of the earlier layout (absolute paths, moves in the record), left by a run of
-    an earlier version: rolled forward as that version did, so its outputs are not lost."""
-    record = {"stages": [], "moves": record} if isinstance(record, list) else record
-    for staged, final in record.get("moves", []):
-        if Path(staged).exists():
-            _move(Path(staged), Path(final))
-    for folder in reversed(record.get("stages", [])):
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _commit_record(stage: Path) -> Path | None:
-    """The commit record (manifest) that lists ``stage``: its own, or the first stage's, found from
-    where ``stage`` now is, then where it was; None when the publish never committed (or its record
-    was completed and removed before this stage was found)."""
-    if (stage / MANIFEST).is_file():
-        return stage / MANIFEST
-    info = _read_json(stage / PREPARED)
-    if isinstance(info, dict) and isinstance(info.get("manifest"), str):  # the earlier layout: an absolute path
-        return Path(info["manifest"]) if (Path(info["manifest"])).is_file() else None
-    where = info.get("manifest", {}) if isinstance(info, dict) else {}
-    for candidate in (stage / where.get("rel", ""), Path(where.get("abs", ""))):
-        record = _read_json(candidate) if candidate.name == MANIFEST else None
-        if any(s.get("id") == stage.name for s in _listed(record)):
-            return candidate
-    return None
-
-
-def recover_stages(folder: str | os.PathLike) -> None:
-    """Finish or drop what an earlier run left in ``folder`` (called with its publish lock held, so
-    no stage there belongs to a publish in progress, whatever its pid or host): a stage listed by a
-    commit record is completed, any other was never committed and is removed."""
-    for stale in sorted(Path(folder).glob(f"{STAGE_PREFIX}*")):
-        stale = stale.resolve()
-        if not stale.is_dir():
-            continue  # completed meanwhile, as part of another stage's commit
-        record = _commit_record(stale)
-        if record is None:
-            shutil.rmtree(stale, ignore_errors=True)
-            continue
-        listed = _listed(_read_json(record))
-        if record.parent == stale or not listed:
-            _finish_commit(record.parent)  # the record's own stage, or a stage of the earlier layout
-        else:  # a stage the record lists: the whole commit is completed, unless this stage is a copy
-            committed_ns = record.stat().st_mtime_ns
-            if not _is_copy(stale, listed):
-                _finish_commit(record.parent)
-            if stale.exists():  # a copy (its original belongs to the original), or not found from the record
-                _finish_stage(stale, committed_ns)
-
-
 def reproduce_part(
     compute: Callable[[], Outputs],
     *,
     figures_dir: str | os.PathLike | None = None,
     results_dir: str | os.PathLike | None = None,
     writes_results: bool = False,
+    mode: str | None = None,
 ) -> dict[str, Path]:
-    """Check the output folders, ``compute()`` the part in the book's style, publish it together."""
+    """Check the output folders, ``compute()`` the part in the book's style, publish it in one switch."""
     from ..plots import figures_dir as resolve_figures_dir
     from ..plots import use_style
 
@@ -396,7 +441,5 @@ def reproduce_part(
     if writes_results:
         folders += [resolve_results_dir(results_dir), resolve_cache_dir()]
     check_writable(folders)
-    with publish_lock(_spanned(folders[:2], [folders[0], resolve_results_dir(results_dir)])):
-        pass  # a publish a killed run left half done is completed (or rolled back) before anything else
     use_style()
-    return publish(compute(), figures_dir, results_dir)
+    return publish(compute(), figures_dir, results_dir, mode)

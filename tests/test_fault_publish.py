@@ -1,0 +1,307 @@
+"""A publish is one rename: a fault at any moment of it leaves the old outputs or the new ones, whole.
+
+Each fault is inflicted on the real code (:func:`resgd.pipeline.reproduce.publish`) in a forked
+process, at every one of the publish's file-system steps in turn (every ``replace``, ``rename``,
+``symlink``, ``link``, ``fsync`` and ``mkdir``): kill -9, SIGHUP (default action: the process ends
+at once) and SIGTERM (the CLI's stop path: an exception, then clean-up). After each, what a reader
+sees at today's paths is checked, then a later publish must give its own outputs whole and leave
+one build."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from resgd.pipeline import reproduce
+from resgd.pipeline.reproduce import Outputs, publish
+
+NAMES = ("a", "b", "c")
+STEPS = ("replace", "rename", "symlink", "link", "fsync", "mkdir")
+
+
+def _outputs(tag: str, names=NAMES) -> Outputs:
+    return Outputs(figure_files={n: (f"{n}.txt", lambda tmp, n=n: tmp.write_text(f"{tag} {n}")) for n in names},
+                   result_files={n: (f"tables/{n}.csv", lambda tmp, n=n: tmp.write_text(f"{tag} {n}")) for n in names}
+                   | {"claims": ("claims/x.json", lambda tmp: tmp.write_text(f"{tag} x"))})
+
+
+def _view(root: Path) -> dict[str, str]:
+    """What a reader sees at today's paths: each output's tag ("missing" when it cannot be read)."""
+    seen = {}
+    for path in [root / "figures" / f"{n}.txt" for n in NAMES] + [root / "results" / "tables" / f"{n}.csv" for n in NAMES] \
+            + [root / "results" / "claims" / "x.json"]:
+        try:
+            seen[str(path.relative_to(root))] = path.read_text().split()[0]
+        except OSError:
+            seen[str(path.relative_to(root))] = "missing"
+    return seen
+
+
+def _leftovers(root: Path) -> list[str]:
+    """Build folders beyond the current one, half-placed links, folders moved aside, temporaries."""
+    builds = root / "figures" / ".resgd-builds"
+    current = {os.path.basename(os.readlink(p)) for p in builds.glob("current-*")}
+    extra = [b.name for b in (builds / "builds").iterdir() if b.name not in current]
+    stray = [p.name for p in root.rglob("*") if p.suffix == ".part" or ".resgd-link-" in p.name
+             or ".resgd-replaced-" in p.name or p.name.endswith(".tmp") or ".resgd-stage-" in p.name]
+    return extra + stray
+
+
+def _old_outputs(root: Path, start: str) -> None:
+    """``build``: the old outputs published by this version; ``legacy``: files an earlier version
+    wrote in place, dated two hours ahead (a clock stepped back since)."""
+    if start == "build":
+        publish(_outputs("old"), root / "figures", root / "results", mode="full")
+        return
+    (root / "results" / "tables").mkdir(parents=True)
+    (root / "results" / "claims").mkdir()
+    (root / "results" / "cache").mkdir()
+    (root / "figures").mkdir()
+    ahead = time.time() + 7200
+    for path in [root / "figures" / f"{n}.txt" for n in NAMES] + [root / "results" / "tables" / f"{n}.csv" for n in NAMES]:
+        path.write_text(f"old {path.stem}")
+        os.utime(path, (ahead, ahead))
+    (root / "results" / "claims" / "x.json").write_text("old x")
+
+
+def _publish_with_fault(root: Path, via: Path, event: str, at: int) -> tuple[int, int]:
+    """Publish "new" in a forked process, ``event`` at its ``at``-th file-system step; returns
+    (exit status, steps taken) — the status is 0 when the publish ended before step ``at``."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        os.close(read)
+        status = 0
+        try:
+            from resgd.infra.user_errors import Stopped, stop_on_signals
+
+            count = [0]
+
+            def wrap(name, real):
+                def step(*args, **kwargs):
+                    count[0] += 1
+                    os.write(write, b".")
+                    if count[0] == at:
+                        if event == "kill -9":
+                            os._exit(9)
+                        os.kill(os.getpid(), getattr(signal, event))
+                    return real(*args, **kwargs)
+                return step
+
+            for name in STEPS:
+                setattr(os, name, wrap(name, getattr(os, name)))
+            try:
+                with stop_on_signals():
+                    publish(_outputs("new"), via / "figures", via / "results", mode="full")
+            except Stopped as stop:
+                status = 128 + stop.signum
+        except BaseException:  # noqa: BLE001 - the child reports by its status only
+            status = 1
+        os._exit(status)
+    os.close(write)
+    steps = 0
+    while chunk := os.read(read, 4096):
+        steps += len(chunk)
+    os.close(read)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return code, steps
+
+
+@pytest.mark.parametrize("start", ["build", "legacy", "second path"])
+@pytest.mark.parametrize("event", ["kill -9", "SIGHUP", "SIGTERM", "SIGINT"])
+def test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole(tmp_path, start, event):
+    """Before (write-ahead stages, commit records, completion by later runs): SIGHUP between the moves
+    left results new and figures old (P2), SIGTERM while completing an earlier commit (P3), kill -9
+    with old outputs dated ahead kept 5 of 7 old files (P7), folders reached by a second path were
+    taken for a copy (P8). After: at every step, old or new, whole; the next publish gives its own."""
+    old = {k: "old" for k in _view(_fresh(tmp_path, 0, start))}
+    at, outcomes = 1, set()
+    while True:
+        root = _fresh(tmp_path, at, start)
+        via = root
+        if start == "second path":  # the same folders under another name (as a second mount point)
+            via = tmp_path / f"alias{at}"
+            via.symlink_to(root)
+        status, steps = _publish_with_fault(root, via, event, at)
+        seen = _view(root)
+        assert seen in (old, {k: "new" for k in seen}), (at, event, seen)
+        outcomes.add(set(seen.values()).pop())
+        publish(_outputs("later"), root / "figures", root / "results", mode="full")
+        assert set(_view(root).values()) == {"later"} and _leftovers(root) == [], (at, _leftovers(root))
+        shutil.rmtree(root)
+        if status == 0:  # the publish ended before the step: every step was faulted once
+            assert steps < at
+            break
+        assert status in (9, -signal.SIGHUP, 128 + signal.SIGHUP, 143, 130), status
+        at += 1
+    assert outcomes == {"old", "new"} and at > 20  # faults came both before and after the switch
+
+
+def _fresh(tmp_path: Path, at: int, start: str) -> Path:
+    root = tmp_path / f"r{at}"
+    root.mkdir()
+    _old_outputs(root, "legacy" if start == "legacy" else "build")
+    return root
+
+
+def test_no_record_is_read_a_forged_stage_or_pointer_moves_nothing_from_outside(tmp_path):
+    """Before: a stage record holding '..' paths moved a file from outside the output folders in and
+    wrote one outside them (P12); an emptied commit or stage record deleted or kept files (P5, P6).
+    After: no record exists; an earlier version's stage folder is removed unread, and a pointer that
+    names anything but a build of its folder is not followed."""
+    root = tmp_path / "out"
+    _old_outputs(root, "build")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not an output")
+    stage = root / "results" / f"{reproduce.STAGE_PREFIX}forged"
+    stage.mkdir()
+    (stage / "resgd-publish-prepared.json").write_text('{"moves": [["../../../outside.txt", "tables/a.csv"]]}')
+    (stage / "resgd-publish-manifest.json").write_text("")
+    pointer = root / "figures" / reproduce.HOME / "current-quick"
+    pointer.symlink_to("../../../outside.txt")
+    publish(_outputs("new"), root / "figures", root / "results", mode="full")
+    assert set(_view(root).values()) == {"new"} and not stage.exists()
+    assert outside.read_text() == "not an output" and sorted(p.name for p in tmp_path.iterdir()) == ["out", "outside.txt"]
+    assert reproduce.Builds(root / "figures").current("quick") is None
+
+
+def test_a_read_only_or_misplaced_output_folder_fails_before_the_switch_or_not_at_all(tmp_path, monkeypatch):
+    """Before: a read-only or full claims/, or a folder where an output file goes, failed after the
+    commit point: tables new, figures old, every later run of any part blocked, the error naming the
+    staged file (P9-P11). After: a read-only claims/ of an earlier version is taken into the build
+    (published whole); a full disk or a folder in the way fails before the switch, naming the path
+    at its real place: the old outputs whole, and a later publish of other outputs is not blocked."""
+    from resgd.infra import atomic
+
+    root = tmp_path / "out"
+    _old_outputs(root, "legacy")
+    (root / "results" / "claims").chmod(0o555)
+    try:
+        publish(_outputs("v1"), root / "figures", root / "results", mode="full")
+    finally:
+        for folder in root.rglob("*"):
+            if folder.is_dir() and not folder.is_symlink():
+                folder.chmod(0o755)
+    assert set(_view(root).values()) == {"v1"}
+
+    real = atomic.os.replace
+
+    def full(src, dst):
+        if str(dst).endswith("b.csv"):
+            raise OSError(28, "No space left on device")
+        return real(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", full)
+    with pytest.raises(OSError) as caught:
+        publish(_outputs("v2"), root / "figures", root / "results", mode="full")
+    monkeypatch.setattr(atomic.os, "replace", real)
+    assert caught.value.filename == str(root / "results" / "tables" / "b.csv") and caught.value.errno == 28
+    assert set(_view(root).values()) == {"v1"} and _leftovers(root) == []
+
+    (root / "results" / "claims" / "x.json").unlink()  # through the link: the current build's file
+    (root / "results" / "claims" / "x.json").mkdir()
+    with pytest.raises(IsADirectoryError) as caught:
+        publish(_outputs("v3"), root / "figures", root / "results", mode="full")
+    assert caught.value.filename == str(root / "results" / "claims" / "x.json")
+    assert "nothing was published" in str(caught.value)
+    assert _view(root)["figures/a.txt"] == "v1" and _leftovers(root) == []
+    other = Outputs(figure_files={"d": ("d.txt", lambda tmp: tmp.write_text("v4 d"))})
+    publish(other, root / "figures", root / "results", mode="full")  # another part: not blocked
+    assert (root / "figures" / "d.txt").read_text() == "v4 d" and _view(root)["figures/a.txt"] == "v1"
+
+
+def test_figures_removed_mid_run_are_published_with_their_mode_stamp(tmp_path, monkeypatch, capsys):
+    """Before: `rm -rf figures` (what `make clean` does) during a quick run republished the folder
+    without its mode stamp, and a later full run stamped the quick figures "full" (P19). After: the
+    publish stamps the folder it writes, under its lock: the full run is refused."""
+    from resgd import cli
+
+    monkeypatch.delenv("RESGD_MODE", raising=False)
+    figures = tmp_path / "figures"
+
+    def part(quick, figures_dir, *, n_jobs, scheduler):
+        def compute():
+            shutil.rmtree(figures)  # removed while the part computes
+            return Outputs(figure_files={"f": ("f.txt", lambda tmp: tmp.write_text("quick" if quick else "full"))})
+        return reproduce.reproduce_part(compute, figures_dir=figures_dir)
+
+    argv = ["reproduce", "--only", "p", "--figures-dir", str(figures)]
+    assert cli.main([*argv, "--quick"], parts={"p": part}) == 0
+    assert (figures / ".resgd-mode").read_text() == "quick\n" and (figures / "f.txt").read_text() == "quick"
+    assert reproduce.Builds(figures).current("quick") is not None
+    assert cli.main(argv, parts={"p": part}) == 1
+    assert "holds quick-mode outputs" in capsys.readouterr().err
+    assert (figures / "f.txt").read_text() == "quick"
+
+
+def test_quick_and_full_builds_live_under_their_own_pointers(tmp_path):
+    root = tmp_path / "out"
+    publish(_outputs("q"), root / "quick-figures", root / "results", mode="quick")
+    builds = reproduce.Builds(root / "quick-figures")
+    assert builds.current("quick") is not None and builds.current("full") is None
+    assert (builds.current("quick") / "mode").read_text() == "quick\n"
+    assert os.readlink(root / "quick-figures" / "a.txt") == f"{reproduce.HOME}/current-quick/figures/a.txt"
+
+
+def test_two_runs_publishing_into_one_folder_take_turns(tmp_path, capsys):
+    """Before: two runs on one results folder published a mix of their outputs. After: the second
+    waits for the first's lock (and says so), then publishes all of its own."""
+    import threading
+
+    root = tmp_path / "out"
+    _old_outputs(root, "build")
+    done = []
+    with reproduce.publish_lock([root / "figures", root / "results"]):  # the first run, publishing
+        second = threading.Thread(target=lambda: done.append(publish(_outputs("second"), root / "figures",
+                                                                     root / "results", mode="full")))
+        second.start()
+        time.sleep(1.0)
+        assert not done and set(_view(root).values()) == {"old"}
+    second.join(timeout=60)
+    assert done and set(_view(root).values()) == {"second"} and _leftovers(root) == []
+    assert "which publishes there now" in capsys.readouterr().err
+
+
+def test_a_moved_or_copied_checkout_reads_and_publishes_its_own_outputs(tmp_path):
+    """Before: records held absolute paths (a renamed folder completed moves into the old path, a
+    `cp -a` copy completed the original's). After: links are relative and name the pointer, so a
+    moved or copied checkout reads its own build and publishes into it; the original is untouched."""
+    original = tmp_path / "original"
+    _old_outputs(original, "build")
+    shutil.copytree(original, tmp_path / "copy", symlinks=True)
+    original.rename(tmp_path / "moved")
+    moved, copy = tmp_path / "moved", tmp_path / "copy"
+    assert set(_view(moved).values()) == set(_view(copy).values()) == {"old"}
+    publish(_outputs("new"), copy / "figures", copy / "results", mode="full")
+    assert set(_view(copy).values()) == {"new"} and set(_view(moved).values()) == {"old"}
+    assert _leftovers(copy) == [] and _leftovers(moved) == []
+
+
+def test_outputs_of_another_file_system_are_taken_in_by_copy(tmp_path, monkeypatch):
+    """Before: results/tables a symlink to another file system failed after the commit point
+    ("Invalid cross-device link"). After: its files are copied into the build where a hard link
+    cannot be made, and the folder's place becomes the build's link: published whole."""
+    import errno
+
+    root = tmp_path / "out"
+    _old_outputs(root, "legacy")
+    elsewhere = tmp_path / "other-fs-tables"
+    (root / "results" / "tables").rename(elsewhere)
+    (root / "results" / "tables").symlink_to(elsewhere)
+    real = os.link
+
+    def cross(src, dst, *args, **kwargs):
+        if str(elsewhere) in os.path.realpath(src):
+            raise OSError(errno.EXDEV, "Invalid cross-device link", str(dst))
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(reproduce.os, "link", cross)
+    publish(_outputs("new"), root / "figures", root / "results", mode="full")
+    assert set(_view(root).values()) == {"new"} and _leftovers(root) == []
+    assert sorted(p.read_text() for p in elsewhere.iterdir()) == ["old a", "old b", "old c"]  # not written through
