@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from ..words import count_noun
 from .style import banner_text, beta_styles, label_standin, legend_outside, use_style
 
 DATASET_TITLE = {"jena": "Jena climate", "sst2": "SST-2", "toy": "toy data", "toy_cls": "toy data",
@@ -352,14 +353,17 @@ def _rule_text(numbers: dict) -> str:
     if numbers.get("rule") == "interval":
         left = numbers["left"]
         if math.isnan(numbers["lo"]):  # too many seeds dropped out (a run left the theorem's regime)
-            return f"{numbers.get('positive', 0)} of {left} seeds left > 0\nno interval: it needs {numbers.get('need', '?')} seeds"
-        return (f"{numbers.get('positive', 0)} of {left} > 0\n{100 * numbers['level']:.1f} % interval "
+            return (f"{numbers.get('positive', 0)} of the {count_noun(left, 'seed')} left > 0\n"
+                    f"no interval: it needs {numbers.get('need', '?')} seeds")
+        return (f"{numbers.get('positive', 0)} of {count_noun(left, 'seed')} > 0\n{100 * numbers['level']:.1f} % interval "
                 f"of the median [{numbers['lo']:.3g}, {numbers['hi']:.3g}]")
     if "spearman" in numbers and "bound" in numbers:
         return f"ρ of the medians = {numbers['spearman']:.2f}\ndecides at |ρ| ≥ {numbers['bound']:g}"
     k = numbers.get("threshold")
-    need = f"decides at ≥ {k} of {numbers['seeds']} agreeing" if k is not None else f"{numbers['seeds']} values cannot decide at 5 %"
-    return f"{numbers.get('positive', 0)} of {numbers['seeds']} > 0\n{need}"
+    n = numbers["seeds"]
+    need = (f"decides at ≥ {k} of {n} agreeing" if k is not None else
+            "no value to decide on" if n == 0 else f"{count_noun(n, 'value')} cannot decide at 5 %")
+    return f"{numbers.get('positive', 0)} of {count_noun(n, 'value')} > 0\n{need}"
 
 
 def _span(x: np.ndarray) -> float:
