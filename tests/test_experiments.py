@@ -293,6 +293,8 @@ def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     assert {"theory-a", "common-b", "theory-f-carried", "common-L3-dead-lossT", "common-L3-living-lossT", "theory-a-level",
             "common-a-level", "common-a-won", "common-b-detail", "replay-first-differs",
             "theory-c-positive", "replay-changed", "horizon-dependent", "descriptive", "theory-left"} <= set(numbers)
+    assert numbers["horizon-dependent-are"] == ("is" if numbers["horizon-dependent"] == 1 else "are")
+    assert numbers["descriptive-are"] == ("is" if numbers["descriptive"] == 1 else "are")
     predictions = results.readout()  # one row per distinct run (the factorial's corners are β-sweep runs)
     assert len(predictions) == len(per_run.drop_duplicates(["twin_init", "beta", "beta_ffn", "n_layers", "seed", "lr"]))
     assert (predictions["predicted"] > 0).all() and set(predictions["experiment"]) == {"beta", "factorial", "depth"}

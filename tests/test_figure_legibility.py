@@ -4,11 +4,13 @@
 A wide figure is scaled down to the book's content column: :data:`resgd.plots.style.COLUMN_PX`
 (660 CSS px), the narrowest width Chromium gives a figure in a 1280-px or a 768-px window
 (``tests/test_browser.py`` measures it). Each figure is
-drawn from small hand-built tables with as many panels as the largest design that reaches the book
-(the full presets, the robustness map's whole design with its banner; the experiment figures from
-the real pipeline on the toy data at the full design's β, depths and arms, with the synthetic-data
-banner), and must save at most
-:data:`MAX_WIDTH_PX` wide with no text below :data:`MIN_TEXT_PX` once scaled to the page.
+drawn from small hand-built tables with as many panels as the largest design that reaches the book,
+each count read from the design the book runs, not written here (the full presets; the robustness
+map's whole design with its banner, its protocols and the best-step protocol its cells add; the
+experiment figures from the real pipeline on the toy data at the full design's β, depths and arms,
+with the synthetic-data banner), and must save at most :data:`MAX_WIDTH_PX` wide with no text
+below :data:`MIN_TEXT_PX` once scaled to the page, each text at its smallest glyph (a log axis'
+exponents included), and no legend over the data.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.collections import PathCollection  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
@@ -31,8 +34,9 @@ from resgd.plots import collapse as cplots  # noqa: E402
 from resgd.plots import experiments as eplots  # noqa: E402
 from resgd.plots import robustness as rplots  # noqa: E402
 from resgd.plots import theorem1 as tplots  # noqa: E402
-from resgd.plots.style import COLUMN_PX, saved_width_px, smallest_text_px, use_style  # noqa: E402
+from resgd.plots.style import COLUMN_PX, legend_outside, saved_width_px, smallest_text_px, use_style  # noqa: E402
 from resgd.robustness.grid import map_grid  # noqa: E402
+from resgd.robustness.verdicts import BEST  # noqa: E402
 
 PAGE_PX = COLUMN_PX
 MIN_TEXT_PX = 8.0
@@ -125,9 +129,13 @@ def _collapse_training():
 
 GRID = map_grid(False, complete=True)  # the whole design: the most panels any of its figures gets
 CLAIMS = ("residual_helps", "beta_monotone", "depth_residual_helps", "depth_residual_helps_second")
+MAP_PROTOCOLS = (*GRID.protocols, BEST)
+"""The protocols of the map's cells, as the book's tallies and theory link have them: the grid's own and
+the best step (:func:`resgd.robustness.verdicts.cells` adds it). Drawn with the grid's three, Fig. 6.4
+read 7.7 px in the book and passed here."""
 
 
-def _final(protocols=("common", "own", "theory")):
+def _final(protocols=GRID.protocols):
     rows = []
     for protocol, claim, dataset, N, qk in itertools.product(protocols, CLAIMS, GRID.datasets, GRID.sizes, GRID.qk_scales):
         for k, f in enumerate(GRID.steps(protocol)):
@@ -148,7 +156,7 @@ def _capped(final: pd.DataFrame) -> pd.DataFrame:
 
 def _tally():
     rows = []
-    for dataset, protocol, claim, T in itertools.product(GRID.datasets, ("common", "own", "theory"), CLAIMS, GRID.horizons):
+    for dataset, protocol, claim, T in itertools.product(GRID.datasets, MAP_PROTOCOLS, CLAIMS, GRID.horizons):
         holds, fails = (int(x) for x in RNG.integers(0, 6, 2))
         rows.append({"dataset": dataset, "protocol": protocol, "claim": claim, "horizon": T, "holds": holds,
                      "fails": fails, "undecided": 12 - holds - fails, "K": 12})
@@ -160,7 +168,7 @@ def _readout():
     inf or 1e200: drawn at the edge) and one diverged run (measured inf: left out)."""
     rows = [{"dataset": d, "protocol": p, "predicted": RNG.uniform(1e-3, 1) if k % 10 else (math.inf, 1e200)[k % 20 == 0],
              "measured": RNG.uniform(1e-3, 1) if k != 7 else math.inf}
-            for d, p, k in itertools.product(GRID.datasets, ("common", "own", "theory"), range(40))]
+            for d, p, k in itertools.product(GRID.datasets, GRID.protocols, range(40))]
     return pd.DataFrame(rows)
 
 
@@ -208,10 +216,10 @@ FIGURES = {
     "collapse.plot_training:interaction": lambda: cplots.plot_training(
         _collapse_training(), floor=0.3, floor_label="best linear fit from [x_i, mean x, 1]"),
     **{f"robustness.plot_phase_diagram:{p}": (lambda p=p: rplots.plot_phase_diagram(_final(), GRID, protocol=p, standin=BANNER))
-       for p in ("common", "own", "theory")},
+       for p in GRID.protocols},
     "robustness.plot_horizons": lambda: rplots.plot_horizons(_tally(), standin=BANNER),
-    "robustness.plot_theory_link": lambda: rplots.plot_theory_link(_final(("common", "own", "best", "theory")), standin=BANNER),
-    "robustness.plot_theory_link:capped": lambda: rplots.plot_theory_link(_capped(_final(("common", "own", "best", "theory"))),
+    "robustness.plot_theory_link": lambda: rplots.plot_theory_link(_final(MAP_PROTOCOLS), standin=BANNER),
+    "robustness.plot_theory_link:capped": lambda: rplots.plot_theory_link(_capped(_final(MAP_PROTOCOLS)),
                                                                           standin=BANNER, cap=20.0),
     "robustness.plot_readout_link": lambda: rplots.plot_readout_link(_readout(), standin=BANNER),
     "experiments.plot_verdicts": lambda: eplots.plot_verdicts(_verdicts()),
@@ -257,11 +265,38 @@ def _name(artist) -> str:
     return "legend" if isinstance(artist, Legend) else artist.get_text()
 
 
+def _data_points(ax) -> np.ndarray:
+    """Display coordinates of the data an axes draws inside its frame: line vertices and scatter points."""
+    points = [line.get_transform().transform(line.get_xydata()) for line in ax.get_lines()
+              if line.get_visible() and len(line.get_xdata())]
+    points += [c.get_offset_transform().transform(c.get_offsets()) for c in ax.collections
+               if isinstance(c, PathCollection) and c.get_visible() and len(c.get_offsets())]
+    if not points:
+        return np.empty((0, 2))
+    xy = np.concatenate(points)
+    xy = xy[np.isfinite(xy).all(axis=1)]
+    return xy[[ax.bbox.contains(x, y) for x, y in xy]]
+
+
+def _covered(fig, renderer) -> list[str]:
+    """Legends that lie over data: for each, how many data points of which axes are under it."""
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes)]
+    found = []
+    for legend in (lg for lg in legends if lg is not None and lg.get_visible()):
+        box = legend.get_window_extent(renderer)
+        for ax in (a for a in fig.axes if a.get_visible()):
+            under = sum(box.contains(x, y) for x, y in _data_points(ax))
+            if under:
+                found.append(f"a legend covers {under} data point(s) of the axes titled {ax.get_title()!r}")
+    return found
+
+
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_figure_reads_at_page_width_and_its_labels_do_not_collide(name):
     """Each figure drawn once: saved at most MAX_WIDTH_PX wide, no text under MIN_TEXT_PX at the page
-    width, and no two axis labels or titles overlapping (the review found colour-bar labels running
-    into each other and two x labels overlapping)."""
+    width, no two axis labels or titles overlapping (the review found colour-bar labels running
+    into each other and two x labels overlapping), and no legend over data points (the review found
+    legends over the curves of Figs. 4.9, 5.9 and the points of 4.11, 5.11)."""
     fig = FIGURES[name]()
     width, smallest = saved_width_px(fig), smallest_text_px(fig, page_px=PAGE_PX)
     assert width <= MAX_WIDTH_PX, f"{name}: {width} px wide"
@@ -271,6 +306,60 @@ def test_figure_reads_at_page_width_and_its_labels_do_not_collide(name):
     boxes = [(_name(t), t.get_window_extent(renderer)) for t in _labels(fig)]
     for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2):
         assert not box_a.overlaps(box_b), f"{name}: {a!r} overlaps {b!r}"
+    assert not _covered(fig, renderer), f"{name}: {_covered(fig, renderer)}"
+    assert _beta_lines_apart(fig), f"{name}: β lines told apart by colour alone, or two alike"
+
+
+def _beta_lines_apart(fig) -> bool:
+    """Every line drawn for one β (labelled "β = …") carries a marker, and no two β of one axes share
+    colour and marker (:func:`resgd.plots.style.beta_styles`; Figs. 4.3, 5.3 drew five β in near-identical
+    colours, without markers)."""
+    for ax in fig.axes:
+        lines = [line for line in ax.get_lines() if str(line.get_label()).startswith("β = ")]
+        if any(line.get_marker() in (None, "", " ", "None") for line in lines):
+            return False
+        looks = {(str(line.get_label()).split()[2], tuple(matplotlib.colors.to_rgba(line.get_color())), line.get_marker())
+                 for line in lines}
+        if len({look[1:] for look in looks}) != len({look[0] for look in looks}):
+            return False
+    return True
+
+
+def test_beta_styles_order_the_betas_and_give_each_a_marker():
+    """One sequential palette (lightness grows with β, neighbours clearly apart) and a distinct marker
+    per β, whatever order the β come in."""
+    from resgd.plots.style import beta_styles
+
+    styles = beta_styles([1.0, 0.0, 0.5, 0.25, 0.75, 0.5])
+    assert list(styles) == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert len({s["marker"] for s in styles.values()}) == 5
+    lightness = [np.dot(matplotlib.colors.to_rgb(s["color"]), (0.299, 0.587, 0.114)) for s in styles.values()]
+    assert lightness == sorted(lightness) and min(np.diff(lightness)) > 0.05
+    assert beta_styles([0.0, 1.0]) == beta_styles([1.0, 0.0])
+
+
+def test_a_log_axis_exponent_counts_at_the_size_it_is_drawn():
+    """10⁻³ on a log axis is mathtext: its exponent is drawn at 0.7 of the tick label's size, and the
+    measure reads that size (the font size alone passed nine figures whose exponents read under 8 px)."""
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.set_title("t", fontsize=10)
+    ax.tick_params(labelsize=10)
+    ax.plot([1e-3, 1e-1], [1, 2])
+    plain = smallest_text_px(fig)
+    ax.set_xscale("log")
+    assert smallest_text_px(fig) == pytest.approx(0.7 * plain)
+
+
+def test_a_legend_over_the_data_is_found():
+    """The legend check finds a legend drawn over points, and not one beside the axes."""
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.scatter(np.linspace(0, 1, 50), np.linspace(1, 0, 50), label="points")
+    ax.legend(loc="upper right", bbox_to_anchor=(0.6, 0.6))
+    fig.canvas.draw()
+    assert _covered(fig, fig.canvas.get_renderer())
+    legend_outside(ax)
+    fig.canvas.draw()
+    assert not _covered(fig, fig.canvas.get_renderer())
 
 
 def test_smallest_text_px_scales_wide_figures_down():

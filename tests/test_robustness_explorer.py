@@ -82,6 +82,29 @@ def test_a_capped_log_ratio_is_labelled_as_the_cap_of_a_diverged_run():
     assert _capped(0.5) == 0.5 and _capped(float("nan")) is None
 
 
+def test_a_cell_whose_median_is_the_cap_says_so(data):
+    """A cell whose median sits at the log ratio's cap shows the cap as such (8 of the book's 72 cells
+    showed ±20 as if it were a measured median)."""
+    import copy
+
+    from bs4 import BeautifulSoup
+
+    data = copy.deepcopy(data)
+    assert data["cap"] == stats.LOG_CAP and not any(c["capped"] for c in data["cells"])
+    runs = toy_runs()
+    cells = stats.cell_table(runs, GRID)
+    first = cells.index[(cells["claim"] == "residual_helps") & (cells["horizon"] == GRID.iterations)
+                        & (cells["measure"] == GRID.primary) & cells["protocol"].isin(GRID.protocols)][0]
+    cells.loc[first, "effect"] = -stats.LOG_CAP
+    capped = [c for c in explorer_data(cells=cells, per_run=runs, grid=GRID)["cells"] if c["capped"]]
+    assert len(capped) == 1 and capped[0]["effect"] == -stats.LOG_CAP
+    data["cells"] = capped
+    page = explorer_html(data)
+    static = BeautifulSoup(re.search(r"<noscript>(.*?)</noscript>", page, re.S).group(1), "html.parser")
+    assert "−20 (cap: a run diverged)" in static.text.replace("-20", "−20")
+    assert "c.capped ? ' (cap)'" in page  # the widget's cells and summary say it too
+
+
 def test_json_has_no_nan_and_the_html_is_self_contained(data):
     cell = data["cells"][0]
     cell["seeds"][0]["effect"] = None  # a seed left out (both arms diverged)

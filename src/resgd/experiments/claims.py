@@ -123,14 +123,26 @@ def _dropped_text(excluded: int, seeds: int) -> str:
     return f"{excluded} of {count_noun(seeds, 'seed')} dropped out, a run having left the theorem's regime" if excluded else ""
 
 
+def _above_zero(positive: int, left: int) -> str:
+    """How many of the seeds' values lie above 0, in words ("7 of them above 0"; it read "(7 > 0)")."""
+    if left <= 1:
+        return "no value left" if left == 0 else "it is above 0" if positive else "it is not above 0"
+    return f"{positive} of them above 0"
+
+
+def _cannot_decide(seeds: int) -> str:
+    """Why a sign test with too few seeds says nothing ("3 seeds cannot decide at 5 %"; no seed: none to decide on)."""
+    return "no seed to decide on" if seeds == 0 else f"{count_noun(seeds, 'seed')} cannot decide at 5 %"
+
+
 def _interval_text(r: dict[str, Any]) -> str:
     """The interval's reading; when too few seeds are left for one, how many are left and how many it needs."""
     if math.isnan(r["lo"]):
         left = r["left"]
-        return (f"median {_fmt(r['median'])} over the {count_noun(left, 'seed')} left ({r['positive']} > 0); no interval: "
+        return (f"median {_fmt(r['median'])} over the {count_noun(left, 'seed')} left ({_above_zero(r['positive'], left)}); no interval: "
                 f"{_dropped_text(r['excluded'], r['seeds']) or 'too few seeds'}, and the interval needs {r['need']}")
     return (f"median {_fmt(r['median'])}, {100 * r['level']:.1f} % interval [{_fmt(r['lo'])}, {_fmt(r['hi'])}] "
-            f"over {count_noun(r['left'], 'seed')} ({r['positive']} > 0)"
+            f"over {count_noun(r['left'], 'seed')} ({_above_zero(r['positive'], r['left'])})"
             + (f"; {_dropped_text(r['excluded'], r['seeds'])}" if r["excluded"] else ""))
 
 
@@ -266,7 +278,7 @@ def check_depth_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figu
     total = int(per_seed.size)
     detail = (f"per-seed median over L of the difference > 0 in {r['positive']} of {count_noun(r['left'], 'seed')}"
               + (f"; {_interval_text(r)}" if rule == "interval" else
-                 (f" (decides at ≥ {k})" if k is not None else f" ({count_noun(r['seeds'], 'seed')} cannot decide at 5 %)")
+                 (f" (decides at ≥ {k})" if k is not None else f" ({_cannot_decide(r['seeds'])})")
                  + (f"; {_dropped_text(r['excluded'], total)}" if r["excluded"] else ""))
               + "; per depth: " + "; ".join(f"L={L}: faster in {v['faster_in']}/{v['left']} (median rate "
                                             f"{_fmt(v['median_rate_with'])} vs {_fmt(v['median_rate_without'])})"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..words import agree
 from .claims import of_seeds
 from .experiment_settings import TWIN_NAMES
 from .page_tables import horizon_table, replay_table, twins_table
@@ -62,6 +63,8 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
     out["horizon-dependent"] = int((horizons["verdict"] == "horizon-dependent").sum())
     out["horizon-K"] = int(len(horizons))
     out["descriptive"] = int((~horizons["decides"]).sum())
+    out["horizon-dependent-are"] = agree(out["horizon-dependent"], "is", "are")  # "1 is horizon-dependent"
+    out["descriptive-are"] = agree(out["descriptive"], "is", "are")
     theory_runs = results.per_run()
     theory_runs = theory_runs[(theory_runs["twin_init"] == "matched") & theory_runs["protocol"].str.startswith("theory")]
     out["theory-runs"] = int(len(theory_runs))

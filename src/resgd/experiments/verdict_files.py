@@ -21,6 +21,7 @@ from ..infra.atomic import json_text, write_json
 from ..pipeline.cache import resolve_results_dir
 from .claims import CLAIMS, FACTORIAL_RULE, NOTEBOOK, Verdict, _jsonable, horizon_name
 from .design import MIN_COVERAGE, MIN_INTERVAL_SEEDS, VERDICTS
+from ..words import agree
 
 
 def verdicts_payload(verdicts: Sequence[Verdict], *, dataset: str, mode: str,
@@ -114,6 +115,24 @@ def verdict_counts(verdicts: pd.DataFrame) -> pd.DataFrame:
                      **{v.replace("-", "_"): int((counted["verdict"] == v).sum()) for v in VERDICTS},
                      "decided_by_chance": float(counted["chance"].sum()), "descriptive": int(len(g) - len(counted))})
     return pd.DataFrame(rows)
+
+
+COUNT_VERBS = {"holds": ("holds", "hold"), "fails": ("fails", "fail"), "horizon_dependent": ("is", "are"),
+               "undecided": ("is", "are"), "descriptive": ("is", "are")}
+"""The verb each count of :func:`verdict_counts` takes in the pages' sentences ("1 fails", "2 are undecided")."""
+
+
+def count_words(row) -> dict[str, str]:
+    """The words that agree with one protocol's counts (a row of :func:`verdict_counts`), for the pages
+    to glue beside the counts: ``<column>-verb`` for each count (``holds-verb`` "holds" or "hold",
+    ``undecided-verb`` "is" or "are"), ``K-checks`` ("check" or "checks"), ``K-decide`` and
+    ``descriptive-checks`` ("check is" or "checks are").
+
+    Why: the pages glued the counts next to fixed plural verbs, and a count of 1 read "1 are
+    horizon-dependent"."""
+    words = {f"{column}-verb": agree(row[column], *forms) for column, forms in COUNT_VERBS.items()}
+    return {**words, "K-checks": agree(row["K"], "check"), "K-decide": agree(row["K"], "decides", "decide"),
+            "descriptive-checks": agree(row["descriptive"], "check is", "checks are")}
 
 
 def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick",

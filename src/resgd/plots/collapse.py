@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from .style import beta_styles
+
 SEED_BAND = ("pi", 100)  # band = range over seeds
 METRIC_LABELS = {
     "sigma_min": "σ_min",
@@ -69,14 +71,16 @@ def plot_dqk_sweep(sweep: pd.DataFrame, scope: str = "per_sample", metrics=("sig
     panels = data[["logit_scale", "qk_scale"]].drop_duplicates().sort_values(["logit_scale", "qk_scale"], ascending=[False, True])
     panels = list(panels.itertuples(index=False))
     fig, axes, where = _panel_grid(panels, list(metrics), 2.4)
-    palette = dict(zip(order, sns.color_palette("colorblind", len(order))))
+    styles = beta_styles(data.loc[data["matrix"] == "Z", "beta"])  # the book's β colours and markers
+    palette = {"Attn(X)": sns.color_palette("colorblind")[0], **{_series_label("Z", b): style["color"] for b, style in styles.items()}}
+    markers = {"Attn(X)": "h", **{_series_label("Z", b): style["marker"] for b, style in styles.items()}}
     dashes = {label: (4, 2) if label == "Z, β=0" else "" for label in order}
     for col, (logit_scale, qk_scale) in enumerate(panels):
         sub = data[(data["logit_scale"] == logit_scale) & (data["qk_scale"] == qk_scale)]
         for row, metric in enumerate(metrics):
             ax = where[row, col]
             sns.lineplot(data=sub, x="d_qk", y=metric, hue="series", hue_order=order, style="series", style_order=order,
-                         dashes=dashes, palette=palette, estimator="median", errorbar=SEED_BAND, marker="o", markersize=3,
+                         dashes=dashes, palette=palette, estimator="median", errorbar=SEED_BAND, markers=markers, markersize=4,
                          ax=ax, legend=(ax is axes[0, -1]))
             _log2_x(ax)
             ax.set_yscale("log")

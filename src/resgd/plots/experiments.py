@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .style import banner_text, label_standin, use_style
+from ..words import count_noun
+from .style import banner_text, beta_styles, label_standin, legend_outside, use_style
 
 DATASET_TITLE = {"jena": "Jena climate", "sst2": "SST-2", "toy": "toy data", "toy_cls": "toy data",
                  "jena_standin": "Jena task, synthetic stand-in"}
@@ -38,9 +39,8 @@ def label_source(fig: plt.Figure, table: pd.DataFrame) -> None:
 
 
 def _beta_colors(betas) -> dict[float, tuple]:
-    betas = sorted(set(float(b) for b in betas))
-    palette = sns.color_palette("viridis", n_colors=max(len(betas), 2))
-    return {b: palette[i] for i, b in enumerate(betas)}
+    """β → its colour of :func:`.style.beta_styles` (where a marker already says something else)."""
+    return {b: style["color"] for b, style in beta_styles(betas).items()}
 
 
 def _depth_colors(depths) -> dict[int, tuple]:
@@ -49,8 +49,9 @@ def _depth_colors(depths) -> dict[int, tuple]:
     return {L: palette[i] for i, L in enumerate(depths)}
 
 
-def _draw_loss(ax: plt.Axes, curves: pd.DataFrame, keys: list[str], color, style, label) -> None:
-    """Mean curves with bands; diverged runs as dotted partial curves ending in ×."""
+def _draw_loss(ax: plt.Axes, curves: pd.DataFrame, keys: list[str], color, style, label, marks=None) -> None:
+    """Mean curves with bands; diverged runs as dotted partial curves ending in ×. ``marks``: the
+    mean curve's marker options per group (:func:`.style.beta_styles`), none by default."""
     mean = curves[curves["kind"] == "mean"]
     bad = curves[curves["kind"] == "diverged"]
     finite = mean["hi"].replace([np.inf, -np.inf], np.nan).dropna()
@@ -65,7 +66,7 @@ def _draw_loss(ax: plt.Axes, curves: pd.DataFrame, keys: list[str], color, style
         text = label(gkey) + (f" — diverged {n_div}/{n_seeds}" if n_div else "")
         c, ls = color(gkey), style(gkey)
         if len(m):
-            ax.plot(m["iteration"], m["center"], color=c, ls=ls, lw=1.8, label=text)
+            ax.plot(m["iteration"], m["center"], color=c, ls=ls, lw=1.8, label=text, **(marks(gkey) if marks else {}))
             if n_seeds - n_div > 1:
                 ax.fill_between(m["iteration"], m["lo"], m["hi"], color=c, alpha=0.2, lw=0)
             text = None
@@ -112,15 +113,16 @@ def plot_residual(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
     """Claim (a) read as speed (our figure; the paper's summary states the claim): Φ(t)/Φ(0) with (β = 1) and without (β = 0) the residual
     connection, single layer, one panel per step-size protocol."""
     use_style()
-    fig, panels = _panels(curves)
-    colors = {1.0: sns.color_palette("colorblind")[0], 0.0: sns.color_palette("colorblind")[3]}
+    fig, panels = _panels(curves, height=4.0)  # taller: the legend sits under each panel
+    styles = beta_styles(curves["beta"])
     for protocol, ax in panels:
         sub = curves[curves["protocol"] == protocol]
-        _draw_loss(ax, sub, ["beta"], lambda k: colors.get(float(k["beta"]), "grey"),
+        _draw_loss(ax, sub, ["beta"], lambda k: styles[float(k["beta"])]["color"],
                    lambda k: "-" if k["beta"] == 1.0 else "--",
-                   lambda k: "β = 1 (residual)" if k["beta"] == 1.0 else f"β = {k['beta']:g} (no residual)")
+                   lambda k: "β = 1 (residual)" if k["beta"] == 1.0 else f"β = {k['beta']:g} (no residual)",
+                   marks=lambda k: {o: v for o, v in styles[float(k["beta"])].items() if o != "color"})
         ax.set_title(f"step: {protocol}", fontsize="small")
-        ax.legend(loc="best", fontsize="x-small")
+        legend_outside(ax, side="below", fontsize="x-small")
     return _finish(fig, curves, dataset, "single layer, with and without residual")
 
 
@@ -128,15 +130,16 @@ def plot_beta_sweep(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
     """Paper's Fig. 3a read as speed: Φ(t)/Φ(0) for each residual weight β (single layer), one
     panel per step-size protocol."""
     use_style()
-    fig, panels = _panels(curves)
-    colors = _beta_colors(curves["beta"])
+    fig, panels = _panels(curves, height=4.2)  # taller: the legend sits under each panel
+    styles = beta_styles(curves["beta"])
     for protocol, ax in panels:
         sub = curves[curves["protocol"] == protocol]
-        _draw_loss(ax, sub, ["beta"], lambda k: colors[float(k["beta"])], lambda k: "-", lambda k: f"β = {k['beta']:g}")
+        _draw_loss(ax, sub, ["beta"], lambda k: styles[float(k["beta"])]["color"], lambda k: "-", lambda k: f"β = {k['beta']:g}",
+                   marks=lambda k: {o: v for o, v in styles[float(k["beta"])].items() if o != "color"})
         ax.set_title(f"step: {protocol}", fontsize="small")
         handles, labels = ax.get_legend_handles_labels()
         order = np.argsort([-float(lbl.split("=")[1].split()[0]) for lbl in labels])
-        ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="best", fontsize="x-small")
+        legend_outside(ax, [handles[i] for i in order], [labels[i] for i in order], side="below", fontsize="x-small", ncol=2)
     return _finish(fig, curves, dataset, "residual weight β")
 
 
@@ -189,7 +192,7 @@ def plot_factorial(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
                    lambda k: "-" if k["beta_ffn"] == 1.0 else "--",
                    lambda k: f"attention skip β = {k['beta']:g}, FFN skip β_ffn = {k['beta_ffn']:g}")
         ax.set_title(f"step: {protocol}", fontsize="small")
-        ax.legend(loc="best", fontsize="x-small")
+        legend_outside(ax, side="below", fontsize="x-small")
     return _finish(fig, curves, dataset, "which skip carries the effect (L = 1)")
 
 
@@ -198,33 +201,35 @@ def plot_conditioning(curves: pd.DataFrame, dataset: str = "") -> plt.Figure:
     sweep (colour = β), bottom row the depth sweep (colour = L; dashed = no residual)."""
     use_style()
     experiments = [e for e in ("beta", "depth") if (curves["experiment"] == e).any()]
-    fig, axes = plt.subplots(len(experiments), 2, figsize=(9.0, 3.3 * len(experiments)), squeeze=False)
+    fig, axes = plt.subplots(len(experiments), 2, figsize=(8.0, 3.3 * len(experiments)), squeeze=False)
     ylabels = {"sigma_min_Z": "σ_min(Z⁽ᵗ⁾)", "rate_ratio_Z": "σ_min²/σ_max² (Z⁽ᵗ⁾)"}
     for row, experiment in enumerate(experiments):
         sub = curves[curves["experiment"] == experiment]
         if experiment == "beta":
-            colors = _beta_colors(sub["beta"])
-            color = lambda k: colors[float(k["beta"])]  # noqa: E731
+            styles = beta_styles(sub["beta"])
+            color = lambda k: styles[float(k["beta"])]["color"]  # noqa: E731
             style = lambda k: "-"  # noqa: E731
             label = lambda k: f"β = {k['beta']:g}"  # noqa: E731
+            marks = lambda k: {o: v for o, v in styles[float(k["beta"])].items() if o != "color"}  # noqa: E731
         else:
             colors = _depth_colors(sub["n_layers"])
             color = lambda k: colors[int(k["n_layers"])]  # noqa: E731
             style = lambda k: "-" if k["beta"] == 1.0 else "--"  # noqa: E731
             label = lambda k: f"L = {int(k['n_layers'])}, " + ("res." if k["beta"] == 1.0 else "no res.")  # noqa: E731
+            marks = lambda k: {}  # noqa: E731
         for col, quantity in enumerate(("sigma_min_Z", "rate_ratio_Z")):
             ax = axes[row, col]
             q = sub[sub["quantity"] == quantity]
             for (beta, L), g in q[q["twin_init"] == "matched"].groupby(["beta", "n_layers"], sort=True):
                 key = {"beta": float(beta), "n_layers": int(L)}
                 g = g.sort_values("iteration")
-                ax.plot(g["iteration"], g["center"], color=color(key), ls=style(key), label=label(key))
+                ax.plot(g["iteration"], g["center"], color=color(key), ls=style(key), label=label(key), **marks(key))
                 if int(g["n_runs"].max()) > 1:
                     ax.fill_between(g["iteration"], g["lo"], g["hi"], color=color(key), alpha=0.2, lw=0)
             ax.set_yscale("symlog", linthresh=1e-6) if (q["center"] <= 0).any() else ax.set_yscale("log")
             ax.set(xlabel="iteration t", ylabel=ylabels[quantity])
             ax.set_title(("single layer, β sweep" if experiment == "beta" else "depth sweep (first layer)"), fontsize="small")
-        axes[row, 1].legend(fontsize="x-small", loc="best", ncol=2 if experiment == "depth" else 1)
+        legend_outside(axes[row, 1], fontsize="x-small")  # inside, it covered the curves (Figs. 4.9, 5.9)
     fig.suptitle(_title(dataset, "conditioning of Z = βX + Attn(X) during training"), fontsize="medium", y=0.955)
     fig.tight_layout(rect=(0, 0, 1, 0.94))
     _banner(fig, curves)
@@ -272,28 +277,43 @@ def plot_rate(per_run: pd.DataFrame, dataset: str = "") -> plt.Figure:
     if n_edge:
         title += f"\n(open markers on the bottom edge: {n_edge} run(s) stalled or rising, rate/μ < 1e-6 × max)"
     ax.set_title(_title(dataset, title))
-    ax.legend(fontsize="x-small", loc="best", ncol=2)
+    legend_outside(ax, fontsize="x-small")
     fig.tight_layout(rect=TOP_MARGIN)
     _banner(fig, per_run)
     return fig
 
 
-VERDICT_COLORS = {"holds": 2, "fails": 3, "horizon-dependent": 4, "undecided": 7}
+VERDICT_COLORS = {"holds": (2, "green"), "fails": (3, "red-orange"), "horizon-dependent": (4, "purple"),
+                  "undecided": (7, "grey")}
+"""Each verdict of :data:`resgd.experiments.design.VERDICTS`: its colour in the claims page's overview
+(index into seaborn's colour-blind palette) and that colour's name, which the figure's caption takes
+from here (:func:`verdict_colour_words`), so that the caption names every colour drawn."""
+
+
+def verdict_colour_words(verdicts) -> str:
+    """The caption's key to :func:`plot_verdicts`: each verdict drawn, in the order of
+    :data:`VERDICT_COLORS`, with its colour ("green holds, purple horizon-dependent")."""
+    drawn = set(verdicts)
+    unknown = drawn - set(VERDICT_COLORS)
+    if unknown:
+        raise ValueError(f"verdicts without a colour in the overview: {sorted(unknown)}; add them to VERDICT_COLORS")
+    return ", ".join(f"{name} {verdict}" for verdict, (_, name) in VERDICT_COLORS.items() if verdict in drawn)
 
 
 def plot_verdicts(verdicts: pd.DataFrame) -> plt.Figure:
     """The claims page's overview: one cell per data set × protocol (rows) and claim (columns),
-    green when the claim holds, orange when it fails, grey when undecided. Rows, not columns, take
-    the many data set × protocol pairs so that the figure stays narrow enough to read at the page's
-    width. Input: :func:`resgd.experiments.verdict_files.load_verdicts`."""
+    coloured by its verdict (:data:`VERDICT_COLORS`; :func:`verdict_colour_words` names them for the
+    caption). Rows, not columns, take the many data set × protocol pairs so that the figure stays
+    narrow enough to read at the page's width. Input: :func:`resgd.experiments.verdict_files.load_verdicts`."""
     use_style()
     names = list(dict.fromkeys(verdicts["name"]))
     rows = list(dict.fromkeys(zip(verdicts["dataset"], verdicts["protocol"])))
     fig, ax = plt.subplots(figsize=(2.2 + 1.2 * len(names), 0.8 + 0.36 * len(rows)))
     palette = sns.color_palette("colorblind")
+    verdict_colour_words(verdicts["verdict"])  # every verdict has its colour, or a clear error
     for _, row in verdicts.iterrows():
         i, j = rows.index((row["dataset"], row["protocol"])), names.index(row["name"])
-        ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=palette[VERDICT_COLORS[row["verdict"]]], alpha=0.75,
+        ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=palette[VERDICT_COLORS[row["verdict"]][0]], alpha=0.75,
                                    edgecolor="white", linewidth=2))
         descriptive = "decides" in row and not bool(row["decides"])
         word = str(row["verdict"]).replace("horizon-dependent", "horizon-\ndependent")
@@ -333,14 +353,17 @@ def _rule_text(numbers: dict) -> str:
     if numbers.get("rule") == "interval":
         left = numbers["left"]
         if math.isnan(numbers["lo"]):  # too many seeds dropped out (a run left the theorem's regime)
-            return f"{numbers.get('positive', 0)} of {left} seeds left > 0\nno interval: it needs {numbers.get('need', '?')} seeds"
-        return (f"{numbers.get('positive', 0)} of {left} > 0\n{100 * numbers['level']:.1f} % interval "
+            return (f"{numbers.get('positive', 0)} of the {count_noun(left, 'seed')} left > 0\n"
+                    f"no interval: it needs {numbers.get('need', '?')} seeds")
+        return (f"{numbers.get('positive', 0)} of {count_noun(left, 'seed')} > 0\n{100 * numbers['level']:.1f} % interval "
                 f"of the median [{numbers['lo']:.3g}, {numbers['hi']:.3g}]")
     if "spearman" in numbers and "bound" in numbers:
         return f"ρ of the medians = {numbers['spearman']:.2f}\ndecides at |ρ| ≥ {numbers['bound']:g}"
     k = numbers.get("threshold")
-    need = f"decides at ≥ {k} of {numbers['seeds']} agreeing" if k is not None else f"{numbers['seeds']} values cannot decide at 5 %"
-    return f"{numbers.get('positive', 0)} of {numbers['seeds']} > 0\n{need}"
+    n = numbers["seeds"]
+    need = (f"decides at ≥ {k} of {n} agreeing" if k is not None else
+            "no value to decide on" if n == 0 else f"{count_noun(n, 'value')} cannot decide at 5 %")
+    return f"{numbers.get('positive', 0)} of {count_noun(n, 'value')} > 0\n{need}"
 
 
 def _span(x: np.ndarray) -> float:

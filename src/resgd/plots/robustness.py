@@ -10,14 +10,14 @@ import pandas as pd
 from matplotlib.colors import Normalize, TwoSlopeNorm
 from matplotlib.patches import Rectangle
 
-from .style import label_standin
+from .style import label_standin, legend_outside
 
 CLAIM_ROWS = ("residual_helps", "beta_monotone", "depth_residual_helps", "depth_residual_helps_second")
 """Rows in this order; (c) against the second twin only where the map has it."""
 ROW_LABELS = {"residual_helps": "(a) median log ratio\nΦ(T)/Φ(0) without / with",
               "beta_monotone": "(b) median −Spearman\n(β, Φ(T)/Φ(0))",
-              "depth_residual_helps": "(c) min over L of\nmedian log ratio",
-              "depth_residual_helps_second": "(c), second twin:\nmin over L of median"}
+              "depth_residual_helps": "(c) median over L of\nmedian log ratio",
+              "depth_residual_helps_second": "(c), second twin:\nmedian over L of medians"}
 SHORT = {"residual_helps": "(a)", "beta_monotone": "(b)", "depth_residual_helps": "(c)",
          "depth_residual_helps_second": "(c'')"}
 LETTER = {"holds": "✓", "fails": "✗", "undecided": "?"}
@@ -110,7 +110,9 @@ def plot_horizons(tally: pd.DataFrame, standin: str | None = None) -> plt.Figure
     datasets, protocols = sorted(tally["dataset"].unique()), sorted(tally["protocol"].unique())
     bars = int(tally.groupby(["dataset", "protocol"]).size().max())
     # one row per data set: six panels in one row made the figure 20 in wide
-    fig, axes = plt.subplots(len(datasets), len(protocols), figsize=(2.6 * len(protocols) + 1.2, (0.2 * bars + 1.0) * len(datasets)),
+    # 1.9 in per panel: the map's four protocols (its three and the best step) stay under 9 in wide, every
+    # label 8 px or more in the book's column (2.6 in made it 11.6 in wide, its labels 7 px)
+    fig, axes = plt.subplots(len(datasets), len(protocols), figsize=(1.9 * len(protocols) + 1.2, (0.2 * bars + 1.0) * len(datasets)),
                              sharex=True, sharey=True, squeeze=False, constrained_layout=True)
     for ax in axes.flat:
         ax.set_visible(False)
@@ -213,7 +215,11 @@ def plot_readout_link(predictions: pd.DataFrame, standin: str | None = None) -> 
                      fontsize="small" if edge else None)
         ax.set_xlabel("predicted Φ(T)/Φ(0)\n(read-out only, features frozen at θ⁰)")
     axes[0, 0].set_ylabel("measured Φ(T)/Φ(0)")
-    axes[0, -1].legend(fontsize=9, loc="best")
+    entries = {}  # one legend for every panel, under them: inside a panel it covered its points (Figs. 4.11, 5.11)
+    for ax in axes.flat:
+        entries.update((label, handle) for handle, label in zip(*ax.get_legend_handles_labels()))
+    legend_outside(fig, list(entries.values()), list(entries), side="below", ncol=2 if len(entries) > 3 else len(entries),
+                   fontsize=9)
     return _stamped(fig, standin)
 
 

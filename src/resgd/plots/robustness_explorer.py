@@ -38,6 +38,8 @@ SCRIPT = r"""
   const colour = {holds: '#2a9d8f', fails: '#e76f51', undecided: '#cccccc'};
   const fmt = v => v === null || v === undefined ? '–' : v === 'inf' ? '∞' : v === '-inf' ? '−∞'
       : (typeof v === 'number' ? Number(v.toPrecision(3)).toString() : String(v));
+  // a median at the log ratio's cap is a diverged run's cap, not a measured ratio: said wherever it is shown
+  const median = c => fmt(c.effect) + (c.capped ? ' (cap)' : '');
   const el = (tag, attrs, text) => { const n = document.createElementNS(NS, tag);
       for (const k in attrs) n.setAttribute(k, attrs[k]); if (text !== undefined) n.textContent = text; return n; };
   const pick = root.querySelector('.rx-protocol'), claim = root.querySelector('.rx-claim');
@@ -85,7 +87,8 @@ SCRIPT = r"""
         + `its median is the median of the depths' medians)`
       : '';
     h.textContent = `${cell.dataset}, N = ${cell.N}, Q/K scale ${fmt(cell.qk)}, step ${fmt(cell.step)}, protocol '${cell.protocol}', T = ${data.horizon}: `
-      + `${cell.verdict} ${data.letter[cell.verdict]} — median ${fmt(cell.effect)}, interval [${fmt(cell.lo)}, ${fmt(cell.hi)}] `
+      + `${cell.verdict} ${data.letter[cell.verdict]} — median ${fmt(cell.effect)}`
+      + (cell.capped ? ` (at the ±${data.cap} cap of a diverged run, not a measured ratio)` : '') + `, interval [${fmt(cell.lo)}, ${fmt(cell.hi)}] `
       + `(exact level ${level(cell.level)}; holds when the interval lies above ${data.threshold}, fails when below)`
       + depth + '; ' + counts.join(', ') + '.';
     h.className = 'rx-summary';
@@ -115,10 +118,10 @@ SCRIPT = r"""
           if (i < 0 || j < 0) return;
           const x = left + w * j, y = top + h * (data.qk.length - i - 1);
           const g = el('g', {class: 'rx-cell', tabindex: 0, role: 'button', 'data-verdict': cell.verdict,
-              'aria-label': `${dataset} N=${N} Q/K ${fmt(cell.qk)} step ${fmt(cell.step)}: ${cell.verdict}, median ${fmt(cell.effect)}`});
+              'aria-label': `${dataset} N=${N} Q/K ${fmt(cell.qk)} step ${fmt(cell.step)}: ${cell.verdict}, median ${median(cell)}`});
           g.appendChild(el('rect', {x: x + 1, y: y + 1, width: w - 2, height: h - 2, fill: colour[cell.verdict], stroke: '#fff'}));
           g.appendChild(el('text', {x: x + w / 2, y: y + h / 2 - 2, 'text-anchor': 'middle', 'font-size': 13}, data.letter[cell.verdict]));
-          g.appendChild(el('text', {x: x + w / 2, y: y + h / 2 + 12, 'text-anchor': 'middle', 'font-size': 10}, fmt(cell.effect)));
+          g.appendChild(el('text', {x: x + w / 2, y: y + h / 2 + 12, 'text-anchor': 'middle', 'font-size': 10}, median(cell)));
           g.addEventListener('click', () => show(cell, g));
           g.addEventListener('keydown', e => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); show(cell, g); } });
           svg.appendChild(g);
@@ -148,7 +151,8 @@ def static_table(data: dict) -> str:
     for c in data["cells"]:
         above = ", ".join((f"{p['label']}: " if len(c["parts"]) > 1 else "") + f"{p['above']} of {p['seeds']}" for p in c["parts"])
         rows.append("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in (
-            c["protocol"], c["claim"], c["dataset"], c["N"], fmt(c["qk"]), fmt(c["step"]), c["verdict"], fmt(c["effect"]),
+            c["protocol"], c["claim"], c["dataset"], c["N"], fmt(c["qk"]), fmt(c["step"]), c["verdict"],
+            fmt(c["effect"]) + (" (cap: a run diverged)" if c.get("capped") else ""),
             f"[{fmt(c['lo'])}, {fmt(c['hi'])}]", above)) + "</tr>")
     protocols = "".join(f"<li>{html.escape(text)}</li>" for text in data.get("protocol_text", {}).values())
     return (f"<p>Without JavaScript: every cell of the map at T = {data['horizon']} (claims: "

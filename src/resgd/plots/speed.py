@@ -8,8 +8,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .experiments import DATASET_TITLE, _beta_colors
-from .style import use_style
+from .experiments import DATASET_TITLE
+from .style import beta_styles, point_style, use_style
 
 
 def _pairs(ladder: pd.DataFrame, protocol: str) -> list[tuple[str, pd.DataFrame, pd.DataFrame]]:
@@ -57,7 +57,6 @@ def ladder_pairs(ladder: pd.DataFrame, protocol: str, dataset: str) -> plt.Figur
             ax.set_xlim(0.8, beyond * 1.1)
             ax.set_ylim(0.8, beyond * 1.1)
             ax.set_title(f"{title}, q = {q}", fontsize=10)
-            ax.tick_params(labelsize=9)
             if j == 0:
                 ax.set_ylabel("with residual")
     handles, labels = axes[0, 0].get_legend_handles_labels()
@@ -75,12 +74,12 @@ def path_check(path: pd.DataFrame, dataset: str) -> plt.Figure:
     """Left: per run, the largest μ·L̂ at a checkpoint and at a segment's end (the descent threshold 2
     drawn). Right: the measured rate −log(Φ(T)/Φ₀)/T against σ_min²/σ_max²(Z⁰), coloured by β."""
     use_style()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.6))
-    colors = _beta_colors(path["beta"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.2, 4.6))  # 10 in: its exponents read 7.8 px in the book
+    styles = beta_styles(path["beta"])
     for k, column in enumerate(("max_muL_checkpoint", "max_muL_segment_end")):
         for b, g in path.groupby("beta"):
             jitter = (np.arange(len(g)) - len(g) / 2) * 0.01
-            left.scatter(k + jitter + 0.06 * (b - 0.5), g[column], s=18, color=colors[float(b)],
+            left.scatter(k + jitter + 0.06 * (b - 0.5), g[column], s=18, **point_style(styles[float(b)]),
                          label=f"β = {b:g}" if k == 0 else None)
     left.axhline(2.0, color="C3", lw=1.2, ls="--", label="μ·L̂ = 2 (descent threshold)")
     left.set_xticks([0, 1], ["at a checkpoint", "at a segment's end"])
@@ -90,7 +89,7 @@ def path_check(path: pd.DataFrame, dataset: str) -> plt.Figure:
     left.set_xlim(-0.5, 1.5)
     left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=9, ncol=3, frameon=False)
     for b, g in path.groupby("beta"):
-        right.scatter(g["predicted"], g["rate"], s=18, color=colors[float(b)])
+        right.scatter(g["predicted"], g["rate"], s=18, **point_style(styles[float(b)]))
     right.set_xscale("log")
     right.set_xlabel("σ_min²(Z⁰) / σ_max²(Z⁰)")
     right.set_ylabel("measured rate −log(Φ(T)/Φ₀)/T")

@@ -14,12 +14,81 @@ from ..infra.user_errors import FULL_DISK, os_error_in_chain
 
 FIGURES_ENV = "RESGD_FIGURES_DIR"
 PALETTE = "colorblind"
+BETA_CMAP = "viridis"
+BETA_SPAN = (0.0, 0.85)
+"""The part of :data:`BETA_CMAP` the β lines use: from dark purple (smallest β) to yellow-green;
+the lightest yellow is left out, it does not read on white."""
+BETA_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+MARKER_STEP = 0.12
+"""Markers on a β line every this fraction of the axes' diagonal (matplotlib's float ``markevery``):
+about eight per curve, so the curve stays readable; each β starts at its own offset, so that
+coinciding curves still show each marker."""
+
+
+TICK_PT = 12
+"""Tick labels at the axis labels' size (seaborn's notebook context: 11 pt): a log axis' exponent is
+drawn at 0.7 of it, 8.4 pt, which keeps it at 8 px or more in a figure up to about 9.4 in wide
+scaled into the book's column (at 11 pt, nine figures' exponents read 7.5 to 7.9 px)."""
 
 
 def use_style() -> None:
     """Seaborn ``whitegrid`` with the colour-blind palette and sizes that read well in the book."""
     sns.set_theme(style="whitegrid", palette=PALETTE, context="notebook")
-    plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 150, "figure.figsize": (6.4, 4.0), "axes.titlesize": "medium"})
+    plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 150, "figure.figsize": (6.4, 4.0), "axes.titlesize": "medium",
+                         "xtick.labelsize": TICK_PT, "ytick.labelsize": TICK_PT})
+
+
+def beta_styles(betas) -> dict[float, dict]:
+    """One colour and one marker per residual weight β of a figure, by one rule for every figure of
+    the book: the β in increasing order take evenly spaced colours of one sequential palette (dark =
+    small β) and the markers of :data:`BETA_MARKERS` in turn.
+
+    Why: the β lines of one figure were told apart by colour alone, and neighbouring β got
+    near-identical colours; a distinct marker per β separates them in grey print and for colour-blind
+    readers. Each value is a dict of
+    ``color``, ``marker`` and ``markevery``, ready for ``ax.plot(..., **style)``; a scatter takes
+    ``color`` and ``marker`` (:func:`point_style`).
+    """
+    values = sorted({float(b) for b in betas})
+    cmap, (lo, hi) = plt.get_cmap(BETA_CMAP), BETA_SPAN
+    n = len(values)
+    return {b: {"color": cmap(lo + (hi - lo) * i / max(n - 1, 1)), "marker": BETA_MARKERS[i % len(BETA_MARKERS)],
+                "markevery": (round(0.02 * i % MARKER_STEP, 4), MARKER_STEP), "markersize": 5}
+            for i, b in enumerate(values)}
+
+
+def point_style(style: dict) -> dict:
+    """A :func:`beta_styles` entry for ``ax.scatter`` (colour and marker only)."""
+    return {"color": style["color"], "marker": style["marker"]}
+
+
+def legend_outside(where, handles=None, labels=None, *, side: str = "right", **options):
+    """A legend that covers no data: beside (``side="right"``, top-aligned) or under (``"below"``,
+    under its x label) an Axes ``where``, or, for one legend shared by every panel, beside or under a
+    Figure's panels (with constrained layout the legend takes room of its own; otherwise leave it
+    room). ``tight_layout`` makes room for an Axes' legend.
+
+    Why one helper: legends placed with ``loc="best"`` sat on curves and points in dense panels;
+    outside the axes they cannot, and every figure places them the same way.
+    """
+    from matplotlib.figure import Figure
+
+    args = () if handles is None else (handles, labels)
+    options = {"frameon": False, "fontsize": "small", **options}
+    if isinstance(where, Figure):
+        layout = where.get_layout_engine()
+        constrained = layout is not None and type(layout).__name__ == "ConstrainedLayoutEngine"
+        loc = {"right": "outside right upper", "below": "outside lower center"}[side] if constrained else \
+            {"right": "center left", "below": "lower center"}[side]
+        return where.legend(*args, loc=loc, **options)
+    if side == "right":
+        return where.legend(*args, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **options)
+    from matplotlib.transforms import ScaledTranslation
+
+    fig = where.figure  # under the axes' tick labels and x label, whatever the layout does to the axes later
+    drop = (where.bbox.y0 - where.get_tightbbox(fig.canvas.get_renderer()).y0) / fig.dpi + 0.05  # inches
+    return where.legend(*args, loc="upper center", bbox_to_anchor=(0.5, 0.0), borderaxespad=0.0,
+                        bbox_transform=where.transAxes + ScaledTranslation(0, -drop, fig.dpi_scale_trans), **options)
 
 
 def figures_dir(directory: str | os.PathLike | None = None) -> Path:
@@ -116,7 +185,9 @@ def smallest_text_px(fig: plt.Figure, page_px: float = COLUMN_PX) -> float:
     Why: a figure wider than the content column (``page_px``) is scaled down to fit, so its
     labels shrink with it. :func:`glue_figure` shows the PNG at ``figure.dpi`` pixels per inch;
     the browser then caps the width at ``page_px``. Every non-empty visible text (titles, labels,
-    tick labels, legends, annotations, colour bars) counts; legibility wants about 8 px or more.
+    tick labels, legends, annotations, colour bars) counts, each at its smallest glyph: a log axis'
+    exponent (``10⁻³`` as mathtext) or a subscript is drawn at 0.7 of its label's size
+    (:func:`smallest_glyph_pt`). Legibility wants about 8 px or more.
     """
     from matplotlib.text import Text
 
@@ -125,9 +196,26 @@ def smallest_text_px(fig: plt.Figure, page_px: float = COLUMN_PX) -> float:
     dpi = fig.dpi if not isinstance(dpi, (int, float)) else dpi
     shown_px = min(width_px * shown / dpi, page_px)
     px_per_inch = shown_px / (width_px / dpi)
-    sizes = [t.get_fontsize() for t in fig.findobj(Text)
+    sizes = [smallest_glyph_pt(t) for t in fig.findobj(Text)
              if t.get_visible() and t.get_text().strip() and _drawn(t)]
     return min(sizes) / 72 * px_per_inch if sizes else float("inf")
+
+
+def smallest_glyph_pt(text) -> float:
+    """Size in points of the smallest glyph ``text`` draws: its font size, or less where mathtext
+    shrinks a part (superscripts such as a log axis' exponents, subscripts: 0.7 per level).
+
+    Why: a tick label's font size says 11 pt while its exponent is drawn at 7.7 pt; measured by the
+    font size alone, nine figures passed whose exponents read under 8 px in the book.
+    """
+    from matplotlib.mathtext import MathTextParser
+
+    size = text.get_fontsize()
+    string = text.get_text()
+    if text.get_usetex() or not text._preprocess_math(string)[1]:
+        return size
+    glyphs = MathTextParser("path").parse(string, dpi=72, prop=text.get_fontproperties()).glyphs
+    return min((g[1] for g in glyphs), default=size)
 
 
 def _drawn(text) -> bool:

@@ -10,12 +10,15 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from .style import beta_styles, legend_outside
+
 
 def loss_curves(history: pd.DataFrame) -> plt.Figure:
     """Φ(θ⁽ᵗ⁾) against t on a log scale, one line per β (columns ``iteration``, ``loss``, ``beta``)."""
     fig, ax = plt.subplots(figsize=(6.0, 3.6))
+    styles = beta_styles(history["beta"])
     for beta, g in history.groupby("beta", sort=False):
-        ax.semilogy(g["iteration"], g["loss"], label=f"β = {beta:g}")
+        ax.semilogy(g["iteration"], g["loss"], label=f"β = {beta:g}", **styles[float(beta)])
     ax.set(xlabel="GD iteration t", ylabel=r"training loss $\Phi(\theta^{(t)})$", title="Full-batch GD on all weights (synthetic task)")
     ax.legend(title="attention residual")
     fig.tight_layout()
@@ -57,7 +60,7 @@ def rate_vs_prediction(sweep: pd.DataFrame) -> plt.Figure:
            ylabel="empirical rate  −d log Φ / dt")
     dropped = int((~ok).sum())
     ax.set_title(f"{len(data)} configurations" + (f" ({dropped} with rate ≤ 0 not drawn)" if dropped else ""))
-    ax.legend(fontsize="x-small", ncol=2, loc="lower right")
+    legend_outside(ax, fontsize="x-small")
     fig.tight_layout()
     return fig
 
@@ -83,7 +86,7 @@ def bound_check(sweep: pd.DataFrame) -> plt.Figure:
     ax1.axhline(1.0, color="0.3", ls="--", lw=1)
     ax1.set(xscale="log", yscale="log", xlabel=r"$\sigma_{\min}^2(Z^{(0)})/\sigma_{\max}^2(Z^{(0)})$",
             ylabel="median (1 − ratio) / (μα)", title="Tightness (1 = bound attained)")
-    ax1.legend(fontsize="x-small", title="β")
+    legend_outside(ax1, fontsize="x-small", title="β", title_fontsize="x-small")
     fig.tight_layout()
     return fig
 
@@ -127,7 +130,7 @@ def distance_vs_radius(sweep: pd.DataFrame) -> plt.Figure:
            ylabel=r"$\max_t \|\theta_t - \theta^0\|$ (checkpoints)")
     dropped = int((~finite).sum())
     ax.set_title("Distance travelled vs the proof's radius" + (f" ({dropped} with ρ = ∞ not drawn)" if dropped else ""))
-    ax.legend(fontsize="x-small", ncol=2)
+    legend_outside(ax, fontsize="x-small")
     fig.tight_layout()
     return fig
 

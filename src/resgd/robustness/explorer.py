@@ -147,6 +147,7 @@ def explorer_data(results=None, *, cells: pd.DataFrame | None = None, per_run: p
     :class:`resgd.robustness.study.MapResults`, or its ``cells``, ``per_run`` and ``grid``."""
     from ..plots.robustness import CLAIM_ROWS, LETTER, XLABEL
     from .map_runs import TAGS
+    from .verdicts import LOG_CAP
 
     if results is not None:
         cells, per_run, grid = results.cells, results.per_run, results.grid
@@ -163,12 +164,13 @@ def explorer_data(results=None, *, cells: pd.DataFrame | None = None, per_run: p
             dataset=str(c["dataset"]), N=int(c["N"]), qk=_num(c["qk_scale"]), step=_num(c["fraction"]),
             protocol=str(c["protocol"]), claim=str(c["claim"]), verdict=str(c["verdict"]),
             effect=_num(c["effect"]), lo=_num(c["lo"]), hi=_num(c["hi"]), level=_num(c["level"]),
+            capped=bool(abs(float(c["effect"])) >= LOG_CAP),  # the median is a diverged run's cap, not a measured ratio
             n_seeds=int(c["seeds"]) if pd.notna(c["seeds"]) else 0, columns=names, seeds=seeds, parts=parts,
             curves=seed_curves(rows, grid, measure, c["claim"]) if rows is not None else [],
         ))
     claims = [k for k in CLAIM_ROWS if k in set(at["claim"])]
     return dict(
-        horizon=int(horizon), measure=measure, threshold=THRESHOLD,
+        horizon=int(horizon), measure=measure, threshold=THRESHOLD, cap=LOG_CAP,
         protocols=[p for p in grid.protocols if p in set(at["protocol"])],
         protocol_text={p: PROTOCOL_TEXT.get(p, p) for p in grid.protocols},
         claims=claims, claim_text={k: CLAIM_TEXT.get(k, k) for k in claims},
