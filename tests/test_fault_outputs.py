@@ -22,7 +22,7 @@ def test_a_worker_s_identity_covers_the_cached_runs_and_its_task_s_own_code():
     from resgd.theorem1 import sweep
 
     assert source_hash.entries_of([abs]) == source_hash.COMPUTE_ENTRIES
-    entries = source_hash.entries_of([sweep._sweep_rows])
+    entries = source_hash.entries_of([sweep.sweep_chunk])
     assert set(entries) == {*source_hash.COMPUTE_ENTRIES, "theorem1/sweep.py"}
     identity = source_hash.code_identity(entries)
     assert identity == {"version": source_hash.package_version(), "source": source_hash.imported_hash(entries)}
