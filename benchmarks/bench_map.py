@@ -17,9 +17,8 @@ recorded at t = 0 and every 10th, as the map's runs):
   captured with copies of their tensors (same shapes, strides and ``out=`` buffers: the same
   kernels on the same layouts), each replayed ``HOT`` times in a row (so in cache) with nothing
   between them: the rate the step's GEMMs reach alone.
-  (Before 2026-12-04 the replay made fresh contiguous tensors of the profiled shapes and let every
-  call allocate its output, so it timed allocation, page faults and other layouts too: a ceiling
-  up to ~2x too slow, which JAX's whole step "beat" by 1-3 % at Jena N = 16, L = 1);
+  (Fresh contiguous tensors of the profiled shapes, each call allocating its output, would time
+  allocation, page faults and other layouts too: a ceiling up to ~2x too slow);
 * ``dense``: a square float64 ``torch.matmul`` (1024²), the host's dense rate.
 
 One thread for all: ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` = 1 and ``torch.set_num_threads(1)``;

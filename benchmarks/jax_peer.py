@@ -147,7 +147,7 @@ def make_stacked_loss(cfg, masked: bool, reduction: str):
 def make_stacked_train(cfg, gd, X, Y, mask, params, lrs, betas, betas_ffn):
     """(train function, compile seconds): ``train()`` trains the stack from ``params`` (one dict per
     run) and returns numpy (losses (T+1, R), gradient norms (T+1, R), σ_min, σ_max (T+1, R), NaN
-    where not recorded). The issue's peer: ``lax.scan`` over the GD steps of ``jax.vmap`` of one
+    where not recorded). The peer the benchmark times against PyTorch: ``lax.scan`` over the GD steps of ``jax.vmap`` of one
     run's step (value and gradient by ``jax.grad``, ‖∇Φ‖, θ − μ ∇Φ), σ(Z) of the first layer's Z by
     its Gram's eigenvalues every ``record_every`` steps (a ``lax.cond`` on the step counter, which
     is not batched), all in one ``jax.jit``. No divergence rule (the benchmark's step is small)."""

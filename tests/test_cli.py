@@ -32,10 +32,10 @@ def fake_targets(monkeypatch, tmp_path):
 def test_reproduce_calls_the_named_parts(fake_targets, tmp_path, monkeypatch, capsys):
     import socket
 
-    from resgd.pipeline import sweep
+    from resgd.pipeline import identity
 
     monkeypatch.setenv("RESGD_RESULTS_DIR", str(tmp_path / "before"))  # restored after the test
-    monkeypatch.setattr(sweep, "_dask_identity", lambda address, timeout: "Scheduler")  # a listener stands for one
+    monkeypatch.setattr(identity, "_dask_identity", lambda address, timeout: "Scheduler")  # a listener stands for one
     with socket.create_server(("127.0.0.1", 0)) as listening:  # the address is checked before any work
         address = f"tcp://127.0.0.1:{listening.getsockname()[1]}"
         code = cli.main(["reproduce", "--quick", "--only", "jena", "setup", "--figures-dir", str(tmp_path),

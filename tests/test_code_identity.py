@@ -120,7 +120,8 @@ def test_a_worker_whose_imported_code_differs_from_the_client_s_refuses_the_task
     """Before: a worker with stale bytecode (or sources edited after it started) passed the check, which
     hashed its files on disk. After: the worker reports the hash of what it imported; another is refused."""
     from resgd.core.engine import engine_path
-    from resgd.pipeline.sweep import CodeMismatchError, _checked_call
+    from resgd.pipeline.identity import CodeMismatchError
+    from resgd.pipeline.sweep import _checked_call
 
     client = (source_hash.COMPUTE_ENTRIES, source_hash.code_identity())
     assert _checked_call((abs, -3, {}, client, engine_path()))[0] == 3

@@ -25,7 +25,8 @@ from resgd.experiments import runs  # noqa: E402
 from resgd.infra.atomic import write_with  # noqa: E402
 from resgd.core.model import ModelConfig  # noqa: E402
 from resgd.pipeline.dask_backend import DaskSweepError, execute_dask  # noqa: E402
-from resgd.pipeline.sweep import Task, resolve_scheduler  # noqa: E402
+from resgd.pipeline.identity import resolve_scheduler  # noqa: E402
+from resgd.pipeline.sweep import Task  # noqa: E402
 from resgd.core.train import GDConfig  # noqa: E402
 
 

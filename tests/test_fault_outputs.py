@@ -22,7 +22,7 @@ def test_a_worker_s_identity_covers_the_cached_runs_and_its_task_s_own_code():
     from resgd.theorem1 import sweep
 
     assert source_hash.entries_of([abs]) == source_hash.COMPUTE_ENTRIES
-    entries = source_hash.entries_of([sweep._sweep_rows])
+    entries = source_hash.entries_of([sweep.sweep_chunk])
     assert set(entries) == {*source_hash.COMPUTE_ENTRIES, "theorem1/sweep.py"}
     identity = source_hash.code_identity(entries)
     assert identity == {"version": source_hash.package_version(), "source": source_hash.imported_hash(entries)}
@@ -36,7 +36,8 @@ def test_a_worker_running_other_resgd_code_refuses_the_task_and_nothing_is_cache
     distributed = pytest.importorskip("distributed")
     from resgd.infra import source_hash
     from resgd.pipeline.cache import ResultsCache
-    from resgd.pipeline.sweep import CodeMismatchError, Task, cached_sweep
+    from resgd.pipeline.identity import CodeMismatchError
+    from resgd.pipeline.sweep import Task, cached_sweep
     from resgd.infra.user_errors import describe
 
     real = source_hash.code_identity()
@@ -387,7 +388,8 @@ def test_a_worker_on_another_engine_path_refuses_the_task():
     engine key, and a later local run served them (last digits differ). After: one line naming both
     engine paths, before the task runs."""
     from resgd.core.engine import engine_path
-    from resgd.pipeline.sweep import EngineMismatchError, _checked_call
+    from resgd.pipeline.identity import EngineMismatchError
+    from resgd.pipeline.sweep import _checked_call
     from resgd.infra.source_hash import COMPUTE_ENTRIES, code_identity
     from resgd.infra.user_errors import describe
 

@@ -218,10 +218,10 @@ def test_a_stopped_local_worker_is_named_within_the_stated_time(tmp_path, capfd,
 
     from fault_helpers import stops_once, wait_for
 
-    from resgd.pipeline import sweep
+    from resgd.pipeline import local_backend, sweep
 
-    monkeypatch.setattr(sweep, "STOPPED_WORKER_S", 1.0)
-    monkeypatch.setattr(sweep, "STOPPED_POLL_S", 0.2)
+    monkeypatch.setattr(local_backend, "STOPPED_WORKER_S", 1.0)
+    monkeypatch.setattr(local_backend, "STOPPED_POLL_S", 0.2)
     marker = tmp_path / "stopped"
 
     def resume_later() -> None:

@@ -1,6 +1,6 @@
 """On screen, no mathematics is cut off: an equation wider than the column can be scrolled sideways
-(its own box scrolls, _static/resgd.css), never clipped by a box that hides what overflows (issue 57:
-section 3.5's proof line was clipped at 1280 px and could not be scrolled).
+(its own box scrolls, _static/resgd.css), never clipped by a box that hides what overflows (section 3.5's proof line, for one, is wider than
+the column at 1280 px).
 
 Needs Chromium and a built site (``make book``); skips without them unless ``RESGD_REQUIRE_SITE=1``.
 """

@@ -177,7 +177,7 @@ def test_image_count_matches_pypdf_on_the_built_pdf():
 
 
 # --- Layout on paper: numbers whole, nothing past the text column, every section bookmarked, the
-# Contents numbered (issue 57).
+# Contents numbered.
 
 NUMBER = re.compile(r"[-−+]?(?:\d[\d.,]*\d|\d)(?:e[-+]?\d+)?%?")
 

@@ -25,7 +25,8 @@ from resgd.experiments import runs  # noqa: E402
 from resgd.core.model import ModelConfig  # noqa: E402
 from resgd.pipeline.cache import CacheEntryRejected, ResultsCache  # noqa: E402
 from resgd.pipeline.reproduce import OutputError, Outputs, check_writable, publish  # noqa: E402
-from resgd.pipeline.sweep import SCHEDULER_ENV, Task, execute  # noqa: E402
+from resgd.pipeline.identity import SCHEDULER_ENV  # noqa: E402
+from resgd.pipeline.sweep import Task, execute  # noqa: E402
 from resgd.core.train import GDConfig  # noqa: E402
 from resgd.validation import ConfigError  # noqa: E402
 

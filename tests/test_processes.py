@@ -1,4 +1,4 @@
-"""The one ``/proc`` reader (:mod:`resgd.infra.processes`): states, start times and descendants of real processes."""
+"""The processes ``/proc`` tells of (:mod:`resgd.infra.processes`): states, start times and descendants of real processes."""
 
 from __future__ import annotations
 

@@ -179,6 +179,29 @@ def test_the_grid_precision_reaches_every_run():
     assert not grid.is_subset_of(rb.map_grid(False, complete=True))  # a float32 map is not part of the float64 one
 
 
+def test_the_grid_s_mode_reaches_its_settings_and_moves_no_run(monkeypatch):
+    """The map's settings start from the experiments' preset of the grid's mode (quick for the quick
+    grid, full for the book's and the full one), and starting from the other mode's preset would move
+    no run: the two differ only in fields no map run reads, and every run's configuration is the same."""
+    from dataclasses import fields
+
+    from resgd.robustness import grid as grid_module
+
+    grids = [rb.map_grid(True), rb.map_grid(False), rb.map_grid(False, complete=True)]
+    points = [(grid, dataset, qk, N) for grid in grids for dataset in grid.datasets for qk in grid.qk_scales
+              for N in grid.sizes]
+    mine = [grid.settings(dataset, qk, N) for grid, dataset, qk, N in points]
+    assert [s.quick for s in mine] == [grid.mode == "quick" for grid, *_ in points]
+    real = grid_module.settings
+    monkeypatch.setattr(grid_module, "settings", lambda dataset, quick, **kw: real(dataset, not quick, **kw))
+    other = [grid.settings(dataset, qk, N) for grid, dataset, qk, N in points]
+    differ = {f.name for s, t in zip(mine, other) for f in fields(s) if getattr(s, f.name) != getattr(t, f.name)}
+    assert "quick" in differ and differ <= {"quick", "depth_iterations", "v6_seeds", "regime_N", "regime_iterations"}
+    for s, t in zip(mine, other):
+        for L in (1, *s.depths):
+            assert s.config(1.0, L, s.seeds[-1], 0.1) == t.config(1.0, L, t.seeds[-1], 0.1)
+
+
 def test_summaries():
     cells = pd.DataFrame([{**CELL, "qk_scale": q, "fraction": f, "claim": "residual_helps",
                            "verdict": "holds" if q == 4.0 else "undecided"}

@@ -185,8 +185,8 @@ def check_environment() -> None:
 
 def check_scheduler(address: str | None) -> str | None:
     """The scheduler address (``--scheduler``, else ``$RESGD_SCHEDULER``), parsed and reached now,
-    before any work (:func:`resgd.pipeline.sweep.check_scheduler`); None for local processes."""
-    from .pipeline.sweep import check_scheduler as check, resolve_scheduler
+    before any work (:func:`resgd.pipeline.identity.check_scheduler`); None for local processes."""
+    from .pipeline.identity import check_scheduler as check, resolve_scheduler
 
     resolved = resolve_scheduler(address)
     if resolved is not None:

@@ -176,7 +176,7 @@ def figures_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def scheduler(environ: Mapping[str, str] | None = None) -> str | None:
-    """``$RESGD_SCHEDULER`` (a scheduler address; checked when used: :func:`resgd.pipeline.sweep.check_scheduler`), else None."""
+    """``$RESGD_SCHEDULER`` (a scheduler address; checked when used: :func:`resgd.pipeline.identity.check_scheduler`), else None."""
     return _raw("RESGD_SCHEDULER", environ) or None
 
 

@@ -418,7 +418,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault("J35", "jena", "a full file whose January 2009 differs from the checksummed excerpt, both present", "one line "
           "naming both files and the first differing hour (was: the full file silently won, labelled as real data)",
           f"{_J}::test_a_full_file_beside_the_excerpt_must_agree_with_it_over_the_task_period[False]", "fixed"),
-    # ------------------------------------------------------------------ issue 56: the code that ran, bounded waits, resources
+    # ------------------------------------------------------------------ the code that ran, bounded waits, resources
     Fault("C30", "cache", "a compute module edited keeping its size and mtime, its old .pyc left", "the module runs the "
           "bytes the code hash is taken from (a .pyc only when hash-checked against them; resgd, resgd.infra and "
           "source_hash, imported before that hook, compared with their bytecode) (was: Python ran the old .pyc, the "

@@ -1,1 +1,1 @@
-"""Chapters 4-6: the Jena/SST-2 study, its cached runs, tables, the paper's claims and the dtype check."""
+"""Chapters 4, 5 and 7: the Jena/SST-2 study, its cached runs, tables, the paper's claims and the dtype check."""

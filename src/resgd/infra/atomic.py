@@ -1,7 +1,12 @@
 """Atomic writes: a reader sees the old file or the complete new one, never a partial one.
 
-Every result, cache entry and figure the project writes goes through here, so an interrupted
-run leaves nothing half-written behind and can simply be started again.
+Results, cache entries, the results store, figures, pages and data caches are written through here,
+so an interrupted run leaves nothing half-written behind and can simply be started again. Four other
+places make a file appear in one step their own way, each because a plain file rename does not do
+what they need: the build pointer and the published links (:mod:`resgd.pipeline.reproduce`: symlinks
+renamed over), the MKL stub (:mod:`resgd.infra.mkl_path`: a compiler's output renamed), the mode
+stamp (:mod:`resgd.infra.mode_stamp`: hard-linked, so that two first runs cannot both stamp) and a
+download (:mod:`resgd.data.download`: a temporary file checked before it is used).
 
 A write goes to a temporary ``.<name>.<host>-<pid>.<random>.part`` beside the target. A process
 killed inside that window cannot remove it, so the first write of a process into a folder removes
@@ -28,9 +33,11 @@ HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:32] or "host"
 TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.(?P<host>[A-Za-z0-9-]+)-(?P<pid>\d+)\.[a-z0-9_]{8}\.part$")
 """Our temporaries: ``.<target>.<host>-<pid>.<8 random characters from mkstemp>.part``."""
 OLD_TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.[a-z0-9_]{8}\.part$")
-"""Temporaries of earlier versions (no writer in the name)."""
+"""Temporaries without their writer in the name, ``.<target>.<8 random characters>.part``: this
+module's before it named the writer, and today a download's (``.download.<random>.part``,
+:func:`resgd.data.download.downloaded`); judged by age alone (:data:`UNCHECKED_MAX_AGE_S`)."""
 UNCHECKED_MAX_AGE_S = 24 * 3600.0
-"""A temporary whose writer cannot be checked (another host, or the old naming) is stale after a
+"""A temporary whose writer cannot be checked (another host, or no writer in the name) is stale after a
 day (companion's choice): no write of this project takes that long."""
 START_SLACK_S = 2.0
 """Process start times from ``/proc`` are exact to about a second (the boot time is whole seconds)."""

@@ -1,8 +1,8 @@
 """Opt-in: MKL's Intel code path on non-Intel CPUs, through a preloaded one-line stub.
 
 torch's CPU build computes its matrix products with Intel MKL, which checks the CPU's vendor and
-takes slower kernels on AMD processors (``benchmarks/README.md``: the per-iteration A/B of the one
-trainer on an AMD EPYC, on both paths). MKL asks one *internal, undocumented* function,
+takes slower kernels on AMD processors (``benchmarks/README.md``: the one trainer on an AMD EPYC on
+both paths, about twice as fast on the Intel one). MKL asks one *internal, undocumented* function,
 ``mkl_serv_intel_cpu_true``; a tiny shared library exporting it (returning 1), preloaded with
 ``LD_PRELOAD`` into the processes that compute, makes MKL take its Intel path.
 

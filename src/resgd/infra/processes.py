@@ -1,7 +1,9 @@
-"""The one reader of ``/proc`` (Linux) for what the package asks about local processes: whether one is
-gone or stopped (a lock's holder, a worker), when it started (a temporary file's writer, against pid
-reuse), and which processes run below it (a sweep's workers). Elsewhere ``/proc`` is missing and each
-answer says "unknown" the way its caller expects.
+"""What the package asks ``/proc`` (Linux) about local processes: whether one is gone or stopped (a
+lock's holder, a worker), when it started (a temporary file's writer, against pid reuse), and which
+processes run below it (a sweep's workers). Elsewhere ``/proc`` is missing and each answer says
+"unknown" the way its caller expects. Two other places ask about processes or the machine: the
+notebook runner ends a kernel's children with psutil (:mod:`resgd.publish.notebook_run`) and the
+engine reads the CPU's name from ``/proc/cpuinfo`` (:func:`resgd.core.engine.cpu_id`).
 """
 
 from __future__ import annotations

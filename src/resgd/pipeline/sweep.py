@@ -22,44 +22,29 @@ Code identity: every task also carries the client's package version and the hash
 runs as the client imported it (:func:`resgd.infra.source_hash.code_identity`: the cached runs' modules
 and the tasks' own, with everything they import); a worker whose imported code differs (another
 version, an edited step, a file edited after the client started) refuses the task before it trains
-(:class:`CodeMismatchError`, one line naming the worker and both identities), and the client checks
-the identity each result reports once more.
+(:class:`resgd.pipeline.identity.CodeMismatchError`, one line naming the worker and both identities),
+and the client checks the identity each result reports once more. The checks themselves are in
+:mod:`resgd.pipeline.identity`; :func:`_checked_call`, the wrapper every task travels in, stays here
+so that a worker of an older version still finds it and refuses the task in one line.
 
-Backends: local processes (joblib's loky, one torch thread per worker; ``n_jobs == 1`` runs
-in-process) unless a scheduler address is given (``scheduler=`` or ``$RESGD_SCHEDULER``), which
-goes to :func:`resgd.pipeline.dask_backend.execute_dask`.
-
-Clean shutdown of local workers: SIGTERM stops a sweep as SIGINT does (the workers are shut
-down, no process is left behind), and a worker whose parent died (SIGKILL) exits within about a
-second instead of living on as an orphan. A local worker stopped (SIGSTOP, Ctrl-Z) for
-:data:`STOPPED_WORKER_S` seconds is named on stderr, once, with how to resume or end it
-(:func:`_name_stopped_workers`): the sweep waits for it, but not in silence.
+Backends: local processes (:func:`resgd.pipeline.local_backend.execute_local`: joblib's loky, one
+torch thread per worker, retries and clean shutdown; ``n_jobs == 1`` runs in-process) unless a
+scheduler address is given (``scheduler=`` or ``$RESGD_SCHEDULER``, checked by
+:func:`resgd.pipeline.identity.check_scheduler`), which goes to
+:func:`resgd.pipeline.dask_backend.execute_dask`.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import socket
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from typing import Any, NamedTuple
 
-from ..validation import ConfigError
-from ..infra import processes
 from . import store
 from .cache import ResultsCache
-from .polling import polling
-
-# Imported by every local worker before its first task: it imports no torch at module level, so a
-# worker watches its parent (:func:`_watch_parent`, its initializer) from its first second on.
-
-SCHEDULER_ENV = "RESGD_SCHEDULER"
-ORPHAN_POLL_S = 0.5
+from .identity import SCHEDULER_ENV, CodeMismatchError, check_code, check_engine, check_scheduler, resolve_scheduler
+from .local_backend import execute_local
 
 
 class Task(NamedTuple):
@@ -92,133 +77,12 @@ def _as_task(item: Task | Group) -> tuple[Task, tuple[str, ...] | None]:
     return item, None
 
 
-class CodeMismatchError(ConfigError):
-    """A worker runs other ``resgd`` code than the client (version or sources differ): a setup to fix, exit 2."""
-
-
-def _describe_identity(identity: object) -> str:
-    if not isinstance(identity, dict):
-        return "resgd code of unknown identity (older than this check)"
-    return f"resgd {identity.get('version')} with sources sha256 {identity.get('source')}"
-
-
-def check_code(theirs: object, mine: dict[str, str], worker: str) -> None:
-    """Raise :class:`CodeMismatchError` unless ``theirs`` is ``mine`` (see :mod:`resgd.infra.source_hash`)."""
-    if theirs != mine:
-        raise CodeMismatchError(
-            f"{worker} runs {_describe_identity(theirs)}, the client runs {_describe_identity(mine)}: "
-            f"install the client's resgd on every worker (then restart them); nothing was cached"
-        )
-
-
-class EngineMismatchError(CodeMismatchError):
-    """A worker computes on another engine path than the client (instruction set, MKL path, torch):
-    its numbers would differ in the last digits under the client's cache key; a setup to fix, exit 2."""
-
-
-def _describe_engine(engine: object) -> str:
-    if not isinstance(engine, dict):
-        return "an engine of unknown path"
-    return ", ".join(f"{k}={v}" for k, v in sorted(engine.items()))
-
-
-def check_engine(theirs: object, mine: dict[str, str], worker: str) -> None:
-    """Raise :class:`EngineMismatchError` unless the worker's engine path ``theirs`` is the client's
-    ``mine`` (:func:`resgd.core.engine.engine_path`): cached rows are keyed by the client's."""
-    if theirs != mine:
-        raise EngineMismatchError(
-            f"{worker} computes on {_describe_engine(theirs)}, the client on {_describe_engine(mine)}: its results "
-            f"would differ in the last digits under the client's cache key; run every worker with the client's "
-            f"instruction set, $RESGD_MKL_INTEL_PATH and torch; nothing was cached"
-        )
-
-
 def check_n_jobs(n_jobs: object) -> int:
     from ..validation import ConfigError
 
     if not isinstance(n_jobs, int) or isinstance(n_jobs, bool) or n_jobs == 0 or n_jobs < -1:
         raise ConfigError(f"n_jobs: expected an integer >= 1 (or -1 for all cores), got {n_jobs!r}")
     return n_jobs
-
-
-def resolve_scheduler(scheduler: str | None = None) -> str | None:
-    """The scheduler address: the argument, else ``$RESGD_SCHEDULER``, else None (local processes)."""
-    from .. import settings
-
-    return (scheduler or "").strip() or settings.scheduler()
-
-
-SCHEDULER_CHECK_S = 5.0
-"""How long :func:`check_scheduler` waits for the scheduler's port to answer."""
-_ADDRESS = re.compile(r"^(?:(?P<scheme>[a-z]+)://)?(?P<host>\[[0-9a-fA-F:]+\]|[^:/\s\[\]]+):(?P<port>[0-9]{1,5})/?$")
-
-
-def check_scheduler(address: str, timeout: float = SCHEDULER_CHECK_S) -> str:
-    """``address`` if it parses (``[tcp://]host:port``) and a Dask scheduler answers there; else a
-    :class:`resgd.validation.ConfigError` in one line, within about twice ``timeout`` seconds, before any work."""
-    from ..validation import ConfigError
-
-    where = f"scheduler {address!r} (from --scheduler or ${SCHEDULER_ENV})"
-    match = _ADDRESS.match(address.strip())
-    if match is None or not 0 < int(match["port"]) < 65536 or (match["scheme"] or "tcp") not in ("tcp", "tls"):
-        raise ConfigError(f"{where}: not an address of the form tcp://HOST:PORT (e.g. tcp://127.0.0.1:8786)")
-    host = match["host"].strip("[]")
-    try:
-        with socket.create_connection((host, int(match["port"])), timeout=timeout):
-            pass
-    except OSError as err:
-        raise ConfigError(
-            f"{where}: nothing answers at {host}:{match['port']} within {timeout:g} s "
-            f"({err.strerror or type(err).__name__}); start `dask scheduler` there, or drop --scheduler / "
-            f"unset {SCHEDULER_ENV} to run locally"
-        ) from None
-    kind = _dask_identity(address if match["scheme"] else f"tcp://{address.strip()}", timeout)
-    if kind != "Scheduler":
-        what = (f"a Dask {kind.lower()}, not the scheduler" if kind else
-                f"something that does not answer as a Dask scheduler within {timeout:g} s (the dashboard's port?)")
-        raise ConfigError(
-            f"{where}: {host}:{match['port']} is {what}; give the address that `dask scheduler` prints "
-            f"(port 8786 by default), or drop --scheduler / unset {SCHEDULER_ENV} to run locally"
-        )
-    return address
-
-
-def _dask_identity(address: str, timeout: float) -> str | None:
-    """The ``type`` a Dask server at ``address`` gives for itself (``"Scheduler"``, ``"Worker"``),
-    None when it does not answer Dask's handshake within ``timeout`` seconds; ``"Scheduler"``
-    when Dask is not installed (that is reported when the sweep starts).
-
-    Why: ``distributed.Client`` waits for ever on a port that accepts connections but does not
-    speak Dask. Run in its own thread and event loop, so that it also works inside a notebook's running loop."""
-    import threading
-
-    try:
-        from distributed.comm import connect
-    except ModuleNotFoundError:
-        return "Scheduler"
-    import asyncio
-
-    async def ask() -> object:
-        comm = await connect(address, timeout=timeout)
-        try:
-            await comm.write({"op": "identity", "reply": True})
-            return await comm.read()
-        finally:
-            comm.abort()
-
-    answer: list[object] = []
-
-    def run() -> None:
-        try:
-            answer.append(asyncio.run(asyncio.wait_for(ask(), timeout)))
-        except Exception:  # noqa: BLE001 - no Dask reply in time: the caller says so
-            pass
-
-    thread = threading.Thread(target=run, daemon=True, name="resgd-dask-identity")
-    thread.start()
-    thread.join(timeout + 1)
-    reply = answer[0] if answer else None
-    return str(reply.get("type")) if isinstance(reply, dict) and reply.get("type") else None
 
 
 def execute(tasks: list[Task | Group], *, n_jobs: int, scheduler: str | None = None) -> Iterator[tuple[str, Any]]:
@@ -330,110 +194,7 @@ def _execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) ->
             for task in tasks:
                 yield task.key, task.fn(task.arg)
         return
-    yield from _execute_local(tasks, n_jobs)
-
-
-LOCAL_RETRIES = 3
-"""How many times the tasks of a dead local worker process are run again (as Dask resubmits them)."""
-
-
-def _execute_local(tasks: list[Task], n_jobs: int) -> Iterator[tuple[str, Any]]:
-    """The tasks on local worker processes. A worker that dies (killed, out of memory) takes the
-    pool down with it: the tasks not yet delivered run again on a fresh pool, up to
-    :data:`LOCAL_RETRIES` times; an exception raised by a task itself is not retried."""
-    from joblib import Parallel, delayed
-    from joblib.parallel import LokyBackend
-    from joblib.externals.loky.process_executor import TerminatedWorkerError
-
-    remaining = {task.key: task for task in tasks}
-    for attempt in range(LOCAL_RETRIES + 1):
-        jobs = [delayed(_in_worker)(task) for task in remaining.values()]
-        backend = LokyBackend(initializer=_watch_parent)
-        try:
-            # each result as soon as it is ready, so the caller caches it at once
-            with _sigterm_as_interrupt(), _name_stopped_workers():
-                for key, value in Parallel(n_jobs=n_jobs, backend=backend, return_as="generator_unordered")(jobs):
-                    remaining.pop(key)
-                    yield key, value
-            return
-        except TerminatedWorkerError as err:
-            if attempt == LOCAL_RETRIES:
-                raise RuntimeError(f"a local worker process died {attempt + 1} times; {len(remaining)} task(s) "
-                                   f"not computed (the cached ones are kept): {str(err).splitlines()[0]}") from None
-            print(f"a local worker process died; running its {len(remaining)} undelivered task(s) again "
-                  f"(retry {attempt + 1} of {LOCAL_RETRIES})", file=sys.stderr, flush=True)
-
-
-STOPPED_WORKER_S = 30.0
-"""A local worker process stopped this long (seconds) is named on stderr (once per process)."""
-STOPPED_POLL_S = 2.0
-
-
-def _name_stopped_workers():
-    """While the block runs, look at this process's worker processes every :data:`STOPPED_POLL_S`
-    seconds and name, once, each one stopped for :data:`STOPPED_WORKER_S` seconds (a stopped worker
-    holds its tasks: the sweep would wait without a word)."""
-    since: dict[int, float] = {}
-    told: set[int] = set()
-
-    def check() -> None:
-        now = time.monotonic()
-        for pid in processes.descendants(os.getpid()):
-            if processes.state(pid) != "stopped":
-                since.pop(pid, None)
-                continue
-            if now - since.setdefault(pid, now) >= STOPPED_WORKER_S and pid not in told:
-                told.add(pid)
-                print(f"local worker process {pid} has been stopped (SIGSTOP or Ctrl-Z) for "
-                      f"{STOPPED_WORKER_S:g} s: the sweep waits for it; resume it (kill -CONT {pid}) or end it "
-                      f"(kill -9 {pid}: its tasks run again on a new worker)", file=sys.stderr, flush=True)
-
-    return polling(STOPPED_POLL_S, check, "resgd-stopped-workers")
-
-
-def _in_worker(task: Task) -> tuple[str, Any]:
-    """What a worker process runs: one torch thread, then the task."""
-    import torch
-
-    torch.set_num_threads(1)
-    return task.key, task.fn(task.arg)
-
-
-_WATCHED: set[int] = set()
-
-
-def _watch_parent() -> None:
-    """In a worker: exit as soon as the parent process is gone (the worker is reparented)."""
-    pid = os.getpid()
-    if pid in _WATCHED:
-        return
-    _WATCHED.add(pid)
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(ORPHAN_POLL_S)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="resgd-orphan-watch", daemon=True).start()
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """While the block runs, SIGTERM raises KeyboardInterrupt (so joblib shuts its workers down
-    as on Ctrl-C); only in the main thread and only where SIGTERM has its default action."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum} (SIGTERM)")
-
-    signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield from execute_local(tasks, n_jobs)
 
 
 def cached_sweep(

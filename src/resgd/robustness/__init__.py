@@ -1,1 +1,1 @@
-"""Chapter 7: the robustness map, each claim over a grid of settings (`study` runs it)."""
+"""Chapter 6: the robustness map, each claim over a grid of settings (`study` runs it)."""

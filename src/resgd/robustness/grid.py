@@ -122,10 +122,19 @@ class MapGrid:
                 for p in self.protocols
                 for d, q, f, n in product(self.datasets, self.qk_scales, self.steps(p), self.sizes)]
 
+    @property
+    def quick(self) -> bool:
+        """The experiments' preset mode this grid's settings start from: quick for ``quick``, full
+        for ``book`` and ``full``. It moves no run: the fields the two presets differ in are either
+        set by the grid (``N``, ``iterations``, ``seeds``) or read by no map run (the depth sweep's,
+        the v6 design's and the regime study's sizes)."""
+        return self.mode == "quick"
+
     def settings(self, dataset: str, qk_scale: float, N: int) -> Settings:
         """The experiment settings of one (data set, sharpness, size): the preset's widths and
-        choices, with the map's sizes; no test-set metrics (the map judges training loss only)."""
-        return settings(dataset, True, seeds=self.seeds, iterations=self.iterations, n_train=N,
+        choices in the grid's mode (:attr:`quick`), with the map's sizes; no test-set metrics (the
+        map judges training loss only)."""
+        return settings(dataset, self.quick, seeds=self.seeds, iterations=self.iterations, n_train=N,
                            betas=self.betas, depths=self.depths, n=self.n_tokens, qk_scale=float(qk_scale),
                            lr_grid=self.lr_grid, probe_iterations=self.probe_iterations, test_metrics=False,
                            dtype=self.dtype, twin_init=self.twins[0], start=self.start)

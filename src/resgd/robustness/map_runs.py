@@ -135,7 +135,7 @@ def map_runs(grid: MapGrid, limits: pd.DataFrame, *, n_jobs: int = 2, cache_dir:
     items, missing = run_items(grid, limits, cache_dir=cache_dir)
     runs = tagged_sweep(items, n_jobs=n_jobs, cache_dir=cache_dir, progress=progress, scheduler=scheduler,
                         desc="robustness: map runs")
-    targets = {d: preset(d, True)["target_fraction"] for d in grid.datasets}
+    targets = {d: preset(d, grid.quick)["target_fraction"] for d in grid.datasets}
     table = summarize_runs(runs, grid, targets) if not runs.empty else pd.DataFrame()
     table = pd.concat([table, untrained_rows(missing, grid)], ignore_index=True)
     return reader(table, runs) if reader is not None else table
