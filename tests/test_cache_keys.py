@@ -104,7 +104,8 @@ def test_the_cache_key_covers_every_module_a_cached_number_is_computed_with(tmp_
                                                    "experiments/result_files.py", "experiments/choices.py",
                                                    "experiments/claims.py", "experiments/rules.py",
                                                    "experiments/verdict_files.py", "experiments/design.py",
-                                                   "experiments/readout_link.py", "pipeline/reproduce.py", "words.py"))}
+                                                   "experiments/readout_link.py", "pipeline/reproduce.py",
+                                                   "infra/mode_stamp.py", "words.py"))}
     assert loaded - readers <= covered, sorted(loaded - readers - covered)
     assert "experiments/metrics.py" in covered  # computes the cached test loss and accuracies
     assert not covered & readers  # editing a table or a figure keeps the cache

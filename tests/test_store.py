@@ -22,7 +22,7 @@ from resgd.experiments import study as ex
 from resgd.experiments.path_step import PATH_KIND
 from resgd.experiments.step_size import warm_smoothness
 from resgd.infra import arithmetic
-from resgd.pipeline import frame_codec, store
+from resgd.pipeline import frame_codec, store, stored_tables
 from resgd.pipeline.store import Store, StoreError, StoreIncomplete
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -302,7 +302,9 @@ def test_the_committed_store_is_sound_and_made_under_the_pinned_arithmetic():
     assert len(st.entries) > 1000
     assert st.arithmetic == arithmetic.pinned_description()
     kinds = {r["kind"] for r in st.entries.values()}
-    assert kinds == {"run", "smoothness/fast/20", PATH_KIND}
+    assert kinds == {"run", "smoothness/fast/20", PATH_KIND, "table"}
+    producers = {r["config"]["producer"] for r in st.entries.values() if r["kind"] == "table"}
+    assert producers == set(stored_tables.PRODUCERS)  # pages 2, 3 and 7's costly tables
     for key in st.entries:
         st.read_bytes(key)
     assert st.unreferenced_objects() == []

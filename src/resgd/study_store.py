@@ -290,13 +290,16 @@ def check_first_iterations(st: Store, keys: Iterable[str], *, n_jobs: int, sched
 def check_whole(st: Store, keys: Iterable[str], *, n_jobs: int, scheduler: str | None = None,
                 progress: bool = True) -> dict[str, str]:
     """Entries that, re-executed to their end, differ from the stored ones in any bit."""
+    from .pipeline.sweep import Task, execute
+
     keys = list(keys)
     tables = [k for k in keys if st.entries[k]["kind"] == stored_tables.KIND]
     jobs = {key: (st.entries[key]["kind"], _config(st.entries[key])) for key in keys if key not in tables}
     fresh = _execute(jobs, n_jobs=n_jobs, scheduler=scheduler, desc="sample to the end", progress=progress)
-    for key in tables:
-        config = st.entries[key]["config"]
-        fresh[key] = stored_tables.compute(config["producer"], config["params"])
+    chunks = [Task(key, stored_tables.timed, (st.entries[key]["config"]["producer"], st.entries[key]["config"]["params"]))
+              for key in tables]
+    for key, (frame, _cpu) in execute(chunks, n_jobs=n_jobs, scheduler=scheduler):
+        fresh[key] = frame
         jobs[key] = None
     problems = {}
     for key in jobs:

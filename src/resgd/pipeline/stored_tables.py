@@ -71,7 +71,8 @@ def compute(producer: str, params: dict[str, Any]) -> pd.DataFrame:
     return _producer(producer)(params)
 
 
-def _timed(arg: tuple[str, dict[str, Any]]) -> tuple[pd.DataFrame, float]:
+def timed(arg: tuple[str, dict[str, Any]]) -> tuple[pd.DataFrame, float]:
+    """``(producer, params)`` → the chunk's table and the CPU-seconds it took (a task of the sweep engine)."""
     start = time.process_time()
     frame = compute(*arg)
     return frame, time.process_time() - start
@@ -93,7 +94,7 @@ def chunks(producer: str, params: Sequence[dict[str, Any]], *, n_jobs: int = 1,
                 frames[key] = frame
     todo = {key: p for key, p in zip(keys, params) if key not in frames}
     store.check_complete(len(todo), len(keys))
-    tasks = [Task(key, _timed, (producer, p)) for key, p in todo.items()]
+    tasks = [Task(key, timed, (producer, p)) for key, p in todo.items()]
     for key, (frame, cpu_s) in execute(tasks, n_jobs=n_jobs, scheduler=scheduler):
         frames[key] = frame
         if stored is not None and stored.filling is not None:

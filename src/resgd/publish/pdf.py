@@ -9,9 +9,13 @@ Chromium): served from a local port, every image loaded and MathJax finished typ
 DevTools ``Page.printToPDF``. Jupyter Book's own ``pdfhtml`` builder would need pyppeteer, which
 downloads a Chromium build of its own. Chromium numbers the pages (its print footer) but writes no
 bookmarks: :func:`add_outline` adds them, one per chapter and section (:func:`outline_headings`), each
-found on the first page at or after its predecessor's whose text holds the heading (pypdf). Links into
-the page become jumps inside the PDF (none points at the local server that served it), wide tables
-wrap inside the margins, and the build's commit is printed under the title. The PDF is written
+on the page of Chromium's link destination for the heading's own id (the merged page repeats ids,
+so every heading gets one of its own first; a text search of the pages is the fallback). Before
+printing, the page is laid out at the paper's text width: numbers in tables are kept whole, tables
+still too wide are zoomed down, equations too wide are set smaller. The printed Contents gets page
+numbers by printing again with the pages read back from the PDF, until they stop changing. Links
+into the page become jumps inside the PDF (none points at the local server that served it), and the
+build's commit is printed under the title. The PDF is written
 atomically to ``_build/pdf/`` and copied into the site (``_build/html/``), whose intro page links to it.
 """
 
