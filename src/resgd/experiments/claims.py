@@ -29,19 +29,16 @@ import numpy as np
 import pandas as pd
 
 from ..core.stats import spearman
+from .. import claim_registry as registry
+from ..claim_registry import BETA_MONOTONE, DEPTH_RESIDUAL_HELPS, FACTORIAL, RESIDUAL_HELPS
 from ..validation import check_choice
 from ..words import count_noun
 from .design import ALPHA, RULES, SPEARMAN_BOUND, rule as arm_rule
 from .rules import binomial_tail, holm, interval_rule, median_or_nan, paired, sign_test, spearman_chance
 
-CLAIMS = {
-    "residual_helps": "(a) A single-layer model with the residual connection (β = 1) trains faster than without (β = 0) (the paper: residual connections matter).",
-    "beta_monotone": "(b) A larger residual weight β trains faster (paper's Fig. 3a).",
-    "depth_residual_helps": "(c) At every depth L the model with residual connections trains faster than its twin without (paper's Fig. 3b).",
-    "factorial": "Which skip carries the effect at L = 1: attention skip (β) × FFN skip (β_ffn) (ours, not the paper's).",
-}
-FIGURE_KIND = {"residual_helps": "residual", "beta_monotone": "beta", "depth_residual_helps": "depth",
-               "factorial": "factorial"}
+CLAIMS = {c.name: c.text for c in registry.CLAIMS}
+"""Claim name → its text (:mod:`resgd.claim_registry` holds the records)."""
+FIGURE_KIND = {c.name: c.figure for c in registry.CLAIMS}
 NOTEBOOK = {"jena": "04_jena", "sst2": "05_sst2"}
 REQUIRED = ("experiment", "protocol", "beta", "beta_ffn", "n_layers", "seed", "rate")
 
@@ -180,7 +177,7 @@ def check_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figure: st
               + (f"; {_dropped_text(r['excluded'], r['seeds'])}" if r["excluded"] and rule != "interval" else ""))
     if rule == "interval":
         detail += f"; difference: {_interval_text(r)}"
-    return Verdict("residual_helps", CLAIMS["residual_helps"], r["outcome"], r, detail, dataset,
+    return Verdict(RESIDUAL_HELPS.name, RESIDUAL_HELPS.text, r["outcome"], r, detail, dataset,
                    str(per_run["protocol"].iloc[0]), figure)
 
 
@@ -208,7 +205,7 @@ def check_beta_monotone(per_run: pd.DataFrame, *, dataset: str = "", figure: str
         numbers = {**r, "spearman": r["median"], "rate_by_beta": by_beta, "shape": rate_shape(by_beta)}
         detail = (f"per-seed Spearman(β, rate): {_interval_text(r)}; median rates "
                   + ", ".join(f"β={b:g}: {_fmt(v)}" for b, v in medians.items()))
-        return Verdict("beta_monotone", CLAIMS["beta_monotone"], r["outcome"], numbers, detail, dataset,
+        return Verdict(BETA_MONOTONE.name, BETA_MONOTONE.text, r["outcome"], numbers, detail, dataset,
                        str(per_run["protocol"].iloc[0]), figure)
     ranked = medians.replace(-math.inf, -np.finfo(float).max)
     rho = float(spearman(ranked.index.to_numpy(dtype=float), ranked.to_numpy(dtype=float)))
@@ -218,7 +215,7 @@ def check_beta_monotone(per_run: pd.DataFrame, *, dataset: str = "", figure: str
                "rate_by_beta": by_beta, "shape": rate_shape(by_beta)}
     detail = (f"Spearman(β, median rate) = {rho:.3g} (holds ≥ {SPEARMAN_BOUND:g}, fails ≤ −{SPEARMAN_BOUND:g}); "
               + ", ".join(f"β={b:g}: {_fmt(v)}" for b, v in medians.items()))
-    return Verdict("beta_monotone", CLAIMS["beta_monotone"], outcome, numbers, detail, dataset,
+    return Verdict(BETA_MONOTONE.name, BETA_MONOTONE.text, outcome, numbers, detail, dataset,
                    str(per_run["protocol"].iloc[0]), figure)
 
 
@@ -283,7 +280,7 @@ def check_depth_residual_helps(per_run: pd.DataFrame, *, dataset: str = "", figu
               + "; per depth: " + "; ".join(f"L={L}: faster in {v['faster_in']}/{v['left']} (median rate "
                                             f"{_fmt(v['median_rate_with'])} vs {_fmt(v['median_rate_without'])})"
                                             for L, v in by_depth.items()))
-    return Verdict("depth_residual_helps", CLAIMS["depth_residual_helps"], r["outcome"],
+    return Verdict(DEPTH_RESIDUAL_HELPS.name, DEPTH_RESIDUAL_HELPS.text, r["outcome"],
                    {**r, "statistic": "per-seed median over L", "by_depth": by_depth}, detail, dataset,
                    str(per_run["protocol"].iloc[0]), figure)
 
@@ -295,7 +292,7 @@ def check_depth_pooled(per_run: pd.DataFrame, *, dataset: str = "", figure: str 
     by_depth, _ = _depth_pairs(per_run)
     pooled = sign_test(np.concatenate([v["differences"] for v in by_depth.values()]))
     detail = f"all (L, seed) pairs: residual faster in {pooled['positive']} of {pooled['seeds']}"
-    return Verdict("depth_residual_helps", CLAIMS["depth_residual_helps"], pooled["outcome"],
+    return Verdict(DEPTH_RESIDUAL_HELPS.name, DEPTH_RESIDUAL_HELPS.text, pooled["outcome"],
                    {**pooled, "statistic": "pooled (L, seed) pairs", "by_depth": by_depth}, detail, dataset,
                    str(per_run["protocol"].iloc[0]), figure)
 
@@ -343,7 +340,13 @@ def check_factorial(per_run: pd.DataFrame, *, dataset: str = "", figure: str = "
     detail = (f"attention skip: {attention['effect']} ({counts(attention)}); "
               f"FFN skip: {ffn['effect']} ({counts(ffn)}); Holm-corrected; median rates "
               + ", ".join(f"{k}: {_fmt(v)}" for k, v in medians.items()))
-    return Verdict("factorial", CLAIMS["factorial"], outcome, numbers, detail, dataset, str(per_run["protocol"].iloc[0]), figure)
+    return Verdict(FACTORIAL.name, FACTORIAL.text, outcome, numbers, detail, dataset, str(per_run["protocol"].iloc[0]), figure)
+
+
+CHECKS = {RESIDUAL_HELPS.name: check_residual_helps, BETA_MONOTONE.name: check_beta_monotone,
+          DEPTH_RESIDUAL_HELPS.name: check_depth_residual_helps, FACTORIAL.name: check_factorial}
+"""Claim name → its check (``check(per_run, *, dataset, figure, rule) -> Verdict``): a new claim's
+record goes into :mod:`resgd.claim_registry`, its check here."""
 
 
 def figure_label(dataset: str, name: str) -> str:
@@ -369,17 +372,16 @@ def evaluate(per_run: pd.DataFrame, dataset: str) -> list[Verdict]:
     and (b) need the protocol's β sweep, (c) its depth sweep, the factorial its four cells), each
     by its arm's rule (:func:`resgd.experiments.design.rule`), after :func:`out_of_regime_removed`.
     ``numbers["arm_seeds"]``: the seeds the check's arm trained (fewer than 8: descriptive)."""
-    checks = (("residual_helps", check_residual_helps, "beta"), ("beta_monotone", check_beta_monotone, "beta"),
-              ("depth_residual_helps", check_depth_residual_helps, "depth"), ("factorial", check_factorial, "factorial"))
     out = []
     per_run = out_of_regime_removed(per_run)
     for protocol, rows in per_run.groupby("protocol", sort=False):
-        for name, check, experiment in checks:
-            part = rows[rows["experiment"] == experiment]
-            if name == "beta_monotone" and part["beta"].nunique() < 3:
+        for claim in registry.CLAIMS:
+            part = rows[rows["experiment"] == claim.experiment]
+            if part["beta"].nunique() < claim.min_betas:
                 continue  # a sensitivity arm with β ∈ {0, 1} only: (a) is checked, (b) is not
             if not part.empty:
-                v = check(rows, dataset=dataset, figure=figure_label(dataset, name), rule=arm_rule(experiment, str(protocol)))
+                v = CHECKS[claim.name](rows, dataset=dataset, figure=figure_label(dataset, claim.name),
+                                       rule=arm_rule(claim.experiment, str(protocol)))
                 left = int(part["left_regime"].astype(bool).sum()) if "left_regime" in part.columns else 0
                 out.append(replace(v, numbers={**v.numbers, "arm_seeds": int(part["seed"].nunique()),
                                                "runs_out_of_regime": left}))

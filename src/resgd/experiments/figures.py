@@ -14,12 +14,12 @@ from functools import partial
 
 import pandas as pd
 
+from ..claim_registry import CLAIMS
 from ..validation import ConfigError, check_choice
 from .results import PRIMARY, ExperimentResults
 from .tables import conditioning_curves, loss_curves
 
-DECISIONS = {"decide-a": "residual_helps", "decide-b": "beta_monotone", "decide-c": "depth_residual_helps",
-             "decide-f": "factorial"}
+DECISIONS = {c.decision_figure: c.name for c in CLAIMS}
 """Figure kind → the claim whose deciding statistic it shows (beside that claim's curve figure)."""
 
 

@@ -21,21 +21,23 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..claim_registry import BETA_MONOTONE, CLAIMS, DEPTH_RESIDUAL_HELPS, FACTORIAL, RESIDUAL_HELPS
 from ..pipeline import stored_tables
-from .claims import FACTORIAL_RULE, check_beta_monotone, check_depth_pooled, check_depth_residual_helps, check_factorial, check_residual_helps
+from .claims import CHECKS, FACTORIAL_RULE, check_depth_pooled
 from .design import ALPHA, FACTORIAL_CELLS
 
 RULES = (
     # (check, rule, what the per-run table holds)
-    ("(a) residual helps", "interval", "beta"),
-    ("(a) residual helps", "sign", "beta"),
-    ("(b) larger β faster", "interval", "beta"),
-    ("(c) residual helps at depth", "interval", "depth"),
-    ("(c) residual helps at depth", "sign", "depth"),
-    ("factorial: some skip speeds up", "interval", "factorial"),
+    (RESIDUAL_HELPS.null_check, "interval", RESIDUAL_HELPS.experiment),
+    (RESIDUAL_HELPS.null_check, "sign", RESIDUAL_HELPS.experiment),
+    (BETA_MONOTONE.null_check, "interval", BETA_MONOTONE.experiment),
+    (DEPTH_RESIDUAL_HELPS.null_check, "interval", DEPTH_RESIDUAL_HELPS.experiment),
+    (DEPTH_RESIDUAL_HELPS.null_check, "sign", DEPTH_RESIDUAL_HELPS.experiment),
+    (FACTORIAL.null_check, "interval", FACTORIAL.experiment),
 )
-REPLAYED = (("(c) earlier rule: pooled (L, seed) pairs", "sign", "depth"),
-            ("(b) earlier rule: Spearman of the median rates", "sign", "beta"))
+POOLED = f"{DEPTH_RESIDUAL_HELPS.label} earlier rule: pooled (L, seed) pairs"
+REPLAYED = ((POOLED, "sign", DEPTH_RESIDUAL_HELPS.experiment),
+            (f"{BETA_MONOTONE.label} earlier rule: Spearman of the median rates", "sign", BETA_MONOTONE.experiment))
 """Rules no longer used, simulated to show why they were replaced (never checked against the bound):
 claim (c)'s pooled sign test (v4 replaced it), and claim (b)'s Spearman bound on the median rates
 over 3 seeds (used by no arm since v5: every five-β sweep has 8 seeds and the interval rule)."""
@@ -59,15 +61,13 @@ def _table(rng: np.random.Generator, experiment: str, seeds: int, betas, depths,
 
 
 def _check(name: str, rule: str, table: pd.DataFrame):
-    if name.startswith("(a)"):
-        return check_residual_helps(table, rule=rule)
-    if name.startswith("(b)"):
-        return check_beta_monotone(table, rule=rule)
-    if name.startswith("(c) earlier"):
+    """The verdict of the check called ``name`` in :data:`RULES` or :data:`REPLAYED` on ``table``
+    (the replayed Spearman bound of (b) is (b)'s own check under the sign rule)."""
+    if name == POOLED:
         return check_depth_pooled(table)
-    if name.startswith("(c)"):
-        return check_depth_residual_helps(table, rule=rule)
-    return check_factorial(table, rule=rule)
+    by_label = {c.label: c for c in CLAIMS if c.label}
+    claim = next((c for c in CLAIMS if c.null_check == name), None) or by_label[name.split(" ", 1)[0]]
+    return CHECKS[claim.name](table, rule=rule)
 
 
 def null_rates(n_sets: int = 5000, *, seeds: int = 3, interval_seeds: int = 8,
@@ -101,7 +101,7 @@ def null_chunk(params: dict) -> pd.DataFrame:
     rows = []
     for direction, count in counts.items():
         p = count / n_sets
-        rows.append({"check": name, "rule": FACTORIAL_RULE if experiment == "factorial" else rule,
+        rows.append({"check": name, "rule": FACTORIAL_RULE if experiment == FACTORIAL.experiment else rule,
                      "seeds": params["seeds"], "correlation": params["correlation"], "direction": direction, "rate": p,
                      "se": math.sqrt(max(p * (1 - p), 1e-12) / n_sets), "bound": ALPHA, "sets": n_sets,
                      "replayed": params["replayed"]})

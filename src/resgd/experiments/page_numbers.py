@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..claim_registry import BETA_MONOTONE, DEPTH_RESIDUAL_HELPS, FACTORIAL, RESIDUAL_HELPS, claim
 from ..words import agree
 from .claims import of_seeds
 from .experiment_settings import TWIN_NAMES
@@ -39,23 +40,23 @@ def page_numbers(results: ExperimentResults, elapsed: float = math.nan) -> dict[
     out["lr-theory-range"] = f"{theory.min():.3g} to {theory.max():.3g}"
     for v in results.verdicts():
         slug = SLUGS[v.protocol]
-        key = {"residual_helps": "a", "beta_monotone": "b", "depth_residual_helps": "c", "factorial": "f"}[v.name]
+        key = claim(v.name).key
         out[f"{slug}-{key}"] = v.outcome
         out[f"{slug}-{key}-detail"] = v.detail
-        if v.numbers.get("rule") == "interval" or (key == "f" and v.numbers["attention"].get("rule") == "interval"):
-            part = v.numbers["attention"] if key == "f" else v.numbers
+        if v.numbers.get("rule") == "interval" or (key == FACTORIAL.key and v.numbers["attention"].get("rule") == "interval"):
+            part = v.numbers["attention"] if key == FACTORIAL.key else v.numbers
             out[f"{slug}-{key}-level"] = 100 * float(part["design_level"])  # the arm's level, known before any run
-        if key == "a":
-            out[f"{slug}-a-won"] = of_seeds(v.numbers["faster_in"], v.numbers["left"])
-            out[f"{slug}-a-chance"] = float(v.numbers["chance"])
-        if key == "b":
-            out[f"{slug}-b-rho"] = float(v.numbers["spearman"])
-            out[f"{slug}-b-shape"] = str(v.numbers["shape"])
-        if key == "f":
-            out[f"{slug}-f-carried"] = v.numbers["carried_by"]
-        if key == "c":
-            out[f"{slug}-c-positive"] = of_seeds(v.numbers["positive"], v.numbers["left"])
-            out[f"{slug}-c-threshold"] = "—" if v.numbers["threshold"] is None else int(v.numbers["threshold"])
+        if key == RESIDUAL_HELPS.key:
+            out[f"{slug}-{key}-won"] = of_seeds(v.numbers["faster_in"], v.numbers["left"])
+            out[f"{slug}-{key}-chance"] = float(v.numbers["chance"])
+        if key == BETA_MONOTONE.key:
+            out[f"{slug}-{key}-rho"] = float(v.numbers["spearman"])
+            out[f"{slug}-{key}-shape"] = str(v.numbers["shape"])
+        if key == FACTORIAL.key:
+            out[f"{slug}-{key}-carried"] = v.numbers["carried_by"]
+        if key == DEPTH_RESIDUAL_HELPS.key:
+            out[f"{slug}-{key}-positive"] = of_seeds(v.numbers["positive"], v.numbers["left"])
+            out[f"{slug}-{key}-threshold"] = "—" if v.numbers["threshold"] is None else int(v.numbers["threshold"])
     replay = replay_table(results)
     out["replay-changed"], out["replay-K"] = int(replay["changed"].sum()), int(len(replay))
     out["replay-first-differs"] = int((replay["first to ½Φ(0) by T (replayed)"] != replay["rate (deciding)"]).sum())

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..claim_registry import DEPTH_RESIDUAL_HELPS
 from .experiment_settings import TWIN_NAMES
 from .results import PRIMARY, ExperimentResults
 
@@ -86,7 +87,7 @@ def horizon_table(results: ExperimentResults) -> pd.DataFrame:
                **{horizon_name(float(h)): o for h, o in v.numbers["horizons"].items()},
                "verdict": v.outcome, "decides": decides(v.numbers),
                "theory runs out of regime": v.numbers.get("runs_out_of_regime", 0) if v.protocol.startswith("theory") else "",
-               "earlier rule at T": pooled.get(v.protocol, "") if v.name == "depth_residual_helps" else v.numbers["outcome_at_T"]}
+               "earlier rule at T": pooled.get(v.protocol, "") if v.name == DEPTH_RESIDUAL_HELPS.name else v.numbers["outcome_at_T"]}
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..claim_registry import BETA_MONOTONE, DEPTH_RESIDUAL_HELPS, RESIDUAL_HELPS, SPEED_CLAIMS
 from .claims import CLAIMS, Verdict
 from .design import CAP, LADDER, PATH_C, REALISABLE_RATIO, TUNING_SEED
 from .ladder import beta_signs, decide, depth_signs, ladder_table, pair_signs, rung_name
@@ -162,10 +163,10 @@ def speed_verdicts(ladder: pd.DataFrame, dataset: str, realisability: dict[str, 
             with_res, without = _times(rows, protocol, "beta", 1.0, 1), _times(rows, protocol, "beta", 0.0, 1)
             seeds = with_res.index.intersection(without.index)
             signs = pair_signs(with_res.loc[seeds].to_numpy(), without.loc[seeds].to_numpy())
-            out.append(_verdict("residual_helps", signs, dataset, protocol, note, rows))
+            out.append(_verdict(RESIDUAL_HELPS.name, signs, dataset, protocol, note, rows))
             betas = sorted(beta["beta"].unique())
             cube = np.stack([_times(rows, protocol, "beta", b, 1).loc[seeds].to_numpy() for b in betas], axis=1)
-            out.append(_verdict("beta_monotone", beta_signs(cube, np.array(betas)), dataset, protocol, note, rows,
+            out.append(_verdict(BETA_MONOTONE.name, beta_signs(cube, np.array(betas)), dataset, protocol, note, rows,
                                 shape=_median_shape(cube, betas)))
         depth = rows[rows["experiment"] == "depth"]
         if len(depth):
@@ -175,7 +176,7 @@ def speed_verdicts(ladder: pd.DataFrame, dataset: str, realisability: dict[str, 
                 res, twin = _times(rows, protocol, "depth", 1.0, L), _times(rows, protocol, "depth", 0.0, L)
                 seeds = res.index.intersection(twin.index)
                 parts.append(pair_signs(res.loc[seeds].to_numpy(), twin.loc[seeds].to_numpy()))
-            out.append(_verdict("depth_residual_helps", depth_signs(np.stack(parts, axis=1)), dataset, protocol, note, rows))
+            out.append(_verdict(DEPTH_RESIDUAL_HELPS.name, depth_signs(np.stack(parts, axis=1)), dataset, protocol, note, rows))
     return out
 
 
@@ -305,11 +306,7 @@ def null_table(reps: int = 500) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-CLAIM_READING = {
-    "residual_helps": "(a) the single-layer model with the residual (β = 1) reaches each target before the one without (β = 0)",
-    "beta_monotone": "(b) a larger β reaches each target sooner (per seed, the sign of Spearman(β, −iterations))",
-    "depth_residual_helps": "(c) the model with residuals reaches each target before its matched twin (per seed, the majority over L = 2, 6, 10)",
-}
+CLAIM_READING = {c.name: c.speed_reading for c in SPEED_CLAIMS}
 
 
 def speed_sentence(v: Verdict) -> str:
@@ -374,7 +371,7 @@ def rate_replay(speed: SpeedResults) -> pd.DataFrame:
         one = table[(table["experiment"] == "beta") & (table["n_layers"] == 1)]
         w, wo = (one[one["beta"] == b].set_index("seed")["rate"] for b in (1.0, 0.0))
         r = sign_test((w - wo).dropna().to_numpy())
-        rows.append({"claim": "residual_helps", "horizon": name, "for": r["positive"], "against": r["negative"],
+        rows.append({"claim": RESIDUAL_HELPS.name, "horizon": name, "for": r["positive"], "against": r["negative"],
                      "seeds": r["seeds"], "verdict": r["outcome"]})
         depth = table[table["experiment"] == "depth"]
         if len(depth):
@@ -383,6 +380,6 @@ def rate_replay(speed: SpeedResults) -> pd.DataFrame:
                      for L in sorted(depth["n_layers"].unique())]
             per_seed = pd.concat(diffs, axis=1)
             r = sign_test(np.array([median_or_nan(row) for row in per_seed.to_numpy(dtype=float)]))
-            rows.append({"claim": "depth_residual_helps", "horizon": name, "for": r["positive"],
+            rows.append({"claim": DEPTH_RESIDUAL_HELPS.name, "horizon": name, "for": r["positive"],
                          "against": r["negative"], "seeds": r["seeds"], "verdict": r["outcome"]})
     return pd.DataFrame(rows)

@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..claim_registry import BETA_MONOTONE, DEPTH_RESIDUAL_HELPS, FACTORIAL, HORIZON, RESIDUAL_HELPS
 from ..words import count_noun
 from .design import MIN_INTERVAL_SEEDS
 
 NAMES = {"jena": "Jena", "sst2": "SST-2"}
-HORIZON = "depending on the horizon (T/4, T/2, T)"
-A_WORDS = ("faster than without it", "slower than without it", "not decidedly faster or slower than without it")
+A_WORDS = RESIDUAL_HELPS.words
 """Claim (a)'s words for holds, fails, undecided (the single-layer model with the residual connection is …)."""
-B_WORDS = ("ranks faster (each seed's rank correlation of β with the rate is above 0)",
-           "ranks slower (each seed's rank correlation of β with the rate is below 0)",
-           "is not decidedly faster or slower", f"ranks faster or not {HORIZON}")
-"""Claim (b)'s words for holds, fails, undecided, horizon-dependent: its rule reads ranks (Spearman
-per seed), so a verdict says how β ranks the rates and the shape clause after it says what the
-curve is (an inverted U "ranks slower" when its peak is at a small β; it does not "train slower")."""
+B_WORDS = BETA_MONOTONE.words
+"""Claim (b)'s words for holds, fails, undecided, horizon-dependent (:data:`resgd.claim_registry.BETA_MONOTONE`)."""
 THEORY = "theory c=0.5"
 
 
@@ -45,7 +41,7 @@ def _shapes(verdicts: pd.DataFrame, protocol: str) -> str:
     """'; the median rate over seeds rises with β on Jena and …' (the shape, claim (b)'s rows)."""
     if "shape" not in verdicts.columns:
         return ""
-    rows = verdicts[(verdicts["name"] == "beta_monotone") & (verdicts["protocol"] == protocol) & (verdicts["shape"] != "")]
+    rows = verdicts[(verdicts["name"] == BETA_MONOTONE.name) & (verdicts["protocol"] == protocol) & (verdicts["shape"] != "")]
     parts = [f"{r.shape} on {NAMES.get(r.dataset, r.dataset)}" for r in rows.itertuples()]
     return "; the median rate over seeds " + " and ".join(parts) if parts else ""
 
@@ -63,27 +59,27 @@ def sentences(verdicts: pd.DataFrame) -> list[str]:
     out = [
         "Under the step size Theorem 1's guarantee uses (half of one over the loss's measured curvature "
         "at each run's starting weights: μ = c/L̂ with c = 0.5), a single-layer model with "
-        "the residual connection is " + _per_dataset(_outcomes(verdicts, "residual_helps", THEORY), *A_WORDS) + ".",
+        "the residual connection is " + _per_dataset(_outcomes(verdicts, RESIDUAL_HELPS.name, THEORY), *A_WORDS) + ".",
         "Under the same step, a larger residual weight β " + _per_dataset(
-            _outcomes(verdicts, "beta_monotone", THEORY), *B_WORDS) + _shapes(verdicts, THEORY) + ".",
+            _outcomes(verdicts, BETA_MONOTONE.name, THEORY), *B_WORDS) + _shapes(verdicts, THEORY) + ".",
         "With 2, 6 and 10 layers, models with residual connections against the same models without them, "
         "started with signals of the same size (matched twins)"
-        + _descriptive(verdicts, "depth_residual_helps", THEORY) + ": "
-        + _per_dataset(_outcomes(verdicts, "depth_residual_helps", THEORY), "faster", "slower", "undecided") + ".",
+        + _descriptive(verdicts, DEPTH_RESIDUAL_HELPS.name, THEORY) + ": "
+        + _per_dataset(_outcomes(verdicts, DEPTH_RESIDUAL_HELPS.name, THEORY), *DEPTH_RESIDUAL_HELPS.words) + ".",
     ]
-    rows = verdicts[(verdicts["name"] == "factorial") & (verdicts["protocol"] == THEORY)]
+    rows = verdicts[(verdicts["name"] == FACTORIAL.name) & (verdicts["protocol"] == THEORY)]
     if len(rows):
         out.append("Which skip carries the effect at one layer: " + "; ".join(
             f"on {NAMES.get(r.dataset, r.dataset)}, {r.skips}" for r in rows.itertuples())
                    + " (each skip tested on its own, corrected for testing two: Holm's method).")
-    common_a = _outcomes(verdicts, "residual_helps", "common")
-    common_b = _outcomes(verdicts, "beta_monotone", "common")
-    common_c = _outcomes(verdicts, "depth_residual_helps", "common")
+    common_a = _outcomes(verdicts, RESIDUAL_HELPS.name, "common")
+    common_b = _outcomes(verdicts, BETA_MONOTONE.name, "common")
+    common_c = _outcomes(verdicts, DEPTH_RESIDUAL_HELPS.name, "common")
     out.append("With one step size shared by every model of a comparison (the common protocol: half the largest step "
                "on a grid at which the β = 1 model learns), a single-layer model with the residual connection is "
                + _per_dataset(common_a, *A_WORDS)
                + ", and a larger β " + _per_dataset(common_b, *B_WORDS)
                + _shapes(verdicts, "common") + "; residual models at depth"
-               + _descriptive(verdicts, "depth_residual_helps", "common") + " are "
-               + _per_dataset(common_c, "faster", "slower", "not decidedly faster") + ".")
+               + _descriptive(verdicts, DEPTH_RESIDUAL_HELPS.name, "common") + " are "
+               + _per_dataset(common_c, *DEPTH_RESIDUAL_HELPS.words[:2], "not decidedly faster") + ".")
     return out

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..claim_registry import FACTORIAL
 from ..core.stats import interval_level
 from ..infra.atomic import json_text, write_json
 from ..pipeline.cache import resolve_results_dir
@@ -48,7 +49,7 @@ def write_verdicts(verdicts: Sequence[Verdict], path: str | os.PathLike, *, data
 def rule_name(name: str, numbers: dict) -> str:
     """The rule that decided a verdict, as the tables name it: the factorial's :data:`FACTORIAL_RULE`,
     else ``interval`` or ``sign``."""
-    if name == "factorial":
+    if name == FACTORIAL.name:
         return FACTORIAL_RULE
     return "interval" if _interval_parts(numbers) else "sign"
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from ..claim_registry import BETA_MONOTONE, CLAIMS, DEPTH_RESIDUAL_HELPS, FACTORIAL
 from ..words import count_noun
 from .style import banner_text, beta_styles, label_standin, legend_outside, use_style
 
@@ -321,8 +322,7 @@ def plot_verdicts(verdicts: pd.DataFrame) -> plt.Figure:
                 color="black", fontsize="small" if descriptive or "\n" in word else None)
     ax.set_xlim(0, len(names))
     ax.set_ylim(len(rows), 0)
-    short = {"residual_helps": "(a) residual\nfaster", "beta_monotone": "(b) larger β\nfaster",
-             "depth_residual_helps": "(c) every\ndepth", "factorial": "factorial:\na skip speeds up"}
+    short = {c.name: c.decision_label for c in CLAIMS}
     ax.set_xticks([j + 0.5 for j in range(len(names))], [short.get(n, n) for n in names])
     ax.set_yticks([i + 0.5 for i in range(len(rows))], [f"{DATASET_TITLE.get(d, d)}, {p}" for d, p in rows])
     ax.tick_params(length=0)
@@ -339,12 +339,7 @@ def plot_verdicts(verdicts: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-DECIDED_BY = {
-    "residual_helps": "per-seed r(β = 1) − r(β = 0)",
-    "beta_monotone": "per-seed Spearman(β, r)",
-    "depth_residual_helps": "r(residual) − r(matched twin) per (L, seed) (dots); per-seed median over L (◆, decides)",
-    "factorial": "per-seed mean effect of a skip on r",
-}
+DECIDED_BY = {c.name: c.decided_by for c in CLAIMS}
 OUTCOME_COLORS = {"holds": "#1a7f37", "fails": "#b42318", "horizon-dependent": "#8250df", "undecided": "#57606a"}
 
 
@@ -411,7 +406,7 @@ def plot_decision(verdicts, claim: str, dataset: str = "", measure: str = "r = �
     palette = sns.color_palette("colorblind")
     for ax, v in zip(axes[:, 0], rows):
         n = v.numbers
-        if claim == "depth_residual_helps":
+        if claim == DEPTH_RESIDUAL_HELPS.name:
             values, colors = [], []
             for i, (L, part) in enumerate(n["by_depth"].items()):
                 values += list(part["differences"])
@@ -423,14 +418,14 @@ def plot_decision(verdicts, claim: str, dataset: str = "", measure: str = "r = �
             if ax is axes[0, 0]:
                 ax.set_title("colour: " + ", ".join(f"L = {L} ({names[i % len(names)]})" for i, L in enumerate(n["by_depth"])),
                              fontsize="x-small")
-        elif claim == "factorial":
+        elif claim == FACTORIAL.name:
             a, f = n["attention"], n["ffn"]
             _strip(ax, a["values"] + f["values"], {"rule": "sign"}, v.outcome, v.protocol,
                    [palette[0]] * len(a["values"]) + [palette[1]] * len(f["values"]),
                    text=f"attention {a['positive']}/{a['seeds']} > 0, FFN {f['positive']}/{f['seeds']} > 0\n"
                         f"Holm: one skip one-sided p ≤ 2.5 %, then ≤ 5 %")
             ax.set_title(f"attention skip (blue): {a['effect']}; FFN skip (orange): {f['effect']}", fontsize="x-small")
-        elif claim == "beta_monotone" and "values" not in n:
+        elif claim == BETA_MONOTONE.name and "values" not in n:
             _strip(ax, [n["spearman"]], n, v.outcome, v.protocol)
             for b in (-n["bound"], n["bound"]):
                 ax.axvline(b, color="grey", ls="--", lw=0.8)

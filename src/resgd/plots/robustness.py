@@ -10,21 +10,18 @@ import pandas as pd
 from matplotlib.colors import Normalize, TwoSlopeNorm
 from matplotlib.patches import Rectangle
 
+from ..claim_registry import BETA_MONOTONE, MAP_FORMS, RESIDUAL_HELPS
 from .style import label_standin, legend_outside
 
-CLAIM_ROWS = ("residual_helps", "beta_monotone", "depth_residual_helps", "depth_residual_helps_second")
+CLAIM_ROWS = tuple(form.name for form in MAP_FORMS)
 """Rows in this order; (c) against the second twin only where the map has it."""
-ROW_LABELS = {"residual_helps": "(a) median log ratio\nΦ(T)/Φ(0) without / with",
-              "beta_monotone": "(b) median −Spearman\n(β, Φ(T)/Φ(0))",
-              "depth_residual_helps": "(c) median over L of\nmedian log ratio",
-              "depth_residual_helps_second": "(c), second twin:\nmedian over L of medians"}
-SHORT = {"residual_helps": "(a)", "beta_monotone": "(b)", "depth_residual_helps": "(c)",
-         "depth_residual_helps_second": "(c'')"}
+ROW_LABELS = {form.name: form.row_label for form in MAP_FORMS}
+SHORT = {form.name: form.short for form in MAP_FORMS}
 LETTER = {"holds": "✓", "fails": "✗", "undecided": "?"}
 
 
 def _norm(claim: str, values: np.ndarray) -> Normalize:
-    if claim == "beta_monotone":
+    if claim == BETA_MONOTONE.name:
         return TwoSlopeNorm(vcenter=0.0, vmin=-1.0, vmax=1.0)
     finite = np.abs(values[np.isfinite(values)])
     top = float(min(max(finite.max(), 0.1), 3.0)) if finite.size else 1.0
@@ -142,7 +139,7 @@ def plot_theory_link(cells: pd.DataFrame, standin: str | None = None, cap: float
     residual), one point per cell, one panel per protocol, colour = data set. ``cap``: the log
     ratio's cap for diverged runs (``resgd.robustness.verdicts.LOG_CAP``); a cell whose effect sits
     at it is drawn at the axis' edge as ▼/▲, so the axis keeps the range of the other cells."""
-    cells = cells[cells["claim"] == "residual_helps"]
+    cells = cells[cells["claim"] == RESIDUAL_HELPS.name]
     at_cap = cells["effect"].abs() >= cap if cap is not None else pd.Series(False, index=cells.index)
     free = cells.loc[~at_cap, "effect"].abs()
     edge = max(1.0, 1.3 * float(free.max())) if at_cap.any() and len(free) and np.isfinite(free.max()) else None

@@ -17,12 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-CLAIM_TEXT = {
-    "residual_helps": "(a) residual vs none, L = 1: per seed log(Φ(T)/Φ(0) without / with)",
-    "beta_monotone": "(b) β ordering, L = 1: per seed −Spearman(β, Φ(T)/Φ(0))",
-    "depth_residual_helps": "(c) residual vs none at L = 2, 6, 10: per seed log ratio at each L; holds only when every depth's interval lies above 0",
-    "depth_residual_helps_second": "(c) against the second twin: per seed log ratio at each L",
-}
+from ..claim_registry import BETA_MONOTONE, MAP_FORMS, RESIDUAL_HELPS
+
+CLAIM_TEXT = {form.name: form.explorer for form in MAP_FORMS}
 PROTOCOL_TEXT = {
     "common": "common: every β at one step, a fraction of the β = 1 model's stability limit at the same depth",
     "own": "own: each configuration at a fraction of its own stability limit",
@@ -79,14 +76,14 @@ def seed_table(rows: pd.DataFrame, grid, claim: str, horizon: int, measure: str)
     column = f"{measure}_{horizon}"
     phi = "Φ(T)/Φ(0)" if measure == "relative" else "Φ(T)"
     seeds = sorted(int(s) for s in rows["seed"].unique())
-    if claim == "residual_helps":
+    if claim == RESIDUAL_HELPS.name:
         w, wo = _arm(rows, 1.0, 1, None, column), _arm(rows, 0.0, 1, grid.twins[0], column)
         names = [f"{phi} with residual", f"{phi} without", "effect"]
         out = [{"seed": s, names[0]: w.get(s), names[1]: wo.get(s),
                 "effect": float(log_ratio(wo.get(s, np.nan), w.get(s, np.nan))) if s in w and s in wo else None}
                for s in seeds]
         parts = [{"label": "L = 1", "above": _above([r["effect"] for r in out]), "seeds": sum(r["effect"] is not None for r in out)}]
-    elif claim == "beta_monotone":
+    elif claim == BETA_MONOTONE.name:
         single = rows[rows["n_layers"] == 1]
         table = single.pivot_table(index="beta", columns="seed", values=column, aggfunc="first", dropna=False).sort_index()
         effects = dict(zip(table.columns, -spearman_rows(table.index.to_numpy(dtype=float), table.to_numpy(dtype=float).T)))
@@ -118,7 +115,7 @@ def seed_curves(rows: pd.DataFrame, grid, measure: str, claim: str) -> list[dict
     arm: its label, colour, dash (the model without residual dashed) and points by seed."""
     from .verdicts import DEPTH_CLAIMS
 
-    if claim == "beta_monotone":
+    if claim == BETA_MONOTONE.name:
         arms = [(f"β = {b:g}", b, 1, grid.twins[0] if b == 0 else None, PALETTE[i % len(PALETTE)], False)
                 for i, b in enumerate(grid.betas)]
     elif claim in DEPTH_CLAIMS:

@@ -28,15 +28,14 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..claim_registry import BETA_MONOTONE, DEPTH_RESIDUAL_HELPS, MAP_CLAIMS, MAP_FORMS, RESIDUAL_HELPS
 from ..core.stats import median_interval, spearman
 from .grid import MapGrid
 from .map_runs import TAGS
 
-CLAIM_NAMES = ("residual_helps", "beta_monotone", "depth_residual_helps")
-CLAIM_LABELS = {"residual_helps": "(a) residual vs none", "beta_monotone": "(b) β ordering",
-                "depth_residual_helps": "(c) residual vs none, L = 2, 6, 10",
-                "depth_residual_helps_second": "(c) against the second twin (MapGrid.twins[1])"}
-DEPTH_CLAIMS = ("depth_residual_helps", "depth_residual_helps_second")
+CLAIM_NAMES = tuple(c.map_forms[0].name for c in MAP_CLAIMS)
+CLAIM_LABELS = {form.name: form.label for form in MAP_FORMS}
+DEPTH_CLAIMS = tuple(form.name for form in DEPTH_RESIDUAL_HELPS.map_forms)
 """Claim (c) against ``grid.twins[0]`` (the verdict), and against ``grid.twins[1]`` when the grid has it."""
 VERDICTS = ("holds", "fails", "undecided")
 MEASURES = ("relative", "loss")
@@ -58,7 +57,7 @@ def verdict(lo: float, hi: float) -> str:
     return "holds" if lo > 0 else "fails" if hi < 0 else "undecided"
 
 
-def chance_verdicts(K: int, level: float, claim: str = "residual_helps") -> dict[str, float]:
+def chance_verdicts(K: int, level: float, claim: str = RESIDUAL_HELPS.name) -> dict[str, float]:
     """Expected number of cells, of ``K``, that hold (and that fail) by chance alone if the claim
     had no effect in any cell: at most K·(1 − level)/2 each ((c) needs every depth to agree)."""
     one_side = K * (1.0 - level) / 2.0
@@ -111,10 +110,10 @@ def cell_effects(rows: pd.DataFrame, grid: MapGrid, horizon: int, measure: str) 
     column = f"{measure}_{horizon}"
     single = rows[rows["n_layers"] == 1]
     single_pair = single[single["beta"].isin([0.0, 1.0])]
-    out = [dict(claim="residual_helps", **_summary(_pairs(single, column, 1, grid.twins[0]), grid), **_outcomes(single_pair))]
+    out = [dict(claim=RESIDUAL_HELPS.name, **_summary(_pairs(single, column, 1, grid.twins[0]), grid), **_outcomes(single_pair))]
     table = single.pivot_table(index="beta", columns="seed", values=column, aggfunc="first", dropna=False).sort_index()
     per_seed = -spearman_rows(table.index.to_numpy(dtype=float), table.to_numpy(dtype=float).T)
-    out.append(dict(claim="beta_monotone", **_summary(per_seed, grid), **_outcomes(single)))
+    out.append(dict(claim=BETA_MONOTONE.name, **_summary(per_seed, grid), **_outcomes(single)))
     for claim, init in zip(DEPTH_CLAIMS, grid.twins):
         depths = pd.DataFrame(depth_summaries(rows, grid, column, init))
         deep = rows[(rows["n_layers"] > 1) & ((rows["beta"] == 1.0) | (rows["init"] == init))]
@@ -200,7 +199,7 @@ def tally(cells: pd.DataFrame, horizon: int, measure: str = "relative") -> pd.Da
 def theory_link(cells: pd.DataFrame, horizon: int, measure: str = "relative") -> pd.DataFrame:
     """Per data set × protocol (and pooled): Spearman across cells between the predicted gain
     and claim (a)'s measured effect at ``horizon``."""
-    at = cells[(cells["horizon"] == horizon) & (cells["claim"] == "residual_helps") & (cells["measure"] == measure)]
+    at = cells[(cells["horizon"] == horizon) & (cells["claim"] == RESIDUAL_HELPS.name) & (cells["measure"] == measure)]
     rows = []
     groups = list(at.groupby(["dataset", "protocol"])) + [(("all", p), g) for p, g in at.groupby("protocol")]
     for (dataset, protocol), g in groups:
@@ -271,11 +270,11 @@ def ladder_cells(per_run: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
         if len(one):
             w, wo = at(1.0, 1), at(0.0, 1)
             seeds = w.index.intersection(wo.index)
-            rows.append({**tags, "claim": "residual_helps", **_ladder_row(decide(pair_signs(
+            rows.append({**tags, "claim": RESIDUAL_HELPS.name, **_ladder_row(decide(pair_signs(
                 w.loc[seeds].to_numpy(), wo.loc[seeds].to_numpy())))})
             betas = sorted(one["beta"].unique())
             cube = np.stack([at(b, 1).loc[seeds].to_numpy() for b in betas], axis=1)
-            rows.append({**tags, "claim": "beta_monotone", **_ladder_row(decide(beta_signs(cube, np.array(betas))))})
+            rows.append({**tags, "claim": BETA_MONOTONE.name, **_ladder_row(decide(beta_signs(cube, np.array(betas))))})
         depths = sorted(int(L) for L in g["n_layers"].unique() if L > 1)
         if depths:
             parts = []
@@ -283,7 +282,7 @@ def ladder_cells(per_run: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
                 w, wo = at(1.0, L), at(0.0, L)
                 seeds = w.index.intersection(wo.index)
                 parts.append(pair_signs(w.loc[seeds].to_numpy(), wo.loc[seeds].to_numpy()))
-            rows.append({**tags, "claim": "depth_residual_helps",
+            rows.append({**tags, "claim": DEPTH_RESIDUAL_HELPS.name,
                          **_ladder_row(decide(depth_signs(np.stack(parts, axis=1))))})
     return pd.DataFrame(rows)
 
@@ -315,7 +314,7 @@ def ladder_power(grid: MapGrid, reps: int = 200) -> pd.DataFrame:
     from ..experiments.ladder import simulate_rule
 
     rows = []
-    for claim, name in (("a", "residual_helps"), ("b", "beta_monotone"), ("c", "depth_residual_helps")):
+    for claim, name in ((c.key, c.name) for c in MAP_CLAIMS):
         row = {"claim": name, "seeds": len(grid.seeds), "cap": grid.iterations}
         row["no effect: decided"] = sum(v for k, v in simulate_rule(
             claim, seeds=len(grid.seeds), reps=reps, cap=grid.iterations).items() if k in ("holds", "fails"))
