@@ -80,6 +80,14 @@ def test_every_claim_has_a_check_and_distinct_names_keys_and_figures():
         registry.claim("nope")
 
 
+def test_every_claim_has_its_curve_figure_and_its_decision_figure():
+    from resgd.experiments.figures import DRAWERS, FIGURE_KINDS
+
+    assert FIGURE_KINDS[:4] == ("residual", "beta", "depth", "factorial")  # the order the figures are made in
+    for c in registry.CLAIMS:
+        assert c.figure in DRAWERS and DRAWERS[c.decision_figure].keywords == {"claim": c.name}
+
+
 def test_the_null_simulation_keeps_the_check_names_its_stored_chunks_are_keyed_by():
     """A chunk's key holds its ``check`` name: renaming one would miss every stored chunk of it."""
     assert [name for name, _, _ in null_rates.RULES + null_rates.REPLAYED] == [

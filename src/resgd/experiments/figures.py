@@ -14,7 +14,7 @@ from functools import partial
 
 import pandas as pd
 
-from ..claim_registry import CLAIMS
+from ..claim_registry import BETA_MONOTONE, CLAIMS, DEPTH_RESIDUAL_HELPS, FACTORIAL, RESIDUAL_HELPS
 from ..validation import ConfigError, check_choice
 from .results import PRIMARY, ExperimentResults
 from .tables import conditioning_curves, loss_curves
@@ -121,10 +121,10 @@ SPEED_KINDS = ("v6-pairs", "v6-path")
 """Design v6's figures: who reaches each target first (own step), and the theorem's path step."""
 
 DRAWERS: dict[str, Callable[[ExperimentResults], object]] = {
-    "residual": _residual,
-    "beta": _beta,
-    "depth": _depth,
-    "factorial": _factorial,
+    RESIDUAL_HELPS.figure: _residual,
+    BETA_MONOTONE.figure: _beta,
+    DEPTH_RESIDUAL_HELPS.figure: _depth,
+    FACTORIAL.figure: _factorial,
     "conditioning": _conditioning,
     "rate": _rate,
     "readout": _readout,

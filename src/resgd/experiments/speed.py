@@ -298,10 +298,11 @@ def null_table(reps: int = 500) -> pd.DataFrame:
     from .ladder import simulate_rule
 
     rows = []
-    for question, realisable, claims in (("experiments", False, "abc"), ("theorem", True, "ab")):
+    single_layer = tuple(c for c in SPEED_CLAIMS if c.experiment != DEPTH_RESIDUAL_HELPS.experiment)  # the theorem's
+    for question, realisable, claims in (("experiments", False, SPEED_CLAIMS), ("theorem", True, single_layer)):
         for claim in claims:
-            r = simulate_rule(claim, reps=reps, realisable=realisable)
-            rows.append({"claim": f"({claim})", "question": question, "holds by chance": r["holds"],
+            r = simulate_rule(claim.key, reps=reps, realisable=realisable)
+            rows.append({"claim": claim.label, "question": question, "holds by chance": r["holds"],
                          "fails by chance": r["fails"], "draws": reps})
     return pd.DataFrame(rows)
 

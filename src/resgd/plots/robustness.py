@@ -173,7 +173,7 @@ def plot_theory_link(cells: pd.DataFrame, standin: str | None = None, cap: float
         ax.set_title(f"protocol '{protocol}'")
         ax.set_xlabel("predicted gain\nlog σ²-ratio(Z⁰) with / without")
     for row in axes:
-        row[0].set_ylabel("(a) measured effect:\nmedian log ratio of Φ(T)/Φ(0)")
+        row[0].set_ylabel(f"{RESIDUAL_HELPS.label} measured effect:\nmedian log ratio of Φ(T)/Φ(0)")
     legend = {}  # one legend for all panels, below them
     for ax in axes.flat:
         legend.update(zip(*reversed(ax.get_legend_handles_labels())))

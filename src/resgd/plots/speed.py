@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..claim_registry import DEPTH_RESIDUAL_HELPS, RESIDUAL_HELPS
 from .experiments import DATASET_TITLE
 from .style import beta_styles, point_style, use_style
 
@@ -18,11 +19,11 @@ def _pairs(ladder: pd.DataFrame, protocol: str) -> list[tuple[str, pd.DataFrame,
     out = []
     one = rows[(rows["experiment"] == "beta") & (rows["n_layers"] == 1)]
     if len(one):
-        out.append(("(a) L = 1", one[one["beta"] == 1.0], one[one["beta"] == 0.0]))
+        out.append((f"{RESIDUAL_HELPS.label} L = 1", one[one["beta"] == 1.0], one[one["beta"] == 0.0]))
     depth = rows[rows["experiment"] == "depth"]
     for L in sorted(int(x) for x in depth["n_layers"].unique()):
         at = depth[depth["n_layers"] == L]
-        out.append((f"(c) L = {L}", at[at["beta"] == 1.0], at[at["beta"] == 0.0]))
+        out.append((f"{DEPTH_RESIDUAL_HELPS.label} L = {L}", at[at["beta"] == 1.0], at[at["beta"] == 0.0]))
     return out
 
 
