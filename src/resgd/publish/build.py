@@ -239,7 +239,9 @@ class BookStage:
                         _link_or_copy(self.root / rel, book / rel)
                 earlier = {r.notebook: r for r in read_report(book / REPORT)
                            if Path(r.notebook).name in toc and (book / f"{r.notebook}.ipynb").is_file()}
-                merged = {**earlier, **{r.notebook: r for r in records}}
+                newer = {r.notebook for r in records if not r.ok and r.notebook in earlier
+                         and self._replaced_since(current, f"{r.notebook}.ipynb")}
+                merged = {**earlier, **{r.notebook: r for r in records if r.notebook not in newer}}
                 in_order = [merged[k] for k in (f"{NOTEBOOK_DIR}/{n}" for n in toc) if k in merged]
                 write_report(book / REPORT, in_order, self.mode, total, jobs)
                 write_text(book / EXECUTION_PAGE, execution_page(self.root, json.loads((book / REPORT).read_text())))
@@ -260,6 +262,15 @@ class BookStage:
                 if not live.is_symlink():
                     _place_link(live, self.builds.link_text(live, self.mode, BOOK, rel))
             self.builds.remove_unused()
+
+    def _replaced_since(self, current: Path | None, notebook: str) -> bool:
+        """Whether another build published ``notebook`` since this one began: its record, not this
+        build's failure, then describes the page the book shows (this build's failure is in its own output)."""
+        try:
+            st = os.stat(current / BOOK / notebook)
+        except (OSError, TypeError):
+            return False
+        return self.origin.get(os.path.join(BOOK, notebook)) != (st.st_dev, st.st_ino)
 
     def close(self) -> None:
         """Remove the stage (what was not published is dropped)."""
