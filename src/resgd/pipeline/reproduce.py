@@ -16,8 +16,10 @@ and returns :class:`Outputs` (figures, and files for the figures and the results
    (``results/tables``, ``results/claims``, ...) is a symlink to ``.resgd-builds/current-<mode>/...``,
    so a reader sees the old build or the new one, whole, whatever signal or kill comes when.
    Builds no pointer names (replaced ones, or one a killed run left) are removed by the next
-   publish. A file written at a today's path by other means (a notebook's ``glue_figure``, an older
-   version's outputs) is taken into a build first, as it is, and then replaced by its link.
+   publish. A file written at a today's path by other means (a notebook run by hand, an older
+   version's outputs) is taken into a build first, as it is, and then replaced by its link. The
+   book build publishes through the same pointer (:class:`resgd.publish.build.BookStage`); the
+   pointer machinery is :mod:`resgd.infra.builds`.
    The run cache (``results/cache``) is not an output: it keeps its own atomic writes, untouched.
    Runs publishing into the same folders take turns (:func:`publish_lock`).
 """

@@ -11,20 +11,24 @@ time (default 1; ``make book`` uses 2; the order: :mod:`resgd.publish.schedule`)
 2. papermill executes it with kernel ``python3``, cwd ``notebooks/`` and no injected
    parameters: the notebooks' ``quick`` parameter reads ``RESGD_MODE`` (:func:`notebook_quick`),
    so the executed notebook has the same cells as its source. Papermill writes its output, cell
-   by cell, under ``_build/notebook_outputs/``; only a notebook that ran to the end is published
-   (atomically, without papermill's per-cell run metadata) as ``notebooks/NN_name.ipynb``, the
-   ``.md``'s jupytext pair, which is what Sphinx renders: ``jupytext --sync`` finds the pair in
-   agreement, and a failed or timed-out run leaves nothing there for ``make html`` to render;
+   by cell, under ``_build/notebook_outputs/``; only a notebook that ran to the end is kept
+   (without papermill's per-cell run metadata) as ``notebooks/NN_name.ipynb``, the ``.md``'s
+   jupytext pair, which is what Sphinx renders: ``jupytext --sync`` finds the pair in agreement;
 3. each notebook runs in its own process group with a wall-clock timeout
-   (:mod:`resgd.publish.notebook_run`).
+   (:mod:`resgd.publish.notebook_run`), and in a workspace of its own (:class:`BookStage`):
+   ``RESGD_FIGURES_DIR`` and ``RESGD_RESULTS_DIR`` point into it, and only a notebook that ran to
+   the end has its files kept.
 
-Per-notebook wall times are printed and ``_build/execution_report.json`` is written atomically,
-then rendered as the book's page ``book/execution.md`` (:mod:`resgd.publish.report`,
-:mod:`resgd.publish.sphinx_ext`). An execution error exits non-zero and names the notebook and the cell.
+Per-notebook wall times are printed. When all have run, the figures and results files the
+notebooks wrote, the executed notebooks, ``_build/execution_report.json`` and its page
+``book/execution.md`` (:mod:`resgd.publish.report`, :mod:`resgd.publish.sphinx_ext`) are published
+together by one pointer switch (:mod:`resgd.infra.builds`, as ``reproduce`` publishes); the paths
+above are links through it. A failed or timed-out notebook leaves its previous page and files; an
+interrupted build publishes nothing. An execution error exits non-zero and names the notebook and the cell.
 
 The quick/full setting comes from one place: ``--mode`` if given, else the environment
 variable ``RESGD_MODE``, else ``"full"``. The notebooks' processes see ``RESGD_MODE`` (resolved)
-and ``RESGD_FIGURES_DIR`` (the repository's ``figures/``) (:mod:`resgd.publish.environment`).
+and ``RESGD_FIGURES_DIR`` (the notebook's workspace, published into ``figures/``) (:mod:`resgd.publish.environment`).
 
 This module is the entry point: it ties the table of contents (:mod:`resgd.publish.toc`), the
 mode, the schedule, the runs and the report together.
