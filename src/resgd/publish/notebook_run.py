@@ -94,10 +94,8 @@ def execute(
     mode: str,
     timeout: float,
     env: Mapping[str, str] | None = None,
-    into: Path | None = None,
 ) -> Record:
-    """Execute ``notebooks/<name>.md`` into ``notebooks/<name>.ipynb`` (into ``into``, the book build's
-    workspace, when given: published with the build); never raises on failure."""
+    """Execute ``notebooks/<name>.md`` into ``notebooks/<name>.ipynb``; never raises on failure."""
     nb_dir = root / NOTEBOOK_DIR
     source = nb_dir / f"{name}.md"
     executed = nb_dir / f"{name}.ipynb"
@@ -147,7 +145,7 @@ def execute(
         tail = "\n".join(log.strip().splitlines()[-5:])
         return record(False, f"{describe_failure(output)} (output: {output.relative_to(root)})\n"
                              f"--- papermill output (last lines) ---\n{tail}")
-    publish(output, (into or nb_dir) / f"{name}.ipynb", root)
+    publish(output, executed, root)
     return record(True)
 
 

@@ -202,22 +202,14 @@ def store_markdown(verification: dict | None, digest: str, commit: str = "") -> 
     return head + "\n".join(lines) + "\n"
 
 
-def execution_page(root: Path, report: dict | None) -> str:
-    """The text of ``book/execution.md`` for ``report`` (the book build writes it into its build)."""
-    return execution_markdown(report) + store_markdown(read_verification(root), store_sha(root), git_commit(root))
-
-
 def write_execution_page(root: Path) -> Path:
-    """Write ``book/execution.md`` from the report, only when its text changes (Sphinx re-reads it then).
-    Atomically: the page is a link into the current build (:mod:`resgd.publish.build`), whose file
-    other builds share; a changed page replaces the link, and the next book build links it again."""
-    from ..infra.atomic import write_text
-
+    """Write ``book/execution.md`` from the report, only when its text changes (Sphinx re-reads it then)."""
     path = root / f"{EXECUTION_DOC}.md"
-    text = execution_page(root, read_report(root))
+    text = execution_markdown(read_report(root)) + store_markdown(read_verification(root), store_sha(root),
+                                                                   git_commit(root))
     if not path.is_file() or path.read_text(encoding="utf8") != text:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text(path, text)
+        path.write_text(text, encoding="utf8")
     return path
 
 
