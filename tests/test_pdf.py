@@ -83,12 +83,21 @@ def book_images() -> int:
 
 
 @pytest.fixture(scope="module")
-def pdf():
+def read_pdf():
+    """The built PDF read once for every check (pypdf's text pass is most of their time): its
+    reader, each page's text, its images and where each piece of text is drawn (:func:`_glyph_visitor`)."""
     from pypdf import PdfReader
 
     reader = PdfReader(require_pdf())
-    pages = [page.extract_text() or "" for page in reader.pages]
+    glyphs: list[tuple[int, float, str]] = []
+    pages = [page.extract_text(visitor_text=_glyph_visitor(glyphs, i)) or "" for i, page in enumerate(reader.pages)]
     images = sum(image_count(page.get("/Resources")) for page in reader.pages)
+    return reader, pages, images, glyphs
+
+
+@pytest.fixture(scope="module")
+def pdf(read_pdf):
+    _, pages, images, _ = read_pdf
     return pages, images
 
 
@@ -215,14 +224,12 @@ def outside_column(glyphs: list[tuple[int, float, str]], left: float, right: flo
             for page, x, text in glyphs if (x > right + 1 or 0 <= x < left - 1)]
 
 
-def glyph_positions(reader) -> list[tuple[int, float, str]]:
-    out = []
-    for i, page in enumerate(reader.pages):
-        def visit(text, cm, tm, font, size, i=i):
-            if text.strip():
-                out.append((i, tm[4] * cm[0] + tm[5] * cm[2] + cm[4], text))
-        page.extract_text(visitor_text=visit)
-    return out
+def _glyph_visitor(out: list, page: int):
+    """pypdf's text visitor that records where on ``page`` each piece of text is drawn (x in points)."""
+    def visit(text, cm, tm, font, size):
+        if text.strip():
+            out.append((page, tm[4] * cm[0] + tm[5] * cm[2] + cm[4], text))
+    return visit
 
 
 def test_no_number_is_broken_across_lines_in_a_table(pdf):
@@ -233,22 +240,18 @@ def test_no_number_is_broken_across_lines_in_a_table(pdf):
     assert not problems, f"{len(problems)} of {len(tables)} tables:\n" + "\n".join(problems[:20])
 
 
-def test_no_table_or_equation_runs_past_the_text_column():
-    from pypdf import PdfReader
-
+def test_no_table_or_equation_runs_past_the_text_column(read_pdf):
     from resgd.publish.pdf import PRINT_OPTIONS
 
-    reader = PdfReader(require_pdf())
+    reader, _, _, glyphs = read_pdf
     width = float(reader.pages[0].mediabox.width)
     left, right = PRINT_OPTIONS["marginLeft"] * 72, width - PRINT_OPTIONS["marginRight"] * 72
-    problems = outside_column(glyph_positions(reader), left, right)
+    problems = outside_column(glyphs, left, right)
     assert not problems, f"{len(problems)} pieces of text past the column:\n" + "\n".join(problems[:20])
 
 
-def test_every_chapter_and_section_is_bookmarked_on_its_page():
-    from pypdf import PdfReader
-
-    reader = PdfReader(require_pdf())
+def test_every_chapter_and_section_is_bookmarked_on_its_page(read_pdf):
+    reader, pages, _, _ = read_pdf
     page = BeautifulSoup(single_page(ROOT).read_text(encoding="utf8"), "html.parser")
     main = page.select_one("article.bd-article, main, [role=main]") or page  # as pdf.HEADINGS reads it
     heads = main.find_all(["h2", "h3"])  # the single page's h1 is the book's title
@@ -260,7 +263,7 @@ def test_every_chapter_and_section_is_bookmarked_on_its_page():
     marks = list(walk(reader.outline))
     assert len(marks) == len(heads), f"{len(marks)} bookmarks for {len(heads)} chapters and sections"
     for mark in marks:
-        text = squash(reader.pages[reader.get_destination_page_number(mark)].extract_text() or "")
+        text = squash(pages[reader.get_destination_page_number(mark)])
         assert squash(mark.title)[:12] in text, f"bookmark {mark.title!r} not on its page"
 
 
