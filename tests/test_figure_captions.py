@@ -48,7 +48,7 @@ def test_the_maps_c_rows_name_the_median_over_depths_they_plot():
     from resgd.robustness import study as rb
     from resgd.robustness import verdicts as stats
 
-    grid = rb.map_grid(True, datasets=("toy",), horizons=(50,))
+    grid = rb.map_grid(True, datasets=("toy",), iterations=50, horizons=(50,))
     rows = []
     for L, shift in zip(grid.depths, (0.2, 1.0, 3.0)):  # each depth's log ratio: shift (+ a little per seed)
         for s in grid.seeds:

@@ -20,7 +20,7 @@ from resgd.plots.robustness import plot_horizons, plot_phase_diagram, plot_theor
 from resgd.robustness import verdicts as stats, summary  # noqa: E402
 from resgd.validation import ConfigError  # noqa: E402
 
-GRID = rb.map_grid(True, datasets=("toy",), horizons=(25, 50))
+GRID = rb.map_grid(True, datasets=("toy",), iterations=50, horizons=(25, 50))
 CELL = dict(dataset="toy", qk_scale=1.0, fraction=0.5, N=16, protocol="common")
 SEEDS = tuple(range(8))
 
@@ -196,7 +196,8 @@ def test_the_grid_s_mode_reaches_its_settings_and_moves_no_run(monkeypatch):
     monkeypatch.setattr(grid_module, "settings", lambda dataset, quick, **kw: real(dataset, not quick, **kw))
     other = [grid.settings(dataset, qk, N) for grid, dataset, qk, N in points]
     differ = {f.name for s, t in zip(mine, other) for f in fields(s) if getattr(s, f.name) != getattr(t, f.name)}
-    assert "quick" in differ and differ <= {"quick", "depth_iterations", "v6_seeds", "regime_N", "regime_iterations"}
+    assert "quick" in differ and differ <= {"quick", "depth_N", "depth_iterations", "v6_seeds", "regime_N",
+                                            "regime_iterations", "own_grid_stride"}
     for s, t in zip(mine, other):
         for L in (1, *s.depths):
             assert s.config(1.0, L, s.seeds[-1], 0.1) == t.config(1.0, L, t.seeds[-1], 0.1)

@@ -18,7 +18,7 @@ from resgd.robustness import study as rb
 from resgd.robustness import verdicts as stats
 from resgd.robustness.explorer import explorer_data
 
-GRID = rb.map_grid(True, datasets=("toy",), horizons=(25, 50))
+GRID = rb.map_grid(True, datasets=("toy",), iterations=50, horizons=(25, 50))
 
 
 def toy_runs() -> pd.DataFrame:

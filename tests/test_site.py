@@ -721,6 +721,7 @@ def test_a_quick_build_says_so_at_the_top_of_every_page_and_a_full_one_does_not(
     for mode in ("quick", "quick+full"):
         banner = quick_banner_html(mode)
         assert 'class="resgd-quick-banner"' in banner and "not the published book" in banner
+        assert "smoke build" in banner  # quick mode is a smoke build, and every page says so
 
 
 @pytest.mark.site

@@ -100,3 +100,20 @@ def test_claim_b_names_its_shape_as_the_paper_states_it():
                          "rises": 0, "loss_0": 1.0, "loss_cap": 0.1, **dict(zip(TIMES, t))})
     v = _by_name(v6.speed_verdicts(pd.DataFrame(rows), "toy", REALISABLE))["beta_monotone"]
     assert v6.speed_sentence(v).endswith("the median time falls as β grows at q = 1/2, 1/4, 1/100, not at q = 1/10.")
+
+
+def test_the_own_step_grid_is_the_pre_registered_one_in_full_mode_and_coarser_only_in_quick():
+    """Quick mode (the smoke build) searches every other step of design.OWN_GRID; full mode the whole
+    pre-registered grid, so that the smoke build's shortcut moves no full-mode number."""
+    import pytest
+
+    from resgd.experiments.design import OWN_GRID
+    from resgd.experiments.own_step import own_grid
+    from resgd.validation import ConfigError
+
+    for dataset in ("jena", "sst2"):
+        assert own_grid(ex.settings(dataset, False)) == OWN_GRID
+        quick = own_grid(ex.settings(dataset, True))
+        assert set(quick) < set(OWN_GRID) and (quick[0], quick[-1]) == (OWN_GRID[0], OWN_GRID[-1])
+    with pytest.raises(ConfigError, match="own_grid_stride"):
+        ex.settings("jena", True, own_grid_stride=0)

@@ -57,6 +57,9 @@ class Settings:
     v6_seeds: tuple[int, ...] = ()
     regime_N: int = 16
     regime_iterations: int = 1000
+    own_grid_stride: int = 1
+    """Design v6's own-step search tries every ``own_grid_stride``-th step of ``design.OWN_GRID`` (1 in
+    full mode, the pre-registered grid; the quick smoke build searches a coarser grid to stay short)."""
 
     def __post_init__(self) -> None:
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
@@ -72,6 +75,8 @@ class Settings:
         check_choice("Settings.start", self.start, STARTS)
         if not 0 < self.equal_out_scale <= 1:
             raise ConfigError(f"Settings.equal_out_scale: expected 0 < scale <= 1, got {self.equal_out_scale!r}")
+        if not (isinstance(self.own_grid_stride, int) and self.own_grid_stride >= 1):
+            raise ConfigError(f"Settings.own_grid_stride: expected an integer >= 1, got {self.own_grid_stride!r}")
 
     def depth(self) -> "Settings":
         """The depth sweep's settings: ``depth_N`` samples, ``depth_iterations`` iterations."""

@@ -36,6 +36,12 @@ def _cap(s, experiment: str) -> int:
     return CAP * (s.depth_iterations if experiment == "depth" else s.iterations)
 
 
+def own_grid(s) -> tuple[float, ...]:
+    """The steps the search tries: :data:`OWN_GRID` (full mode), or every ``s.own_grid_stride``-th of
+    its steps from the largest down (the quick smoke build's coarser grid, so that it stays short)."""
+    return OWN_GRID[:: s.own_grid_stride]
+
+
 def own_steps(s, points: dict[str, list[tuple[float, float | None, int]]], *, n_jobs: int = 2,
               cache_dir: str | os.PathLike | None = None, scheduler: str | None = None,
               progress: bool = False) -> pd.DataFrame:
@@ -44,14 +50,15 @@ def own_steps(s, points: dict[str, list[tuple[float, float | None, int]]], *, n_
     engine = {"n_jobs": n_jobs, "cache_dir": cache_dir, "scheduler": scheduler, "progress": progress}
     sizes = {e: (s.depth() if e == "depth" else s) for e in points}
     flat = [(e, p) for e, ps in points.items() for p in ps]
+    grid = own_grid(s)
     probe_configs = [sizes[e].config(b, L, TUNING_SEED, lr, iterations=s.probe_iterations, beta_ffn=f)
-                     for e, (b, f, L) in flat for lr in OWN_GRID]
+                     for e, (b, f, L) in flat for lr in grid]
     probes = dict(tuple(sweep(probe_configs, desc=f"{s.dataset}: own-step probes", **engine).groupby("key")))
     rows, candidates = [], {}
     for i, (e, (b, f, L)) in enumerate(flat):
         stable = []
-        for j, lr in enumerate(OWN_GRID):
-            h = probes[config_key(probe_configs[i * len(OWN_GRID) + j])]
+        for j, lr in enumerate(grid):
+            h = probes[config_key(probe_configs[i * len(grid) + j])]
             ok = probe_stable(h, bool(h["diverged"].iloc[0]))
             rows.append({"experiment": e, "beta": b, "beta_ffn": b if f is None else f, "n_layers": L, "lr": lr,
                          "stage": "probe", "stable": ok, "rises": rises(h["loss"].to_numpy(dtype=float)),
@@ -65,7 +72,7 @@ def own_steps(s, points: dict[str, list[tuple[float, float | None, int]]], *, n_
     done: dict[int, int] = {}
     while len(done) < len(flat):
         todo = {i: j for i, j in candidates.items() if i not in done}
-        configs = {i: sizes[flat[i][0]].config(flat[i][1][0], flat[i][1][2], TUNING_SEED, OWN_GRID[j],
+        configs = {i: sizes[flat[i][0]].config(flat[i][1][0], flat[i][1][2], TUNING_SEED, grid[j],
                                                iterations=_cap(s, flat[i][0]), beta_ffn=flat[i][1][1])
                    for i, j in todo.items()}
         runs = dict(tuple(sweep(list(configs.values()), desc=f"{s.dataset}: own-step paths", **engine).groupby("key")))
@@ -75,10 +82,10 @@ def own_steps(s, points: dict[str, list[tuple[float, float | None, int]]], *, n_
             good = up == 0 and not bool(h["diverged"].iloc[0])
             e, (b, f, L) = flat[i]
             rows.append({"experiment": e, "beta": b, "beta_ffn": b if f is None else f, "n_layers": L,
-                         "lr": OWN_GRID[todo[i]], "stage": "path", "stable": good, "rises": up, "chosen": good})
+                         "lr": grid[todo[i]], "stage": "path", "stable": good, "rises": up, "chosen": good})
             if good:
                 done[i] = todo[i]
-            elif todo[i] + 1 < len(OWN_GRID):
+            elif todo[i] + 1 < len(grid):
                 candidates[i] = todo[i] + 1
             else:
                 raise ConfigError(f"own step: no step of the grid descends along the whole path for {e} β={b:g} "

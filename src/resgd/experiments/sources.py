@@ -24,14 +24,15 @@ protocol: claims (a) and (b) (the depth sweep and ``common`` would double the pa
 
 
 def standin_settings(s):
-    """The stand-in's sensitivity row: ``s`` on the synthetic stand-in, at the quick preset's N and T
-    (never more than ``s``'s). Its purpose is to show that the rules and the code reach a verdict on
-    data of the same schema, not to give the paper's numbers, so it runs at the quick size (about a
-    sixth of the full row's training work); same seeds, same rules, same protocols."""
-    from .study import preset
+    """The stand-in's sensitivity row: ``s`` on the synthetic stand-in, at
+    :data:`resgd.pipeline.presets.STANDIN_SIZE` (N = 64, T = 300: the quick preset's before quick mode
+    became a smoke build), never more than ``s``'s. Its purpose is to show that the rules and the code
+    reach a verdict on data of the same schema, not to give the paper's numbers, so it runs small
+    (about a sixth of the full row's training work); same seeds, same rules, same protocols."""
+    from ..pipeline.presets import STANDIN_SIZE
 
-    quick = preset("jena_standin", True)
-    return replace(s, dataset="jena_standin", N=min(s.N, quick["N"]), iterations=min(s.iterations, quick["iterations"]))
+    return replace(s, dataset="jena_standin", N=min(s.N, STANDIN_SIZE["N"]),
+                   iterations=min(s.iterations, STANDIN_SIZE["iterations"]))
 
 
 def conditioning_by_source(s, datasets=("jena", "jena_standin"), betas=(1.0, 0.0)) -> pd.DataFrame:

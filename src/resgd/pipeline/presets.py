@@ -2,7 +2,8 @@
 
 The notebooks and ``python -m resgd reproduce`` read these same functions (through each
 study's ``preset``/``settings``), so a figure made from the command line matches the book's.
-``quick`` is for CI and tests (minutes); full is what the book shows. Every value here that the
+``quick`` is the smoke build for CI and tests (every code path at tiny sizes, the whole book in
+about two minutes of notebooks on 2 cores); full is what the book shows. Every value here that the
 paper does not fix is a companion's choice, listed in ``book/choices.md``.
 """
 
@@ -18,9 +19,10 @@ from ..validation import ConfigError, check_choice
 
 
 def theory(quick: bool) -> dict:
-    """Sizes of every computation in ``01_setup`` and ``02_theorem1`` (quick: CI; full: the book).
+    """Sizes of every computation in ``01_setup`` and ``02_theorem1`` (quick: the smoke build; full: the book).
 
-    Both sweep at least 50 configurations; full adds seeds, d_qk values, β values and iterations.
+    Both sweep at least 50 configurations; full adds seeds, d_qk values, β values and iterations
+    (quick runs a third of full's iterations: it shows every figure, not the published numbers).
     """
     common = {
         "N": 4, "n": 4, "d": 32, "m": 32,            # N·n = 16 ≤ d = 32: the realizable regime
@@ -38,13 +40,14 @@ def theory(quick: bool) -> dict:
     # The regime map (theorem1/regime_map.py), pre-registered: fixed before its first run. The whole
     # grid is 5 target scales × 2 read-out scales × 2 Q/K scales × 3 step factors × 3 seeds = 180
     # points (full mode, `python -m resgd reproduce --only theorem1`); the book runs seed 0 (60
-    # points); quick mode runs 3 target scales × 2 × 2 × 2 step factors, seed 0 (24 points).
+    # points); quick mode (the smoke build: every figure, fewer iterations) runs 3 target scales × 2 × 2
+    # × 2 step factors, seed 0 (24 points).
     regime = {"base": {"beta": 0.3, "d_qk": 16, "init_scale": 1.0}, "out_scales": (0.1, 1.0), "qk_rels": (1.0, 4.0)}
     if quick:
         regime |= {"target_scales": (0.1, 1.0, 10.0), "lr_factors": (0.5, 2.0), "seeds": (0,), "book_seeds": (0,)}
         return {**common, "betas": (0.0, 0.1, 0.3, 1.0), "d_qks": (1, 16, 256), "init_scales": (0.5, 1.0, 2.0),
-                "seeds": (0, 1), "iterations": 300, "setup_iterations": 150, "trajectory_iterations": 300,
-                "record_every": 5, "regime": regime}
+                "seeds": (0, 1), "iterations": 100, "setup_iterations": 60, "trajectory_iterations": 100,
+                "record_every": 5, "regime": regime, "special": {**common["special"], "iterations": 60}}
     regime |= {"target_scales": (0.1, 0.3, 1.0, 3.0, 10.0), "lr_factors": (0.5, 1.0, 2.0), "seeds": (0, 1, 2),
                "book_seeds": (0,)}
     return {**common, "betas": (0.0, 0.1, 0.3, 0.6, 1.0), "d_qks": (1, 4, 16, 64, 256), "init_scales": (0.5, 1.0, 2.0),
@@ -62,14 +65,14 @@ INPUT_N, INPUT_TOKENS, INPUT_D, INPUT_SEED = 16, 16, 8, 1234
 
 def collapse(quick: bool) -> dict:
     """Every size of ``03_rank_collapse``; both modes use the same d_QK grid 1 … 16384 and the same
-    input, ``quick`` uses fewer seeds and fewer GD iterations."""
+    input, ``quick`` (the smoke build) uses fewer seeds and fewer GD iterations."""
     common_input = {"N": INPUT_N, "n": INPUT_TOKENS, "d": INPUT_D, "input_seed": INPUT_SEED}
     sweep = {
         "d_qks": DQK_GRID,
         "logit_scales": LOGIT_SCALES,
         "qk_scales": QK_SCALES,
         "betas": (0.0, 0.5, 1.0),
-        "seeds": tuple(range(3 if quick else 10)),
+        "seeds": tuple(range(2 if quick else 10)),
         **common_input,
     }
     maps = {"d_qks": (4, 16384), "logit_scales": LOGIT_SCALES, "qk_scales": QK_SCALES, "seed": 0, "sample": 0, **common_input}
@@ -81,8 +84,8 @@ def collapse(quick: bool) -> dict:
         "qk_scale": 1.0,
         "m": 32,
         "lr": 0.01,
-        "iterations": 300 if quick else 1500,
-        "record_every": 25 if quick else 100,
+        "iterations": 100 if quick else 1500,
+        "record_every": 20 if quick else 100,
         "target": "linear",
         # a second comparison on a target the skip path cannot fit (collapse/training.py), pre-registered
         # with its reading rule (speed_verdicts) before its first run
@@ -118,23 +121,32 @@ _EXPERIMENT_BASE = dict(
     dtype="float64",
 )
 
+STANDIN_SIZE = {"N": 64, "iterations": 300}
+"""The Jena stand-in row's size (:func:`resgd.experiments.sources.standin_settings`), never more than the
+page's own: fixed here, apart from the quick preset (which it equalled until quick became a smoke build)."""
+
 _V6_SEEDS = tuple(range(12))
 """Design v6's evaluation seeds (experiments.design.V6_SEEDS: 12 in every deciding arm)."""
-_V6_QUICK = {"v6_seeds": (0, 1), "regime_N": 4, "regime_iterations": 300}
-"""Design v6 in quick mode: 2 seeds (its verdicts cannot decide; the quick book is a smoke build)."""
+_V6_QUICK = {"v6_seeds": (0, 1), "regime_N": 4, "regime_iterations": 100, "own_grid_stride": 2}
+"""Design v6 in quick mode: 2 seeds (its verdicts cannot decide; the quick book is a smoke build),
+its own-step search on every other step of ``design.OWN_GRID`` (half decades) and a short regime run."""
+_QUICK_SIZES = dict(N=16, iterations=80, seeds=(0, 1), depth_N=16, depth_iterations=80, probe_iterations=10)
+"""The quick smoke build's experiment sizes (both data sets): every arm, β, depth, figure and table of
+the full book, at 16 samples and T = 80 (a multiple of 4 · ``record_every``, so that every horizon
+T/4, T/2, T falls on a recorded iteration); the interval arms keep their 8 seeds (the rule needs them)."""
 
 _EXPERIMENT_SIZES = {
     # depth_N, depth_iterations: the depth sweep's size, smaller than the single-layer sweeps' so that
-    # its two protocols fit the book's time budget (book/choices.md): N = 32 in both modes. Its arms
+    # its two protocols fit the book's time budget (book/choices.md): N = 32 in full mode. Its arms
     # are descriptive (3 seeds); the robustness map decides depth with 8
     # Jena: January 2009 (667 hours; book/choices.md): 420 training windows of 48 h, 105 held out (all of them)
-    ("jena", True): dict(N=64, n=24, n_test=None, iterations=300, seeds=(0, 1), widths={"d_qk": 16, "m": 64},
-                         target_fraction=0.1, depth_N=32, depth_iterations=300, **_V6_QUICK),
+    ("jena", True): dict(n=24, n_test=None, widths={"d_qk": 16, "m": 64}, target_fraction=0.1, **_QUICK_SIZES,
+                         **_V6_QUICK),
     ("jena", False): dict(N=128, n=24, n_test=None, iterations=1000, seeds=(0, 1, 2), widths={"d_qk": 16, "m": 64},
                           target_fraction=0.1, depth_N=32, depth_iterations=600, v6_seeds=_V6_SEEDS, regime_N=4,
                           regime_iterations=1000),
-    ("sst2", True): dict(N=64, n=16, n_test=None, iterations=200, seeds=(0, 1), widths={"d_qk": 16, "m": 64},
-                         target_fraction=0.5, depth_N=32, depth_iterations=200, **_V6_QUICK),
+    ("sst2", True): dict(n=16, n_test=None, widths={"d_qk": 16, "m": 64}, target_fraction=0.5, **_QUICK_SIZES,
+                         **_V6_QUICK),
     ("sst2", False): dict(N=128, n=16, n_test=None, iterations=800, seeds=(0, 1, 2), widths={"d_qk": 16, "m": 64},
                           target_fraction=0.5, depth_N=32, depth_iterations=500, v6_seeds=_V6_SEEDS, regime_N=16,
                           regime_iterations=1000),

@@ -347,9 +347,10 @@ def quick_banner_html(mode: str) -> str:
     a reader must know before any number on it; "" for a full build."""
     if "quick" not in str(mode):
         return ""
-    return ('<div class="resgd-quick-banner" role="note"><strong>Quick build.</strong> The notebooks of this '
-            'build ran at the small quick sizes: its numbers and verdicts are not '
-            'the published book\'s. <code>make book</code> builds the full book from the results store.</div>')
+    return ('<div class="resgd-quick-banner" role="note"><strong>Quick build (a smoke build).</strong> The '
+            'notebooks of this build ran at the tiny quick sizes, to run every code path in minutes: its numbers '
+            'and verdicts are not the published book\'s. <code>make book</code> builds the full book from the '
+            'results store.</div>')
 
 
 def _doctree_resolved(app, doctree, docname) -> None:
