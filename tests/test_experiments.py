@@ -250,6 +250,7 @@ def test_choose_lr_is_the_largest_stable_step_times_safety(tmp_path):
 @pytest.mark.parametrize("dataset", ["toy", "toy_cls"])
 def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     monkeypatch.setenv(ex.RESULTS_ENV, str(tmp_path / "results"))
+    monkeypatch.setenv("RESGD_FIGURES_DIR", str(tmp_path / "figures"))  # a publish keeps its builds there: never the user's
     s = ex.settings(dataset, True, betas=(0.0, 0.5, 1.0), iterations=10, depth_iterations=10)
     results = ex.run_experiments(s, n_jobs=1)
     assert set(results.runs["experiment"]) == {"beta", "depth", "factorial"}

@@ -66,6 +66,7 @@ def test_the_theorem_question_on_data_that_cannot_be_fitted_could_not_be_tested(
 
 def test_the_toy_study_runs_design_v6_end_to_end_and_writes_its_verdicts(tmp_path, monkeypatch):
     monkeypatch.setenv("RESGD_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("RESGD_FIGURES_DIR", str(tmp_path / "figures"))  # a publish keeps its builds there: never the user's
     monkeypatch.setenv("RESGD_STORE", "off")
     s = ex.settings("toy", True, v6_seeds=(0, 1, 2), regime_N=4, regime_iterations=20)
     results = ex.run_experiments(s, n_jobs=1, cache_dir=tmp_path / "cache")
