@@ -18,11 +18,14 @@ def toy_runs(tmp_path_factory):
     tables and verdicts: what dtype_check reads; no figures)."""
     base = tmp_path_factory.mktemp("dtype")
     folders = {}
-    for dtype in ("float64", "float32"):
-        results = base / dtype
-        s = experiments.settings("toy", True, dtype=dtype)
-        experiments.write_outputs(experiments.run_experiments(s, n_jobs=1, cache_dir=results / "cache"), results_dir=results)
-        folders[dtype] = results
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RESGD_FIGURES_DIR", str(base / "figures"))  # a publish keeps its builds there: never the user's
+        for dtype in ("float64", "float32"):
+            results = base / dtype
+            s = experiments.settings("toy", True, dtype=dtype)
+            experiments.write_outputs(experiments.run_experiments(s, n_jobs=1, cache_dir=results / "cache"),
+                                      results_dir=results)
+            folders[dtype] = results
     return folders
 
 
