@@ -293,16 +293,15 @@ def check_whole(st: Store, keys: Iterable[str], *, n_jobs: int, scheduler: str |
     from .pipeline.sweep import Task, execute
 
     keys = list(keys)
-    tables = [k for k in keys if st.entries[k]["kind"] == stored_tables.KIND]
+    tables = {k for k in keys if st.entries[k]["kind"] == stored_tables.KIND}
     jobs = {key: (st.entries[key]["kind"], _config(st.entries[key])) for key in keys if key not in tables}
     fresh = _execute(jobs, n_jobs=n_jobs, scheduler=scheduler, desc="sample to the end", progress=progress)
     chunks = [Task(key, stored_tables.timed, (st.entries[key]["config"]["producer"], st.entries[key]["config"]["params"]))
-              for key in tables]
+              for key in sorted(tables)]
     for key, (frame, _cpu) in execute(chunks, n_jobs=n_jobs, scheduler=scheduler):
         fresh[key] = frame
-        jobs[key] = None
     problems = {}
-    for key in jobs:
+    for key in keys:
         where = frame_differs(st.get(key), fresh[key])
         if where:
             problems[key] = f"{_label(st.entries[key])}: {where}"
