@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from store_helpers import copied_store
 
 from resgd import study_store
 from resgd.experiments import runs
@@ -52,10 +53,7 @@ def made(tmp_path_factory):
 
 @pytest.fixture
 def toy_store(made, tmp_path, monkeypatch):
-    root = tmp_path / "store"
-    shutil.copytree(made[0], root)
-    monkeypatch.setenv("RESGD_RESULTS_DIR", str(tmp_path / "results"))
-    return root
+    return copied_store(made[0], tmp_path, monkeypatch)
 
 
 def _verify(root, **kw):

@@ -4,11 +4,11 @@ the same table whichever chunks come from the store, proven by ``verify`` like t
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pandas as pd
 import pytest
+from store_helpers import copied_store
 
 from resgd import study_store
 from resgd.collapse.training import training_comparison
@@ -57,10 +57,7 @@ def made(tmp_path_factory, direct):
 
 @pytest.fixture
 def tables_store(made, tmp_path, monkeypatch):
-    root = tmp_path / "store"
-    shutil.copytree(made[0], root)
-    monkeypatch.setenv("RESGD_RESULTS_DIR", str(tmp_path / "results"))
-    return root
+    return copied_store(made[0], tmp_path, monkeypatch)
 
 
 def _verify(root, said=None):
