@@ -117,9 +117,9 @@ def _kinds() -> dict[str, Callable]:
     """Entry kind → the function that computes a stack of configurations of that kind (one table each)."""
     from .experiments.path_step import PATH_KIND, path_stack
     from .experiments.runs import _run_stack
-    from .experiments.step_size import _lhat_stack
+    from .experiments.step_size import _lhat_stack, lhat_kind
 
-    return {"run": _run_stack, "smoothness/fast/20": _lhat_stack, PATH_KIND: path_stack}
+    return {"run": _run_stack, lhat_kind(): _lhat_stack, PATH_KIND: path_stack}
 
 
 def _execute(jobs: dict[str, tuple[str, Any]], *, n_jobs: int, scheduler: str | None,

@@ -81,9 +81,14 @@ def _norm(vs: list[torch.Tensor]) -> float:
     return math.sqrt(sum(float(a.pow(2).sum()) for a in vs))
 
 
+FAST_ITERATIONS = 20
+"""Power-iteration steps per term of :func:`smoothness_fast_stacked`: the book's L̂ (the quick smoke
+build takes fewer, ``Settings.lhat_iterations``)."""
+
+
 def smoothness_fast(
     params: Params, cfg: ModelConfig, X: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None = None,
-    *, reduction: str = "sum", iterations: int = 20, seed: int = 0, rel_eps: float = 1e-5,
+    *, reduction: str = "sum", iterations: int = FAST_ITERATIONS, seed: int = 0, rel_eps: float = 1e-5,
 ) -> float:
     """:func:`smoothness_estimate` without autograd, for the experiments' sizes (where the exact
     Jacobian and autograd's Hessian-vector products cost more than a whole training run): the
@@ -94,7 +99,7 @@ def smoothness_fast(
 
 def smoothness_fast_stacked(
     params: Sequence[Params], models: Sequence[ModelConfig], X: torch.Tensor, Y: torch.Tensor,
-    mask: torch.Tensor | None = None, *, reduction: str = "sum", iterations: int = 20, seed: int = 0,
+    mask: torch.Tensor | None = None, *, reduction: str = "sum", iterations: int = FAST_ITERATIONS, seed: int = 0,
     rel_eps: float = 1e-5,
 ) -> list[float]:
     """L̂ of R runs of one shape (:func:`resgd.core.stacked.shape_model`) on the same data, each

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.model import ModelConfig
+from ..core.smoothness import FAST_ITERATIONS
 from ..core.train import GDConfig
 from ..data.spec import FEATURES, POOLING, DatasetSpec
 from ..pipeline.presets import experiments as preset
@@ -57,6 +58,9 @@ class Settings:
     v6_seeds: tuple[int, ...] = ()
     regime_N: int = 16
     regime_iterations: int = 1000
+    lhat_iterations: int = FAST_ITERATIONS
+    """Power-iteration steps per term of each L̂ (the theorem's step μ = c/L̂): 20 in full mode (the
+    store's); the quick smoke build takes fewer (its steps are not the book's)."""
     own_grid_stride: int = 1
     """Design v6's own-step search tries every ``own_grid_stride``-th step of ``design.OWN_GRID`` (1 in
     full mode, the pre-registered grid; the quick smoke build searches a coarser grid to stay short)."""
@@ -75,6 +79,8 @@ class Settings:
         check_choice("Settings.start", self.start, STARTS)
         if not 0 < self.equal_out_scale <= 1:
             raise ConfigError(f"Settings.equal_out_scale: expected 0 < scale <= 1, got {self.equal_out_scale!r}")
+        if not (isinstance(self.lhat_iterations, int) and self.lhat_iterations >= 1):
+            raise ConfigError(f"Settings.lhat_iterations: expected an integer >= 1, got {self.lhat_iterations!r}")
         if not (isinstance(self.own_grid_stride, int) and self.own_grid_stride >= 1):
             raise ConfigError(f"Settings.own_grid_stride: expected an integer >= 1, got {self.own_grid_stride!r}")
 

@@ -25,7 +25,7 @@ import pandas as pd
 
 
 from ..core.model import init_params
-from ..core.smoothness import smoothness_fast_stacked
+from ..core.smoothness import FAST_ITERATIONS as LHAT_ITERATIONS, smoothness_fast_stacked
 from ..data.spec import load_dataset
 from ..pipeline.cache import ResultsCache
 from .run_config import entry_key
@@ -97,24 +97,26 @@ def smoothness(s, beta: float, n_layers: int, *, beta_ffn: float | None = None,
     dtype, so a float32 rerun trains with the same steps (``resgd.experiments.dtype_check``)."""
     seed = s.seeds[0] if seed is None else seed
     config = _config(s, beta, n_layers, beta_ffn, seed)
-    key = _key(config)
-    frame = ResultsCache(cache_dir).read_or_compute(key, lambda: _lhat_one(config))
+    key = _key(config, s.lhat_iterations)
+    frame = ResultsCache(cache_dir).read_or_compute(key, lambda: _lhat_one(config, s.lhat_iterations))
     return float(frame["L_hat"].iloc[0])
 
 
-def _lhat_stack(configs: tuple) -> list[pd.DataFrame]:
+def _lhat_stack(configs: tuple, iterations: int = LHAT_ITERATIONS) -> list[pd.DataFrame]:
     """L̂ at θ⁰ of runs of one stack key (:func:`resgd.experiments.runs.stack_key`), one table each: a
-    sweep's grouped task (no file access), each value bit for bit the one it gets alone."""
+    sweep's grouped task (no file access), each value bit for bit the one it gets alone; ``iterations``
+    power-iteration steps per term."""
     config = configs[0]
     data = load_dataset(config.dataset, "float64")
     values = smoothness_fast_stacked([init_params(c.model, c.seed) for c in configs], [c.model for c in configs],
-                                     data.X_train, data.Y_train, data.mask_train, reduction=config.gd.reduction)
+                                     data.X_train, data.Y_train, data.mask_train, reduction=config.gd.reduction,
+                                     iterations=iterations)
     return [pd.DataFrame({"L_hat": [value]}) for value in values]
 
 
-def _lhat_one(config) -> pd.DataFrame:
+def _lhat_one(config, iterations: int = LHAT_ITERATIONS) -> pd.DataFrame:
     """L̂ at θ⁰ of one run (a stack of one): the sweep's per-task function."""
-    return _lhat_stack((config,))[0]
+    return _lhat_stack((config,), iterations)[0]
 
 
 def warm_smoothness(points, *, n_jobs: int = 2, cache_dir: str | os.PathLike | None = None,
@@ -124,10 +126,14 @@ def warm_smoothness(points, *, n_jobs: int = 2, cache_dir: str | os.PathLike | N
     pool or scheduler, their code, data and engine checks), the runs of one small shape stacked as
     the training runs are (:func:`resgd.experiments.runs.stack_groups`). One L̂ per seed costs about
     a tenth of a single-layer run of the pages (an eighth of a depth run)."""
-    configs = [_config(*p) for p in points]
-    tasks = [Task(_key(c), _lhat_one, c) for c in configs]
-    cached_sweep(tasks, ResultsCache(cache_dir), n_jobs=check_n_jobs(n_jobs), scheduler=scheduler,
-                 group=functools.partial(stack_groups, n_jobs=n_jobs, fn=_lhat_stack))
+    by_iterations: dict[int, list] = {}
+    for p in points:
+        by_iterations.setdefault(p[0].lhat_iterations, []).append(_config(*p))
+    for iterations, configs in sorted(by_iterations.items()):
+        tasks = [Task(_key(c, iterations), functools.partial(_lhat_one, iterations=iterations), c) for c in configs]
+        cached_sweep(tasks, ResultsCache(cache_dir), n_jobs=check_n_jobs(n_jobs), scheduler=scheduler,
+                     group=functools.partial(stack_groups, n_jobs=n_jobs,
+                                             fn=functools.partial(_lhat_stack, iterations=iterations)))
 
 
 def _config(s, beta: float, n_layers: int, beta_ffn: float | None, seed: int):
@@ -135,9 +141,14 @@ def _config(s, beta: float, n_layers: int, beta_ffn: float | None, seed: int):
     return s.config(beta, n_layers, seed, 1.0, iterations=1, beta_ffn=beta_ffn)
 
 
-def _key(config) -> str:
+def lhat_kind(iterations: int = LHAT_ITERATIONS) -> str:
+    """The cache/store kind of an L̂ entry: the estimator and its power-iteration steps."""
+    return f"smoothness/fast/{iterations}"
+
+
+def _key(config, iterations: int = LHAT_ITERATIONS) -> str:
     """L̂'s cache key: the run's, in float64, of its own kind (so keyed by the data too)."""
-    return entry_key(config, "smoothness/fast/20", dtype="float64")
+    return entry_key(config, lhat_kind(iterations), dtype="float64")
 
 
 def theory_lr(s, beta: float, n_layers: int, c: float = THEORY_PRIMARY, *, seed: int, beta_ffn: float | None = None,

@@ -127,13 +127,15 @@ page's own: fixed here, apart from the quick preset (which it equalled until qui
 
 _V6_SEEDS = tuple(range(12))
 """Design v6's evaluation seeds (experiments.design.V6_SEEDS: 12 in every deciding arm)."""
-_V6_QUICK = {"v6_seeds": (0, 1), "regime_N": 4, "regime_iterations": 100, "own_grid_stride": 2}
+_V6_QUICK = {"v6_seeds": (0, 1), "regime_N": 4, "regime_iterations": 100, "own_grid_stride": 4}
 """Design v6 in quick mode: 2 seeds (its verdicts cannot decide; the quick book is a smoke build),
-its own-step search on every other step of ``design.OWN_GRID`` (half decades) and a short regime run."""
-_QUICK_SIZES = dict(N=16, iterations=80, seeds=(0, 1), depth_N=16, depth_iterations=80, probe_iterations=10)
+its own-step search on every fourth step of ``design.OWN_GRID`` (whole decades) and a short regime run."""
+_QUICK_SIZES = dict(N=16, iterations=40, seeds=(0, 1), depth_N=16, depth_iterations=40, probe_iterations=10,
+                    lhat_iterations=5)
 """The quick smoke build's experiment sizes (both data sets): every arm, β, depth, figure and table of
-the full book, at 16 samples and T = 80 (a multiple of 4 · ``record_every``, so that every horizon
-T/4, T/2, T falls on a recorded iteration); the interval arms keep their 8 seeds (the rule needs them)."""
+the full book, at 16 samples and T = 40 (a multiple of 4 · ``record_every``, so that every horizon
+T/4, T/2, T falls on a recorded iteration), each L̂ by 5 power-iteration steps (the book's: 20); the
+interval arms keep their 8 seeds (the rule needs them)."""
 
 _EXPERIMENT_SIZES = {
     # depth_N, depth_iterations: the depth sweep's size, smaller than the single-layer sweeps' so that

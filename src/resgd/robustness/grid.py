@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
+from ..core.smoothness import FAST_ITERATIONS
 from ..data.spec import DATASETS, DTYPES
 from ..experiments.experiment_settings import TWIN_INITS, Settings, settings
 from ..validation import ConfigError, check_choice
@@ -126,7 +127,7 @@ class MapGrid:
     def quick(self) -> bool:
         """The experiments' preset mode this grid's settings start from: quick for ``quick``, full
         for ``book`` and ``full``. It moves no run: the fields the two presets differ in are either
-        set by the grid (``N``, ``iterations``, ``seeds``) or read by no map run (the depth sweep's,
+        set by the grid (``N``, ``iterations``, ``seeds``, ``lhat_iterations``: the book's L̂ in every mode) or read by no map run (the depth sweep's,
         the v6 design's and the regime study's sizes)."""
         return self.mode == "quick"
 
@@ -137,7 +138,8 @@ class MapGrid:
         return settings(dataset, self.quick, seeds=self.seeds, iterations=self.iterations, n_train=N,
                            betas=self.betas, depths=self.depths, n=self.n_tokens, qk_scale=float(qk_scale),
                            lr_grid=self.lr_grid, probe_iterations=self.probe_iterations, test_metrics=False,
-                           dtype=self.dtype, twin_init=self.twins[0], start=self.start)
+                           dtype=self.dtype, twin_init=self.twins[0], start=self.start,
+                           lhat_iterations=FAST_ITERATIONS)
 
     def is_subset_of(self, other: "MapGrid") -> bool:
         """True when every cell and seed of this grid is also in ``other``."""
