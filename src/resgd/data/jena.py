@@ -313,6 +313,12 @@ def check_sources_agree(full: Path, times: np.ndarray, values: np.ndarray, excer
         f"replace {full.name} with the canonical file or remove it (the excerpt alone gives the task)")
 
 
+def load_spec(spec, dtype: torch.dtype, **options: Any) -> SupervisedData:
+    """The windows a :class:`~resgd.data.spec.DatasetSpec` names (the registry's loader of the Jena task)."""
+    return load_jena(n_tokens=spec.n_tokens, n_train=spec.n_train, n_test=spec.n_test, seed=spec.seed, dtype=dtype,
+                     **options)
+
+
 def load_jena(
     n_tokens: int = 24,
     n_train: int | None = 256,

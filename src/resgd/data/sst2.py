@@ -260,6 +260,13 @@ def _parsed(
     return arrays
 
 
+def load_spec(spec, dtype: torch.dtype, **options: Any) -> SupervisedData:
+    """The sentences a :class:`~resgd.data.spec.DatasetSpec` names (the registry's loader of SST-2;
+    ``n_test`` is the number of dev sentences)."""
+    return load_sst2(n_train=spec.n_train, n_tokens=spec.n_tokens, seed=spec.seed, n_dev=spec.n_test, dtype=dtype,
+                     **options)
+
+
 def load_sst2(
     n_train: int | None = 512,
     n_tokens: int = 16,
