@@ -19,7 +19,7 @@ import torch
 import resgd.data.download as download_module
 import resgd.data.jena as jena_module
 from resgd.data import DataError, DownloadError, load_jena, parse_jena_csv, standin_frame
-from resgd.data.jena import clean_wind, to_hourly
+from resgd.data.jena import Preprocessing, clean_wind, to_hourly
 from resgd.data.jena_schema import CANONICAL_HEADER, FEATURE_NAMES, JENA_FILE_NAME, JENA_URL, NONWIND_NAMES
 
 from shared_data import serve
@@ -363,7 +363,7 @@ def test_subsampling_is_seeded(small_real):
 
 
 def test_stride_spaces_the_window_starts(small_real):
-    ds = load_small(small_real, n_tokens=4, n_train=None, n_test=None, stride=5)
+    ds = load_small(small_real, n_tokens=4, n_train=None, n_test=None, preprocessing=Preprocessing(stride=5))
     assert (np.diff(ds.index_train) == np.timedelta64(5, "h")).all()
 
 
@@ -392,7 +392,7 @@ def test_an_entry_of_another_parse_under_the_default_name_is_not_served(small_re
     """An entry holds its key: the hourly mean's arrays copied over the hourly last's entry are parsed again."""
     last = load_small(small_real, n_tokens=6, n_train=20, n_test=10)
     (entry,) = (small_real["cache_dir"] / "processed").glob("jena_hourly_*.npz")
-    load_small(small_real, n_tokens=6, n_train=20, n_test=10, hourly="mean")
+    load_small(small_real, n_tokens=6, n_train=20, n_test=10, preprocessing=Preprocessing(hourly="mean"))
     (other,) = set((small_real["cache_dir"] / "processed").glob("jena_hourly_*.npz")) - {entry}
     entry.write_bytes(other.read_bytes())
     again = load_small(small_real, n_tokens=6, n_train=20, n_test=10)

@@ -94,7 +94,7 @@ HOMES = {
     "cli": "top", "__main__": "top", "study_store": "top",
     "theorem1": "studies", "collapse": "studies", "experiments": "studies", "robustness": "studies",
     "pipeline": "pipeline", "plots": "output", "publish": "output",
-    "core": "ground", "data": "ground", "claim_registry": "ground",
+    "core": "ground", "data": "ground", "claim_registry": "ground", "dataset_registry": "ground",
     "infra": "helpers", "validation": "helpers", "settings": "helpers", "words": "helpers",
 }
 STUDY_USES = {("robustness", "experiments")}

@@ -14,8 +14,8 @@ pipe, a full disk) print one line and exit with 1 (data, files, standard output)
 source files edited while the run imported them); ``--debug`` shows the traceback (see
 :mod:`resgd.infra.user_errors`).
 
-``NAME`` is one of ``setup``, ``theorem1``, ``collapse``, ``jena``, ``sst2``, ``robustness`` (default:
-all, in that order). :func:`study_parts` maps each name to its study's entry point, all with one
+``NAME`` is one of ``setup``, ``theorem1``, ``collapse``, the paper's data sets (``jena``, ``sst2``:
+the records of :mod:`resgd.dataset_registry`), ``robustness`` (default: all, in that order). :func:`study_parts` maps each name to its study's entry point, all with one
 signature, ``reproduce(quick, figures_dir, *, n_jobs, scheduler)``; every one runs through
 :func:`resgd.pipeline.reproduce.reproduce_part`. ``--scheduler`` sends the sweeps to a scheduler
 (:mod:`resgd.pipeline.sweep`). Sizes come from each study's presets (``--quick`` selects the quick
@@ -31,12 +31,13 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 
-PARTS = ("setup", "theorem1", "collapse", "jena", "sst2", "robustness")
+from . import dataset_registry as registry
+
+PARTS = ("setup", "theorem1", "collapse", *registry.paper_names(), "robustness")
 """The parts of ``reproduce``, in the order they run (the book's order)."""
 
-WRITES_RESULTS = ("jena", "sst2", "robustness")
+WRITES_RESULTS = (*registry.paper_names(), "robustness")
 """Parts that write tables into the results folder and use the run cache."""
 
 Part = Callable[..., dict]
@@ -55,8 +56,7 @@ def study_parts() -> dict[str, Part]:
         "setup": theorem1.reproduce_setup,
         "theorem1": theorem1.reproduce_theorem1,
         "collapse": collapse.reproduce,
-        "jena": experiments.reproduce_jena,
-        "sst2": experiments.reproduce_sst2,
+        **{name: experiments.reproducer(name) for name in registry.paper_names()},
         "robustness": robustness.reproduce,
     }
 
@@ -136,8 +136,7 @@ def reproduce_command(args: argparse.Namespace, parts: Mapping[str, Part] | None
     claim_outputs(args.figures_dir, mode)
     scheduler = check_scheduler(args.scheduler)
     args.jobs = bounded_jobs(args.jobs, scheduler)
-    if "jena" in names:
-        _note_jena_source()
+    _note_standins(names)
     bar = tqdm(names, desc=f"reproduce ({mode})", unit="part")
     with settings.mode_set(mode):  # each part publishes under its mode's pointer (resgd.pipeline.reproduce)
         for name in bar:
@@ -216,13 +215,13 @@ def claim_outputs(figures_dir: str | None, mode: str) -> None:
     claim(resolve_figures_dir(figures_dir), mode, how_to_move="--figures-dir or $RESGD_FIGURES_DIR")
 
 
-def _note_jena_source() -> None:
-    """Say on the console, before the work starts, when Jena will run on the synthetic stand-in."""
-    from .data.jena import jena_source
-
-    path, reason = jena_source()
-    if path is None:
-        print(f"note: jena runs on the SYNTHETIC stand-in, not on measurements: {reason}", file=sys.stderr)
+def _note_standins(names: Sequence[str]) -> None:
+    """Say on the console, before the work starts, which data sets will run on their synthetic stand-in."""
+    for record in registry.paper():
+        if record.name in names and record.source is not None:
+            path, reason = record.source()
+            if path is None:
+                print(f"note: {record.name} runs on the SYNTHETIC stand-in, not on measurements: {reason}", file=sys.stderr)
 
 
 def info_command(out=print) -> int:
@@ -253,13 +252,15 @@ def info_command(out=print) -> int:
 
 def data_sources() -> str:
     """One line per data set: real or stand-in, and the loader's source label (no download)."""
-    from .data import load_jena, load_sst2
+    import torch
+
+    from .data.spec import DatasetSpec
 
     lines = []
-    for name, loader in (("jena", partial(load_jena, n_tokens=4, n_train=2, n_test=2)),
-                         ("sst2", partial(load_sst2, n_train=2, n_tokens=4, n_dev=2))):
+    for record in registry.paper():
+        name = record.name
         try:
-            data = loader(allow_download=False)
+            data = record.load(DatasetSpec(name, n_train=2, n_tokens=4, n_test=2), torch.float64, allow_download=False)
             kind = "STAND-IN (synthetic)" if data.is_standin else "real"
             lines.append(f"{name}: {kind} - {data.source_label}")
         except Exception as err:  # noqa: BLE001 - report, do not fail

@@ -33,6 +33,7 @@ import pandas as pd
 
 from . import settings
 from .infra import arithmetic
+from .dataset_registry import paper
 from .infra.atomic import write_json
 from .pipeline import store as store_module
 from .pipeline import stored_tables
@@ -59,11 +60,11 @@ def design(*, n_jobs: int = 2, scheduler: str | None = None, progress: bool = Tr
     from .robustness import study as rb
 
     engine = {"n_jobs": n_jobs, "scheduler": scheduler, "progress": progress}
-    for dataset in ("jena", "sst2"):
-        s = ex.settings(dataset, False)
+    for record in paper():
+        s = ex.settings(record.name, False)
         ex.run_experiments(s, **engine)
         twin_table(s.depth(), n_jobs=n_jobs)  # the twins' L̂ at θ⁰, the He-scaled twin's among them
-        if dataset == "jena":
+        if record.standin:
             ex.run_experiments(standin_settings(s), only=STANDIN_ARMS, **engine)
     rb.build_map(False, **engine)
     pages_tables(n_jobs=n_jobs, scheduler=scheduler)

@@ -14,7 +14,7 @@ same task: the book reads January 2009 (``period="january2009"``: 01.01.2009 00:
 18:40, the excerpt's rows) and the 11 variables the excerpt has, so CI on the excerpt and a user
 with the full file compute the same numbers (companion's choice; ``book/choices.md`` says what it costs).
 
-Preprocessing, each step a parameter of :func:`load_jena` (all companion's choices):
+Preprocessing, each step a field of :class:`Preprocessing` (all companion's choices; :data:`BOOK` the book's):
 
 * ``-9999`` in ``wv``/``max. wv`` (failed wind measurements, full file only) become ``wind_fill``
   (default 0.0); the wind columns are not task inputs, so this only matters with ``"all"`` columns kept;
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -313,6 +314,35 @@ def check_sources_agree(full: Path, times: np.ndarray, values: np.ndarray, excer
         f"replace {full.name} with the canonical file or remove it (the excerpt alone gives the task)")
 
 
+def load_spec(spec, dtype: torch.dtype, **options: Any) -> SupervisedData:
+    """The windows a :class:`~resgd.data.spec.DatasetSpec` names (the registry's loader of the Jena task)."""
+    return load_jena(n_tokens=spec.n_tokens, n_train=spec.n_train, n_test=spec.n_test, seed=spec.seed, dtype=dtype,
+                     **options)
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """The task's preprocessing, each a companion's choice (the module docstring says each): windows
+    every ``stride`` hours; the first ``train_fraction`` of the hours for training, ``gap_hours``
+    before the held-out range (None: one window, ``2 n``); failed wind readings set to ``wind_fill``;
+    each hour's ``hourly`` reading; the task's ``period`` (:data:`PERIODS`)."""
+
+    stride: int = 1
+    train_fraction: float = 0.7
+    gap_hours: int | None = None
+    wind_fill: WindFill = 0.0
+    hourly: Hourly = "last"
+    period: Period = "january2009"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.stride, int) or self.stride < 1:
+            raise ValueError(f"stride: expected an integer >= 1, got {self.stride!r}")
+
+
+BOOK = Preprocessing()
+"""The book's preprocessing (every source gives the same task: January 2009, the 11 non-wind variables)."""
+
+
 def load_jena(
     n_tokens: int = 24,
     n_train: int | None = 256,
@@ -324,88 +354,105 @@ def load_jena(
     allow_standin: bool = True,
     dtype: torch.dtype = torch.float64,
     *,
-    stride: int = 1,
-    train_fraction: float = 0.7,
-    gap_hours: int | None = None,
-    wind_fill: WindFill = 0.0,
-    hourly: Hourly = "last",
+    preprocessing: Preprocessing = BOOK,
     check_canonical: bool = True,
     standin_days: int = DEFAULT_STANDIN_DAYS,
     standin_seed: int = 0,
     timeout: float = download.DEFAULT_TIMEOUT_S,
-    period: Period = "january2009",
     source: Source = "auto",
 ) -> SupervisedData:
     """Supervised windows of the Jena climate series: ``X (N, n, 11)``, ``Y (N, n, 1)``.
 
-    ``period``: :data:`PERIODS` (January 2009 by default, the same task from every source).
-    ``source``: ``"auto"`` (the real file where found: :func:`locate_jena`, else the stand-in) or
-    ``"standin"`` (the synthetic stand-in even where real data exist: the book's sensitivity row).
-    ``n_train``/``n_test``: how many windows to draw (None = all windows of the range).
+    ``preprocessing``: :class:`Preprocessing` (the book's by default: January 2009, the same task from
+    every source). ``source``: ``"auto"`` (the real file where found: :func:`locate_jena`, else the
+    stand-in) or ``"standin"`` (the synthetic stand-in even where real data exist: the book's
+    sensitivity row). ``n_train``/``n_test``: how many windows to draw (None = all windows of the range).
     ``seed`` draws the windows; ``standin_seed`` and ``standin_days`` shape the synthetic
     stand-in, used only when the real file is neither found nor downloadable and
     ``allow_standin`` is True. See the module docstring for every preprocessing choice.
     """
     if not isinstance(n_tokens, int) or n_tokens < 1:
         raise ValueError(f"n_tokens: expected an integer >= 1, got {n_tokens!r}")
-    if not isinstance(stride, int) or stride < 1:
-        raise ValueError(f"stride: expected an integer >= 1, got {stride!r}")
     check_choice("source", source, SOURCES)
-    data_root = resolve_data_dir(data_dir)
-    cache_root = download_cache_dir(cache_dir)
+    p = preprocessing
+    data_root, cache_root = resolve_data_dir(data_dir), download_cache_dir(cache_dir)
+    path, is_standin, reason = _source_file(
+        data_root, cache_root, source, allow_download=allow_download, allow_standin=allow_standin,
+        check=check_canonical, timeout=timeout, standin_days=standin_days, standin_seed=standin_seed,
+    )
+    times, raw_values, facts = hourly_arrays(
+        path, cache_dir=cache_root, wind_fill=p.wind_fill, hourly=p.hourly, check=check_canonical and not is_standin,
+        advice=bad_file_advice(path, JENA_RELATIVE_PATH, data_root, allow_download), period=p.period,
+    )
+    excerpt_path = data_root / EXCERPT_RELATIVE_PATH if data_root is not None else None
+    if not is_standin and p.period == "january2009" and not is_excerpt(path) and excerpt_path is not None \
+            and excerpt_path.is_file():
+        check_sources_agree(path, times, raw_values, excerpt_path, cache_root, wind_fill=p.wind_fill, hourly=p.hourly)
+    (X_train, Y_train, first_train), (X_test, Y_test, first_test), window_facts = _windows(
+        times, raw_values, n_tokens, n_train, n_test, seed, p)
+    info = {
+        "source_file": str(path),
+        "n_rows_10min": facts["n_rows"],
+        "n_rows_used": facts["n_rows_used"],
+        "period": p.period,
+        "excerpt": bool(facts["excerpt"]) and not is_standin,
+        "n_hours": len(times),
+        **{name: facts[name] for name in ("n_wind_replaced", "n_hours_filled", "n_exact_repeats", "n_missing_steps",
+                                          "longest_gap_minutes")},
+        "canonical": bool(facts["canonical"]) and not is_standin,
+        "standin_reason": reason if is_standin else None,
+        **window_facts,
+        "params": {
+            "seed": seed, "stride": p.stride, "train_fraction": p.train_fraction, "wind_fill": p.wind_fill,
+            "hourly": p.hourly, "standin_days": standin_days if is_standin else None,
+            "standin_seed": standin_seed if is_standin else None,
+        },
+    }
+    as_tensor = lambda array: torch.as_tensor(np.ascontiguousarray(array), dtype=dtype)  # noqa: E731
+    return SupervisedData(
+        name="jena", X_train=as_tensor(X_train), Y_train=as_tensor(Y_train), X_test=as_tensor(X_test),
+        Y_test=as_tensor(Y_test), feature_names=NONWIND_NAMES,
+        source_label=STANDIN_ASKED_LABEL if source == "standin" else
+        source_label(is_standin, bool(facts["canonical"]), bool(facts["excerpt"]), p.period),
+        is_standin=is_standin, index_train=first_train.astype("datetime64[h]"),
+        index_test=first_test.astype("datetime64[h]"), info=info,
+    )
+
+
+def _source_file(data_root: Path | None, cache_root: Path, source: Source, *, allow_download: bool, allow_standin: bool,
+                 check: bool, timeout: float, standin_days: int, standin_seed: int) -> tuple[Path, bool, str]:
+    """The file :func:`load_jena` reads, whether it is the synthetic stand-in, and why the stand-in: the
+    real file where found (:func:`locate_jena`) unless ``source`` asks for the stand-in."""
     if source == "standin":
         path, looked, reason = None, [], "the stand-in was asked for (source='standin')"
     else:
-        path, looked, reason = locate_jena(
-            data_root, cache_root, allow_download=allow_download, check=check_canonical, timeout=timeout
-        )
-    is_standin = path is None
-    if is_standin:
-        if not allow_standin:
-            raise DataError(f"{_not_found(looked, reason)} Or pass allow_standin=True to run on a synthetic stand-in.")
-        path = ensure_standin(cache_root, days=standin_days, seed=standin_seed)
-    times, raw_values, facts = hourly_arrays(
-        path, cache_dir=cache_root, wind_fill=wind_fill, hourly=hourly, check=check_canonical and not is_standin,
-        advice=bad_file_advice(path, JENA_RELATIVE_PATH, data_root, allow_download), period=period,
-    )
-    excerpt_path = data_root / EXCERPT_RELATIVE_PATH if data_root is not None else None
-    if not is_standin and period == "january2009" and not is_excerpt(path) and excerpt_path is not None \
-            and excerpt_path.is_file():
-        check_sources_agree(path, times, raw_values, excerpt_path, cache_root, wind_fill=wind_fill, hourly=hourly)
+        path, looked, reason = locate_jena(data_root, cache_root, allow_download=allow_download, check=check, timeout=timeout)
+    if path is not None:
+        return path, False, reason
+    if not allow_standin:
+        raise DataError(f"{_not_found(looked, reason)} Or pass allow_standin=True to run on a synthetic stand-in.")
+    return ensure_standin(cache_root, days=standin_days, seed=standin_seed), True, reason
 
-    train_end, test_start = split_ranges(len(times), n_tokens, train_fraction, gap_hours)
-    train_starts = window_starts(0, train_end, 2 * n_tokens, stride)
-    test_starts = window_starts(test_start, len(times), 2 * n_tokens, stride)
+
+def _windows(times: np.ndarray, raw_values: np.ndarray, n_tokens: int, n_train: int | None, n_test: int | None, seed: int,
+             p: Preprocessing) -> tuple[tuple, tuple, dict[str, Any]]:
+    """``(X, Y, first hours)`` of the drawn training and held-out windows, standardized with the
+    training range's statistics, and the facts of the split."""
+    train_end, test_start = split_ranges(len(times), n_tokens, p.train_fraction, p.gap_hours)
+    train_starts = window_starts(0, train_end, 2 * n_tokens, p.stride)
+    test_starts = window_starts(test_start, len(times), 2 * n_tokens, p.stride)
     mean = raw_values[:train_end].mean(axis=0)
     std = raw_values[:train_end].std(axis=0)
     std = np.where(std > 0, std, 1.0)
     values = (raw_values - mean) / std
 
     rng = np.random.default_rng(seed)
-    span = lambda lo, hi: f"hours {lo}..{hi - 1}, window {2 * n_tokens} h, stride {stride}"  # noqa: E731
+    span = lambda lo, hi: f"hours {lo}..{hi - 1}, window {2 * n_tokens} h, stride {p.stride}"  # noqa: E731
     picked_train = _pick(rng, train_starts, n_train, "train", span(0, train_end))
     picked_test = _pick(rng, test_starts, n_test, "test", span(test_start, len(times)))
     target = NONWIND_NAMES.index(TARGET_NAME)
-    X_train, Y_train = cut_windows(values, picked_train, n_tokens, target)
-    X_test, Y_test = cut_windows(values, picked_test, n_tokens, target)
-
-    def stamp(i: int) -> str:
-        return str(times[min(i, len(times) - 1)])
-
-    info = {
-        "source_file": str(path),
-        "n_rows_10min": facts["n_rows"],
-        "n_rows_used": facts["n_rows_used"],
-        "period": period,
-        "excerpt": bool(facts["excerpt"]) and not is_standin,
-        "n_hours": len(times),
-        "n_wind_replaced": facts["n_wind_replaced"],
-        "n_hours_filled": facts["n_hours_filled"],
-        "n_exact_repeats": facts["n_exact_repeats"],
-        "n_missing_steps": facts["n_missing_steps"],
-        "longest_gap_minutes": facts["longest_gap_minutes"],
-        "canonical": bool(facts["canonical"]) and not is_standin,
-        "standin_reason": reason if is_standin else None,
+    stamp = lambda i: str(times[min(i, len(times) - 1)])  # noqa: E731
+    facts = {
         "train_hours": [stamp(0), stamp(train_end - 1)],
         "test_hours": [stamp(test_start), stamp(len(times) - 1)],
         "gap_hours": test_start - train_end,
@@ -414,28 +461,6 @@ def load_jena(
         "target": TARGET_NAME,
         "train_mean": dict(zip(NONWIND_NAMES, mean.tolist())),
         "train_std": dict(zip(NONWIND_NAMES, std.tolist())),
-        "params": {
-            "seed": seed,
-            "stride": stride,
-            "train_fraction": train_fraction,
-            "wind_fill": wind_fill,
-            "hourly": hourly,
-            "standin_days": standin_days if is_standin else None,
-            "standin_seed": standin_seed if is_standin else None,
-        },
     }
-    as_tensor = lambda array: torch.as_tensor(np.ascontiguousarray(array), dtype=dtype)  # noqa: E731
-    return SupervisedData(
-        name="jena",
-        X_train=as_tensor(X_train),
-        Y_train=as_tensor(Y_train),
-        X_test=as_tensor(X_test),
-        Y_test=as_tensor(Y_test),
-        feature_names=NONWIND_NAMES,
-        source_label=STANDIN_ASKED_LABEL if source == "standin" else
-        source_label(is_standin, bool(facts["canonical"]), bool(facts["excerpt"]), period),
-        is_standin=is_standin,
-        index_train=times[picked_train].astype("datetime64[h]"),
-        index_test=times[picked_test].astype("datetime64[h]"),
-        info=info,
-    )
+    return ((*cut_windows(values, picked_train, n_tokens, target), times[picked_train]),
+            (*cut_windows(values, picked_test, n_tokens, target), times[picked_test]), facts)

@@ -1,8 +1,8 @@
 """Which data a training run uses: :class:`DatasetSpec`, loaded once per process and fingerprinted.
 
-``jena`` and ``sst2`` are the paper's data sets (:mod:`.jena`, :mod:`.sst2`); ``toy`` and
-``toy_cls`` are tiny synthetic sets for tests (:mod:`.toy`). :func:`data_fingerprint` enters
-every cache key, so results computed on one version of the data are never served for another.
+The data sets, their loaders, shapes and tasks are the records of :mod:`resgd.dataset_registry`;
+a spec names one. :func:`data_fingerprint` enters every cache key, so results computed on one
+version of the data are never served for another.
 
 Data identity across processes: a sweep's worker loads its own copy of the
 data, which may not be the client's (no Jena file there: the stand-in; another file). The sweep
@@ -25,18 +25,11 @@ from functools import lru_cache
 
 import torch
 
+from .. import dataset_registry as registry
 from ..validation import ConfigError, check_choice
 from ..validation import DataError
 
-DATASETS = ("jena", "sst2", "toy", "toy_cls", "jena_standin")
-"""``jena`` and ``sst2`` are the paper's; ``toy``/``toy_cls`` are tiny synthetic sets for tests;
-``jena_standin`` is the Jena task on the synthetic stand-in even where real data exist (the
-sensitivity row beside the real measurements)."""
-PAPER_DATASETS = ("jena", "sst2")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
-FEATURES = {"jena": 11, "sst2": 50, "toy": 6, "toy_cls": 6, "jena_standin": 11}
-POOLING = {"jena": "none", "sst2": "mean", "toy": "none", "toy_cls": "mean", "jena_standin": "none"}
-CLASSIFICATION = frozenset({"sst2", "toy_cls"})
 
 
 @dataclass(frozen=True)
@@ -54,7 +47,7 @@ class DatasetSpec:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        check_choice("DatasetSpec.name", self.name, DATASETS)
+        check_choice("DatasetSpec.name", self.name, registry.names())
         for attr in ("n_train", "n_tokens"):
             value = getattr(self, attr)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -65,16 +58,21 @@ class DatasetSpec:
             raise ConfigError(f"DatasetSpec.seed: expected an integer, got {self.seed!r}")
 
     @property
+    def record(self) -> registry.Dataset:
+        """Its data set's record (:mod:`resgd.dataset_registry`): loader, features, pooling, task."""
+        return registry.dataset(self.name)
+
+    @property
     def d(self) -> int:
-        return FEATURES[self.name]
+        return self.record.features
 
     @property
     def pooling(self) -> str:
-        return POOLING[self.name]
+        return self.record.pooling
 
     @property
     def is_classification(self) -> bool:
-        return self.name in CLASSIFICATION
+        return self.record.is_classification
 
 
 class DataMismatchError(DataError):
@@ -141,26 +139,10 @@ def load_dataset(spec: DatasetSpec, dtype: str = "float64"):
 
 @lru_cache(maxsize=8)
 def _load(spec: DatasetSpec, dtype: str = "float64"):
-    """The data of ``spec`` (a :class:`resgd.data.SupervisedData`), loaded once per process.
-
-    ``jena``/``sst2`` go through :func:`resgd.data.load_jena` / :func:`resgd.data.load_sst2`
-    (so ``$RESGD_DATA_DIR`` and the data cache apply); the Jena loader falls back to its
-    labelled synthetic stand-in when the real file is absent.
-    """
+    """The data of ``spec`` (a :class:`resgd.data.SupervisedData`), loaded once per process by its
+    record's loader (:mod:`resgd.dataset_registry`), so ``$RESGD_DATA_DIR`` and the data cache apply."""
     check_choice("dtype", dtype, DTYPES)
-    torch_dtype = DTYPES[dtype]
-    if spec.name in ("jena", "jena_standin"):
-        from . import load_jena
-
-        return load_jena(n_tokens=spec.n_tokens, n_train=spec.n_train, n_test=spec.n_test, seed=spec.seed, dtype=torch_dtype,
-                         source="standin" if spec.name == "jena_standin" else "auto")
-    if spec.name == "sst2":
-        from . import load_sst2
-
-        return load_sst2(n_train=spec.n_train, n_tokens=spec.n_tokens, seed=spec.seed, n_dev=spec.n_test, dtype=torch_dtype)
-    from .toy import toy_data
-
-    return toy_data(spec, torch_dtype)
+    return spec.record.load(spec, DTYPES[dtype])
 
 
 @lru_cache(maxsize=8)

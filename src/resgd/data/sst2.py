@@ -260,6 +260,46 @@ def _parsed(
     return arrays
 
 
+def _sources(data_root: Path | None, cache_root: Path, allow_download: bool, timeout: float,
+             verify: bool) -> tuple[dict[str, Path], GloveTable, dict[str, np.ndarray]]:
+    """The train and dev files found (:func:`locate_sst2`), the GloVe table reduced to their words, and
+    their parsed token ids (:func:`_parsed`); with ``verify``, all checked against the official checksums."""
+    paths = locate_sst2(data_root, cache_root, allow_download=allow_download, timeout=timeout)
+    fixes = {split: bad_file_advice(path, f"sst2/{split}.tsv", data_root, allow_download) for split, path in paths.items()}
+    needed = lambda: _vocabulary(paths, verify, fixes)  # noqa: E731
+    glove = load_glove(needed, data_root=data_root, cache_root=cache_root, allow_download=allow_download, timeout=timeout,
+                       verify=False)
+    parsed = _parsed(paths, glove, cache_root, verify, fixes)
+    if verify:  # after the TSVs' own checks, so a bad TSV is named first
+        verified_glove(glove, glove.advice)
+    return paths, glove, parsed
+
+
+def pick_rows(train_labels: np.ndarray, dev_labels: np.ndarray, n_train: int | None, n_dev: int | None,
+              seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The training rows (balanced: :func:`balanced_rows`; every row for None) and the dev rows (a
+    seeded sorted subsample; every row for None), both drawn from one generator seeded with ``seed``."""
+    rng = np.random.default_rng(seed)
+    if n_train is None:
+        train_rows = np.arange(len(train_labels))
+    elif not isinstance(n_train, (int, np.integer)) or n_train < 2:
+        raise ValueError(f"n_train: expected an integer >= 2 or None, got {n_train!r}")
+    else:
+        train_rows = balanced_rows(train_labels, int(n_train), rng)
+    if n_dev is None:
+        return train_rows, np.arange(len(dev_labels))
+    if not isinstance(n_dev, (int, np.integer)) or not 1 <= n_dev <= len(dev_labels):
+        raise ValueError(f"n_dev: expected an integer in 1..{len(dev_labels)} or None, got {n_dev!r}")
+    return train_rows, np.sort(rng.choice(len(dev_labels), size=int(n_dev), replace=False))
+
+
+def load_spec(spec, dtype: torch.dtype, **options: Any) -> SupervisedData:
+    """The sentences a :class:`~resgd.data.spec.DatasetSpec` names (the registry's loader of SST-2;
+    ``n_test`` is the number of dev sentences)."""
+    return load_sst2(n_train=spec.n_train, n_tokens=spec.n_tokens, seed=spec.seed, n_dev=spec.n_test, dtype=dtype,
+                     **options)
+
+
 def load_sst2(
     n_train: int | None = 512,
     n_tokens: int = 16,
@@ -285,34 +325,13 @@ def load_sst2(
         raise ValueError(f"n_tokens: expected an integer >= 1, got {n_tokens!r}")
     if unknown not in ("zeros", "mean"):
         raise ValueError(f"unknown: expected 'zeros' or 'mean', got {unknown!r}")
-    data_root = resolve_data_dir(data_dir)
-    cache_root = download_cache_dir(cache_dir)
-    paths = locate_sst2(data_root, cache_root, allow_download=allow_download, timeout=timeout)
-    fixes = {split: bad_file_advice(path, f"sst2/{split}.tsv", data_root, allow_download) for split, path in paths.items()}
-    needed = lambda: _vocabulary(paths, verify_checksums, fixes)  # noqa: E731
-    glove = load_glove(needed, data_root=data_root, cache_root=cache_root, allow_download=allow_download, timeout=timeout,
-                       verify=False)
-    parsed = _parsed(paths, glove, cache_root, verify_checksums, fixes)
-    if verify_checksums:  # after the TSVs' own checks, so a bad TSV is named first
-        verified_glove(glove, glove.advice)
+    paths, glove, parsed = _sources(resolve_data_dir(data_dir), download_cache_dir(cache_dir), allow_download, timeout,
+                                    verify_checksums)
     vectors = glove.vectors.astype(np.float64)
     unknown_vector = np.zeros(GLOVE_DIM) if unknown == "zeros" else vectors.mean(axis=0)
 
-    rng = np.random.default_rng(seed)
     train_labels, dev_labels = parsed["train_labels"], parsed["dev_labels"]
-    if n_train is None:
-        train_rows = np.arange(len(train_labels))
-    elif not isinstance(n_train, (int, np.integer)) or n_train < 2:
-        raise ValueError(f"n_train: expected an integer >= 2 or None, got {n_train!r}")
-    else:
-        train_rows = balanced_rows(train_labels, int(n_train), rng)
-    if n_dev is None:
-        dev_rows = np.arange(len(dev_labels))
-    elif not isinstance(n_dev, (int, np.integer)) or not 1 <= n_dev <= len(dev_labels):
-        raise ValueError(f"n_dev: expected an integer in 1..{len(dev_labels)} or None, got {n_dev!r}")
-    else:
-        dev_rows = np.sort(rng.choice(len(dev_labels), size=int(n_dev), replace=False))
-
+    train_rows, dev_rows = pick_rows(train_labels, dev_labels, n_train, n_dev, seed)
     X_train, mask_train, unknown_train = embed(
         parsed["train_ids"], parsed["train_offsets"], train_rows, vectors, n_tokens, unknown_vector
     )
@@ -336,17 +355,9 @@ def load_sst2(
     as_tensor = lambda array: torch.as_tensor(array, dtype=dtype)  # noqa: E731
     to_pm1 = lambda labels: as_tensor(2.0 * labels.astype(np.float64)[:, None] - 1.0)  # noqa: E731
     return SupervisedData(
-        name="sst2",
-        X_train=as_tensor(X_train),
-        Y_train=to_pm1(train_labels[train_rows]),
-        X_test=as_tensor(X_dev),
-        Y_test=to_pm1(dev_labels[dev_rows]),
-        feature_names=tuple(f"glove_{i}" for i in range(GLOVE_DIM)),
-        source_label=REAL_LABEL if verify_checksums else NOT_VERIFIED_LABEL,
-        is_standin=False,
-        mask_train=torch.as_tensor(mask_train),
-        mask_test=torch.as_tensor(mask_dev),
-        index_train=train_rows,
-        index_test=dev_rows,
-        info=info,
+        name="sst2", X_train=as_tensor(X_train), Y_train=to_pm1(train_labels[train_rows]), X_test=as_tensor(X_dev),
+        Y_test=to_pm1(dev_labels[dev_rows]), feature_names=tuple(f"glove_{i}" for i in range(GLOVE_DIM)),
+        source_label=REAL_LABEL if verify_checksums else NOT_VERIFIED_LABEL, is_standin=False,
+        mask_train=torch.as_tensor(mask_train), mask_test=torch.as_tensor(mask_dev), index_train=train_rows,
+        index_test=dev_rows, info=info,
     )

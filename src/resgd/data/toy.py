@@ -14,13 +14,14 @@ from .dataset import SupervisedData
 
 
 def toy_data(spec, dtype: torch.dtype):
-    """Tiny synthetic data for tests: per-token regression (``toy``) or pooled ±1 labels (``toy_cls``)."""
+    """Tiny synthetic data for tests: per-token regression, or pooled ±1 labels for a classification
+    data set (its record's task: ``toy_cls``), ``d`` features as its record says."""
     gen = torch.Generator().manual_seed(1000 + spec.seed)
     d, n = spec.d, spec.n_tokens
     n_test = spec.n_test or spec.n_train
     X = torch.randn(spec.n_train + n_test, n, d, generator=gen, dtype=torch.float64)
     w = torch.randn(d, generator=gen, dtype=torch.float64) / math.sqrt(d)
-    if spec.name == "toy":
+    if not spec.is_classification:
         Y = (0.5 * X @ w + 0.5 * X.mean(dim=1, keepdim=True) @ w)[..., None]
         mask = None
     else:

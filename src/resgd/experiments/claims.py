@@ -30,6 +30,7 @@ import pandas as pd
 
 from ..core.stats import spearman
 from .. import claim_registry as registry
+from .. import dataset_registry
 from ..claim_registry import BETA_MONOTONE, DEPTH_RESIDUAL_HELPS, FACTORIAL, RESIDUAL_HELPS
 from ..validation import check_choice
 from ..words import count_noun
@@ -39,7 +40,8 @@ from .rules import binomial_tail, holm, interval_rule, median_or_nan, paired, si
 CLAIMS = {c.name: c.text for c in registry.CLAIMS}
 """Claim name → its text (:mod:`resgd.claim_registry` holds the records)."""
 FIGURE_KIND = {c.name: c.figure for c in registry.CLAIMS}
-NOTEBOOK = {"jena": "04_jena", "sst2": "05_sst2"}
+NOTEBOOK = {d.name: d.notebook for d in dataset_registry.paper()}
+"""Data set → its page (the notebook that writes its verdicts)."""
 REQUIRED = ("experiment", "protocol", "beta", "beta_ffn", "n_layers", "seed", "rate")
 
 

@@ -13,7 +13,8 @@ from typing import Any
 from ..core.model import ModelConfig
 from ..core.smoothness import FAST_ITERATIONS
 from ..core.train import GDConfig
-from ..data.spec import FEATURES, POOLING, DatasetSpec
+from ..data.spec import DatasetSpec
+from .. import dataset_registry as registry
 from ..pipeline.presets import experiments as preset
 from ..validation import ConfigError, check_choice
 from .run_config import RunConfig
@@ -113,9 +114,9 @@ class Settings:
 
     def _model(self, beta, n_layers, beta_ffn, v_scale, ffn_scale) -> ModelConfig:
         return ModelConfig(
-            d=FEATURES[self.dataset], d_qk=self.d_qk, m=self.m, k=1, n_layers=n_layers, beta=float(beta),
+            d=registry.dataset(self.dataset).features, d_qk=self.d_qk, m=self.m, k=1, n_layers=n_layers, beta=float(beta),
             beta_ffn=None if beta_ffn is None else float(beta_ffn),
-            logit_scale=self.logit_scale, activation=self.activation, pooling=POOLING[self.dataset],
+            logit_scale=self.logit_scale, activation=self.activation, pooling=registry.dataset(self.dataset).pooling,
             qk_scale=self.qk_scale, v_scale=v_scale, ffn_scale=ffn_scale,
             out_scale=self.equal_out_scale if self.start == "equal" else self.out_scale,
         )

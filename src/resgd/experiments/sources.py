@@ -14,9 +14,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .. import dataset_registry as registry
 from ..core.conditioning import attention_spectra
 from ..core.model import init_params
 from ..data.spec import load_dataset
+from ..validation import ConfigError
 
 STANDIN_ARMS = (("beta", "theory c=0.5"),)
 """The stand-in's sensitivity row runs the arms decided at 8 seeds on one layer under the theorem's
@@ -31,14 +33,19 @@ def standin_settings(s):
     (about a sixth of the full row's training work); same seeds, same rules, same protocols."""
     from ..pipeline.presets import STANDIN_SIZE
 
-    return replace(s, dataset="jena_standin", N=min(s.N, STANDIN_SIZE["N"]),
+    standin = registry.dataset(s.dataset).standin
+    if not standin:
+        raise ConfigError(f"Settings.dataset: {s.dataset!r} has no synthetic stand-in (its record's standin is empty)")
+    return replace(s, dataset=standin, N=min(s.N, STANDIN_SIZE["N"]),
                    iterations=min(s.iterations, STANDIN_SIZE["iterations"]))
 
 
-def conditioning_by_source(s, datasets=("jena", "jena_standin"), betas=(1.0, 0.0)) -> pd.DataFrame:
+def conditioning_by_source(s, datasets=None, betas=(1.0, 0.0)) -> pd.DataFrame:
     """σ_min, σ_max and κ of the stacked training input X, of Attn(X) and of Z = βX + Attn(X) at θ⁰
-    (single layer, each seed of ``s``; the median over seeds), for each source of the Jena task."""
+    (single layer, each seed of ``s``; the median over seeds), for each source of the Jena task
+    (``datasets``: ``s``'s data set and its stand-in by default)."""
     rows = []
+    datasets = (s.dataset, registry.dataset(s.dataset).standin) if datasets is None else datasets
     for dataset in datasets:
         ds = replace(s, dataset=dataset)
         data = load_dataset(ds.spec, "float64")

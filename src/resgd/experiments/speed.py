@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..claim_registry import BETA_MONOTONE, DEPTH_RESIDUAL_HELPS, RESIDUAL_HELPS, SPEED_CLAIMS
+from ..dataset_registry import paper_names
 from .claims import CLAIMS, Verdict
 from .design import CAP, LADDER, PATH_C, REALISABLE_RATIO, TUNING_SEED
 from .ladder import beta_signs, decide, depth_signs, ladder_table, pair_signs, rung_name
@@ -274,8 +275,9 @@ def speed_numbers(speed: SpeedResults) -> dict[str, Any]:
     return out
 
 
-def load_speed_verdicts(mode: str, directory=None, datasets=("jena", "sst2")) -> pd.DataFrame:
-    """Every data set's v6 verdicts (``<results>/claims/<dataset>_<mode>_v6.json``) as one display table."""
+def load_speed_verdicts(mode: str, directory=None, datasets=None) -> pd.DataFrame:
+    """Every data set's v6 verdicts (``<results>/claims/<dataset>_<mode>_v6.json``) as one display table
+    (``datasets``: the paper's by default)."""
     import json
     from pathlib import Path
 
@@ -283,7 +285,7 @@ def load_speed_verdicts(mode: str, directory=None, datasets=("jena", "sst2")) ->
 
     directory = Path(directory) if directory is not None else resolve_results_dir() / "claims"
     rows = []
-    for dataset in datasets:
+    for dataset in paper_names() if datasets is None else datasets:
         path = directory / f"{dataset}_{mode}_v6.json"
         if not path.is_file():
             raise FileNotFoundError(f"{path} is missing: run the {dataset} page in {mode} mode first")

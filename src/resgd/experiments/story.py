@@ -10,10 +10,12 @@ from __future__ import annotations
 import pandas as pd
 
 from ..claim_registry import BETA_MONOTONE, DEPTH_RESIDUAL_HELPS, FACTORIAL, HORIZON, RESIDUAL_HELPS
+from ..dataset_registry import paper
 from ..words import count_noun
 from .design import MIN_INTERVAL_SEEDS
 
-NAMES = {"jena": "Jena", "sst2": "SST-2"}
+NAMES = {d.name: d.short for d in paper()}
+"""Data set → its name in the sentences, in the book's order."""
 A_WORDS = RESIDUAL_HELPS.words
 """Claim (a)'s words for holds, fails, undecided (the single-layer model with the residual connection is …)."""
 B_WORDS = BETA_MONOTONE.words

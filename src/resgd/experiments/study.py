@@ -39,7 +39,7 @@ from typing import Any
 import pandas as pd
 
 from ..data.spec import (  # noqa: F401 - re-exported: the experiments' public names
-    CLASSIFICATION, DATASETS, DTYPES, FEATURES, PAPER_DATASETS, POOLING, DatasetSpec, data_fingerprint, load_dataset,
+    DTYPES, DatasetSpec, data_fingerprint, load_dataset,
 )
 from .tables import (  # noqa: F401
     RUN_KEYS, SPIKE_FACTOR, conditioning_curves, loss_curves, per_run_table, summary_table,
@@ -53,6 +53,7 @@ from .design import arms
 from .step_size import (  # noqa: F401
     PROTOCOLS, THEORY_FACTORS, THEORY_PRIMARY, check_protocol, choose_lr, probe_stable, theory_lr, warm_smoothness,
 )
+from .. import dataset_registry as registry
 from ..validation import ConfigError, check_choice  # noqa: F401 - re-exported
 from .experiment_settings import (  # noqa: F401 - re-exported: the study's public names
     LIVING_SCALES, STARTS, TWIN_INITS, TWIN_NAMES, Settings, branch_scales, settings,
@@ -156,20 +157,22 @@ def reproduce(
     """Everything the data set's notebook makes, without Jupyter: figures (into ``directory``,
     else ``$RESGD_FIGURES_DIR``, else ``./figures``), tables and verdicts (into the results
     folder), all published together once every output folder was found writable."""
-    check_choice("dataset", dataset, DATASETS)
+    check_choice("dataset", dataset, registry.names())
     return reproduce_part(
         lambda: outputs(dataset, quick, n_jobs=n_jobs, progress=progress, scheduler=scheduler, **overrides),
         figures_dir=directory, writes_results=True,
     )
 
 
-def reproduce_jena(quick: bool, figures_dir: str | os.PathLike | None = None, *, n_jobs: int = 2,
-                   scheduler: str | None = None) -> dict[str, Path]:
-    """The Jena page's figures, tables and verdicts (the study contract)."""
-    return reproduce("jena", quick, figures_dir, n_jobs=n_jobs, scheduler=scheduler)
+def reproducer(dataset: str):
+    """The study contract's entry point of one data set's page (``python -m resgd reproduce --only
+    <dataset>``): ``(quick, figures_dir, *, n_jobs, scheduler) -> {name: path}``."""
+    check_choice("dataset", dataset, registry.names())
 
+    def reproduce_page(quick: bool, figures_dir: str | os.PathLike | None = None, *, n_jobs: int = 2,
+                       scheduler: str | None = None) -> dict[str, Path]:
+        return reproduce(dataset, quick, figures_dir, n_jobs=n_jobs, scheduler=scheduler)
 
-def reproduce_sst2(quick: bool, figures_dir: str | os.PathLike | None = None, *, n_jobs: int = 2,
-                   scheduler: str | None = None) -> dict[str, Path]:
-    """The SST-2 page's figures, tables and verdicts (the study contract)."""
-    return reproduce("sst2", quick, figures_dir, n_jobs=n_jobs, scheduler=scheduler)
+    reproduce_page.__name__ = reproduce_page.__qualname__ = f"reproduce_{dataset}"
+    reproduce_page.__doc__ = f"{registry.dataset(dataset).title}: the page's figures, tables and verdicts (the study contract)."
+    return reproduce_page

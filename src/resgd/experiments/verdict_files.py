@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..claim_registry import FACTORIAL
 from ..core.stats import interval_level
+from ..dataset_registry import paper_names
 from ..infra.atomic import json_text, write_json
 from ..pipeline.cache import resolve_results_dir
 from .claims import CLAIMS, FACTORIAL_RULE, NOTEBOOK, Verdict, _jsonable, horizon_name
@@ -137,15 +138,16 @@ def count_words(row) -> dict[str, str]:
 
 
 def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick",
-                  datasets: Sequence[str] = ("jena", "sst2")) -> pd.DataFrame:
+                  datasets: Sequence[str] | None = None) -> pd.DataFrame:
     """Every data set's verdicts as one table (rows: claim × data set × protocol), from
-    ``<directory>/<dataset>_<mode>.json`` (default directory: ``<results dir>/claims``).
+    ``<directory>/<dataset>_<mode>.json`` (default directory: ``<results dir>/claims``; default data
+    sets: the paper's).
 
     A missing file is an error that names it and the notebook that writes it.
     """
     folder = Path(directory) if directory is not None else resolve_results_dir() / "claims"
     rows = []
-    for dataset in datasets:
+    for dataset in paper_names() if datasets is None else datasets:
         path = folder / f"{dataset}_{mode}.json"
         if not path.is_file():
             notebook = NOTEBOOK.get(dataset, dataset)

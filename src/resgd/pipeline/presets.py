@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..data.spec import DATASETS
+from .. import dataset_registry as registry
 from ..core.model import LOGIT_SCALES
 from ..validation import ConfigError, check_choice
 
@@ -125,54 +125,21 @@ STANDIN_SIZE = {"N": 64, "iterations": 300}
 """The Jena stand-in row's size (:func:`resgd.experiments.sources.standin_settings`), never more than the
 page's own: fixed here, apart from the quick preset (which it equalled until quick became a smoke build)."""
 
-_V6_SEEDS = tuple(range(12))
-"""Design v6's evaluation seeds (experiments.design.V6_SEEDS: 12 in every deciding arm)."""
-_V6_QUICK = {"v6_seeds": (0, 1), "regime_N": 4, "regime_iterations": 100, "own_grid_stride": 4}
-"""Design v6 in quick mode: 2 seeds (its verdicts cannot decide; the quick book is a smoke build),
-its own-step search on every fourth step of ``design.OWN_GRID`` (whole decades) and a short regime run."""
-_QUICK_SIZES = dict(N=16, iterations=40, seeds=(0, 1), depth_N=16, depth_iterations=40, probe_iterations=10,
-                    lhat_iterations=5)
-"""The quick smoke build's experiment sizes (both data sets): every arm, β, depth, figure and table of
-the full book, at 16 samples and T = 40 (a multiple of 4 · ``record_every``, so that every horizon
-T/4, T/2, T falls on a recorded iteration), each L̂ by 5 power-iteration steps (the book's: 20); the
-interval arms keep their 8 seeds (the rule needs them)."""
-
-_EXPERIMENT_SIZES = {
-    # depth_N, depth_iterations: the depth sweep's size, smaller than the single-layer sweeps' so that
-    # its two protocols fit the book's time budget (book/choices.md): N = 32 in full mode. Its arms
-    # are descriptive (3 seeds); the robustness map decides depth with 8
-    # Jena: January 2009 (667 hours; book/choices.md): 420 training windows of 48 h, 105 held out (all of them)
-    ("jena", True): dict(n=24, n_test=None, widths={"d_qk": 16, "m": 64}, target_fraction=0.1, **_QUICK_SIZES,
-                         **_V6_QUICK),
-    ("jena", False): dict(N=128, n=24, n_test=None, iterations=1000, seeds=(0, 1, 2), widths={"d_qk": 16, "m": 64},
-                          target_fraction=0.1, depth_N=32, depth_iterations=600, v6_seeds=_V6_SEEDS, regime_N=4,
-                          regime_iterations=1000),
-    ("sst2", True): dict(n=16, n_test=None, widths={"d_qk": 16, "m": 64}, target_fraction=0.5, **_QUICK_SIZES,
-                         **_V6_QUICK),
-    ("sst2", False): dict(N=128, n=16, n_test=None, iterations=800, seeds=(0, 1, 2), widths={"d_qk": 16, "m": 64},
-                          target_fraction=0.5, depth_N=32, depth_iterations=500, v6_seeds=_V6_SEEDS, regime_N=16,
-                          regime_iterations=1000),
-    ("toy", True): dict(N=8, n=4, n_test=8, iterations=20, seeds=(0, 1), widths={"d_qk": 4, "m": 8},
-                        depths=(2, 3), lr_grid=(0.3, 0.1, 0.03), probe_iterations=5, depth_N=8, depth_iterations=20),
-    ("toy", False): dict(N=16, n=4, n_test=8, iterations=40, seeds=(0, 1), widths={"d_qk": 4, "m": 8},
-                         depths=(2, 3), lr_grid=(0.3, 0.1, 0.03), probe_iterations=5, depth_N=8, depth_iterations=20),
-}
-_EXPERIMENT_SIZES[("jena_standin", True)] = _EXPERIMENT_SIZES[("jena", True)]
-_EXPERIMENT_SIZES[("jena_standin", False)] = _EXPERIMENT_SIZES[("jena", False)]
-_EXPERIMENT_SIZES[("toy_cls", True)] = _EXPERIMENT_SIZES[("toy", True)]
-_EXPERIMENT_SIZES[("toy_cls", False)] = _EXPERIMENT_SIZES[("toy", False)]
-
 
 def experiments(dataset: str, quick: bool) -> dict[str, Any]:
     """The sizes and settings of one data set's experiments in quick or full mode.
 
     Keys: ``N`` (training samples), ``n`` (tokens), ``n_test``, ``iterations``, ``seeds``,
     ``betas``, ``depths``, ``widths`` (``d_qk``, ``m``) and the rest of
-    :class:`resgd.experiments.study.Settings`.
+    :class:`resgd.experiments.study.Settings`. The common values are here, each data set's sizes in
+    its record (:data:`resgd.dataset_registry.Dataset.sizes`).
     """
-    check_choice("dataset", dataset, DATASETS)
+    check_choice("dataset", dataset, registry.names())
     if not isinstance(quick, bool):
         raise ConfigError(f"quick: expected True or False, got {quick!r}")
-    values = {**_EXPERIMENT_BASE, **_EXPERIMENT_SIZES[(dataset, quick)]}
+    sizes = registry.dataset(dataset).sizes
+    if not sizes:
+        raise ConfigError(f"dataset {dataset!r}: its record (resgd.dataset_registry) has no experiment sizes")
+    values = {**_EXPERIMENT_BASE, **sizes["quick" if quick else "full"]}
     values["widths"] = dict(values["widths"])
     return {"dataset": dataset, "quick": quick, **values}

@@ -17,11 +17,10 @@ import pandas as pd
 import seaborn as sns
 
 from ..claim_registry import BETA_MONOTONE, CLAIMS, DEPTH_RESIDUAL_HELPS, FACTORIAL
+from ..dataset_registry import title as dataset_title
 from ..words import count_noun
 from .style import banner_text, beta_styles, label_standin, legend_outside, use_style
 
-DATASET_TITLE = {"jena": "Jena climate", "sst2": "SST-2", "toy": "toy data", "toy_cls": "toy data",
-                 "jena_standin": "Jena task, synthetic stand-in"}
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 TOP_MARGIN = (0, 0, 1, 0.96)  # room above the title for the stand-in banner
 
@@ -89,7 +88,7 @@ def _draw_loss(ax: plt.Axes, curves: pd.DataFrame, keys: list[str], color, style
 
 
 def _title(dataset: str, what: str) -> str:
-    return f"{DATASET_TITLE.get(dataset, dataset)}: {what}"
+    return f"{dataset_title(dataset)}: {what}"
 
 
 def _panels(curves: pd.DataFrame, width: float = 4.6, height: float = 3.6):
@@ -324,7 +323,7 @@ def plot_verdicts(verdicts: pd.DataFrame) -> plt.Figure:
     ax.set_ylim(len(rows), 0)
     short = {c.name: c.decision_label for c in CLAIMS}
     ax.set_xticks([j + 0.5 for j in range(len(names))], [short.get(n, n) for n in names])
-    ax.set_yticks([i + 0.5 for i in range(len(rows))], [f"{DATASET_TITLE.get(d, d)}, {p}" for d, p in rows])
+    ax.set_yticks([i + 0.5 for i in range(len(rows))], [f"{dataset_title(d)}, {p}" for d, p in rows])
     ax.tick_params(length=0)
     ax.grid(False)
     for spine in ax.spines.values():

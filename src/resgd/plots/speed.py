@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..claim_registry import DEPTH_RESIDUAL_HELPS, RESIDUAL_HELPS
-from .experiments import DATASET_TITLE
+from ..dataset_registry import title as dataset_title
 from .style import beta_styles, point_style, use_style
 
 
@@ -63,7 +63,7 @@ def ladder_pairs(ladder: pd.DataFrame, protocol: str, dataset: str) -> plt.Figur
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", ncol=2, frameon=False, bbox_to_anchor=(0.5, 1 - 0.55 / height),
                fontsize=10)
-    fig.suptitle(f"{DATASET_TITLE.get(dataset, dataset)}: who reaches each target first ({protocol})",
+    fig.suptitle(f"{dataset_title(dataset)}: who reaches each target first ({protocol})",
                  fontsize="medium", y=1 - 0.3 / height)
     fig.supxlabel("iterations to the target without the residual (y axes: with it)", fontsize=10,
                   y=0.45 / height)
@@ -94,7 +94,7 @@ def path_check(path: pd.DataFrame, dataset: str) -> plt.Figure:
     right.set_xscale("log")
     right.set_xlabel("σ_min²(Z⁰) / σ_max²(Z⁰)")
     right.set_ylabel("measured rate −log(Φ(T)/Φ₀)/T")
-    fig.suptitle(f"{DATASET_TITLE.get(dataset, dataset)}: the theorem's step kept along the path",
+    fig.suptitle(f"{dataset_title(dataset)}: the theorem's step kept along the path",
                  fontsize="medium", y=0.94)
     fig.tight_layout(rect=(0, 0.03, 1, 0.92))
     return fig

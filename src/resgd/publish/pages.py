@@ -21,14 +21,12 @@ import hashlib
 import re
 from pathlib import Path
 
+from ..dataset_registry import paper
 from ..infra.atomic import write_text
 
 TEMPLATE = Path("notebooks") / "experiments.md.template"
-PAGES = {
-    "04_jena": {"ds": "jena", "DS": "Jena climate", "WHAT": "a time series"},
-    "05_sst2": {"ds": "sst2", "DS": "SST-2", "WHAT": "sentiment classification"},
-}
-"""Page name → the values of its marks."""
+PAGES = {d.notebook: {"ds": d.name, "DS": d.title, "WHAT": d.what} for d in paper()}
+"""Page name → the values of its marks: one page per paper's data set (:mod:`resgd.dataset_registry`)."""
 BEGIN = re.compile(r"^<!-- if (\w+) -->\s*$")
 END = re.compile(r"^<!-- end -->\s*$")
 NOTICE = "<!-- Generated from notebooks/experiments.md.template by resgd.publish.pages: edit the template, not this file."

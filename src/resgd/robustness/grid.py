@@ -27,7 +27,8 @@ from itertools import product
 from typing import Any
 
 from ..core.smoothness import FAST_ITERATIONS
-from ..data.spec import DATASETS, DTYPES
+from ..data.spec import DTYPES
+from ..dataset_registry import names as dataset_names, paper_names
 from ..experiments.experiment_settings import TWIN_INITS, Settings, settings
 from ..validation import ConfigError, check_choice
 
@@ -110,7 +111,7 @@ class MapGrid:
             if not 0 < f <= 1:
                 raise ConfigError(f"MapGrid.fractions: expected fractions in (0, 1], got {self.fractions!r}")
         for name in self.datasets:
-            check_choice("MapGrid.datasets", name, DATASETS)
+            check_choice("MapGrid.datasets", name, dataset_names())
         check_choice("MapGrid.dtype", self.dtype, tuple(DTYPES))
 
     def steps(self, protocol: str) -> tuple[float, ...]:
@@ -158,7 +159,7 @@ class MapGrid:
 # 0.5, three c of the theorem's step, two sizes; 12 seeds (full), 8 (quick and book); the matched and
 # the 1/√L twins (full), the matched one (quick and book). The book's
 # full mode runs a subset at the full horizon; the quick mode a subset of that at T = 50 (the budget: notebook 07 <= ~600 s).
-_FULL = dict(datasets=("jena", "sst2"), qk_scales=(0.25, 1.0, 4.0), fractions=(0.1, 0.5, 0.9), sizes=(16, 32),
+_FULL = dict(datasets=paper_names(), qk_scales=(0.25, 1.0, 4.0), fractions=(0.1, 0.5, 0.9), sizes=(16, 32),
              seeds=tuple(range(12)), iterations=100, horizons=(12, 25, 50, 100), n_tokens=8,
              theory_c=(0.25, 0.5, 1.0), twins=("matched", "scaled"))
 _BOOK = dict(_FULL, qk_scales=(1.0, 4.0), fractions=(0.5, 0.9), sizes=(16,), seeds=tuple(range(8)),
