@@ -183,10 +183,12 @@ OUTSIDE_KEY = ("data/download.py", "data/locations.py", "data/npzcache.py",
 fetched and cached, writes, locks, processes and threads, error messages and argument checks,
 the run cache and the results store, the sweeps and their local and Dask backends, the settings.
 The key neither hashes them nor follows their imports, so rewording an error or changing how runs
-are scheduled keeps every cached run. What they could change is keyed apart: the data by its
-fingerprint, the arithmetic by its description (:func:`resgd.experiments.run_config.entry_key`).
-A module not listed here is in the key when a compute entry imports it: a new module costs a
-recomputation at worst, never a wrong number."""
+are scheduled keeps every cached run. What they choose that a number depends on is keyed apart:
+the data (which file, however cached) by its fingerprint, the arithmetic by its description
+(:func:`resgd.experiments.run_config.entry_key`). A module not listed here is in the key when a
+compute entry imports it, so a new module costs a recomputation at worst; a computing module that
+only these import would fall outside, which ``tests/test_cache_keys.py`` rules out from the modules
+a run and an L̂ import."""
 
 
 def _module_file(base: Path, dotted: str) -> Path | None:
