@@ -26,7 +26,7 @@ import os
 
 import pytest
 
-pytest_plugins = ["pytester"]  # test_fault_catalogue.py collects the suite's node ids in this process
+pytest_plugins = ["pytester", "shared_fixtures"]  # test_fault_catalogue.py collects the suite's node ids in this process
 
 SLOW_FIRST = (
     "test_faults.py",  # Dask clusters, worker processes and signals

@@ -388,8 +388,8 @@ def test_the_books_needs_name_notebooks_of_the_toc():
 
 
 def test_sigterm_to_the_build_ends_papermill_and_its_kernel_in_one_line(tmp_path):
-    """Before: papermill, its kernel and the kernel's workers ran on in their own session and kept
-    writing figures. After: they are killed; one line, exit 143; no page is published."""
+    """SIGTERM to the build ends papermill, its kernel and the kernel's workers, which run in sessions
+    of their own and would otherwise go on writing figures: one line, exit 143, no page published."""
     src = "import os, pathlib, time\npathlib.Path('kernel.pid').write_text(str(os.getpid()))\ntime.sleep(600)"
     root = make_book(tmp_path, {"01_slow": src})
     pid_file = root / "notebooks" / "kernel.pid"

@@ -85,13 +85,13 @@ print(json.dumps(sorted(m.__file__ for n, m in list(sys.modules.items()) if n.st
 
 def test_the_cache_key_covers_every_module_a_cached_number_is_computed_with(tmp_path):
     """Found from the code: every module of the package that a run and an L̂ import while they are
-    computed (study, tables and plots are imported too, and are allowed not to be covered: they only
-    read cached numbers) is in :func:`compute_modules`."""
+    computed is in :func:`compute_modules`, except those that only read cached numbers (study, tables,
+    plots) and the plumbing that carries them (:data:`resgd.infra.source_hash.OUTSIDE_KEY`)."""
     import json
     import subprocess
     import sys
 
-    from resgd.infra.source_hash import compute_modules, package_root
+    from resgd.infra.source_hash import OUTSIDE_KEY, compute_modules, package_root
 
     out = subprocess.run([sys.executable, "-c", RUNTIME_MODULES, str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -106,12 +106,57 @@ def test_the_cache_key_covers_every_module_a_cached_number_is_computed_with(tmp_
                                                    "experiments/verdict_files.py", "experiments/design.py",
                                                    "experiments/readout_link.py", "pipeline/reproduce.py",
                                                    "infra/mode_stamp.py", "claim_registry.py", "words.py"))}
+    readers |= set(OUTSIDE_KEY) & loaded  # the plumbing: carries numbers without computing them
     assert loaded - readers <= covered, sorted(loaded - readers - covered)
     assert "experiments/metrics.py" in covered  # computes the cached test loss and accuracies
     assert not covered & readers  # editing a table or a figure keeps the cache
 
 
-def test_an_edited_compute_module_changes_the_code_hash_and_an_edited_figure_or_docstring_does_not(tmp_path):
+def _offset(lines: list[bytes], lineno: int, col: int) -> int:
+    """The byte offset of an AST position (``col`` counts UTF-8 bytes)."""
+    return sum(len(line) for line in lines[: lineno - 1]) + col
+
+
+def _with_docstrings_edited(source: bytes) -> bytes:
+    """``source`` with "Edited. " written into every docstring (module, class, function)."""
+    import ast
+
+    lines, at = source.splitlines(keepends=True), []
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            start = _offset(lines, body[0].lineno, body[0].col_offset)
+            opening = len(source[start:]) - len(source[start:].lstrip(b"rRuU"))
+            opening += 3 if source[start + opening:start + opening + 3] in (b'"""', b"'''") else 1
+            at.append(start + opening)
+    for position in sorted(at, reverse=True):
+        source = source[:position] + b"Edited. " + source[position:]
+    return source
+
+
+def _with_a_constant_edited(source: bytes) -> bytes:
+    """``source`` with its first number (else its first string that is not a bare docstring) changed;
+    a module that holds neither gets a constant."""
+    import ast
+
+    tree, lines = ast.parse(source), source.splitlines(keepends=True)
+    docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}  # bare strings
+    in_fstrings = {id(c) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for c in ast.walk(node)}
+    constants = sorted((node for node in ast.walk(tree) if isinstance(node, ast.Constant) and id(node) not in docstrings
+                        and id(node) not in in_fstrings and type(node.value) in (int, float, str)),
+                       key=lambda n: (not isinstance(n.value, (int, float)), n.lineno, n.col_offset))
+    if not constants:
+        return source + b"\nEDITED_CONSTANT = 1\n"
+    node = constants[0]
+    edited = repr(node.value + 1 if isinstance(node.value, (int, float)) else node.value + "!")
+    start, end = _offset(lines, node.lineno, node.col_offset), _offset(lines, node.end_lineno, node.end_col_offset)
+    return source[:start] + edited.encode() + source[end:]
+
+
+@pytest.fixture
+def package_copy(tmp_path):
+    """A copy of the package's sources to edit, with the hash of its computing modules."""
     import shutil
 
     from resgd.infra import source_hash
@@ -120,12 +165,58 @@ def test_an_edited_compute_module_changes_the_code_hash_and_an_edited_figure_or_
     shutil.copytree(source_hash.package_root(), copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     before = source_hash.tree_hash(copy)
     assert before == source_hash.compute_hash()  # the files as imported are the files on disk
-    (copy / "plots" / "experiments.py").write_text((copy / "plots" / "experiments.py").read_text() + "\n# a figure edit\n")
+    return copy, before
+
+
+def test_a_docstring_or_comment_edit_in_every_computing_module_keeps_the_key(package_copy):
+    from resgd.infra import source_hash
+
+    copy, before = package_copy
+    computing = source_hash.compute_modules(copy)
+    for relative in computing:
+        path = copy / relative
+        path.write_bytes(_with_docstrings_edited(path.read_bytes()) + b"\n# a comment\n")
+    assert b"Edited. " in (copy / "core" / "step.py").read_bytes()
+    assert source_hash.compute_modules(copy) == computing
     assert source_hash.tree_hash(copy) == before
-    step = copy / "core" / "step.py"
-    text = step.read_text()
-    start = text.index('"""') + 3
-    step.write_text(text[:start] + "A docstring edit. " + text[start:] + "\n# a comment\n")
-    assert source_hash.tree_hash(copy) == before  # docstrings and comments do not compute
-    (copy / "experiments" / "metrics.py").write_text((copy / "experiments" / "metrics.py").read_text() + "\nEDITED = 1\n")
-    assert source_hash.tree_hash(copy) != before
+
+
+def test_an_edited_constant_in_any_computing_module_changes_the_key(package_copy):
+    from resgd.infra import source_hash
+
+    copy, before = package_copy
+    unchanged = []
+    for relative in source_hash.compute_modules(copy):
+        path = copy / relative
+        source = path.read_bytes()
+        path.write_bytes(_with_a_constant_edited(source))
+        if source_hash.tree_hash(copy) == before:
+            unchanged.append(relative)
+        path.write_bytes(source)
+    assert not unchanged
+    assert source_hash.tree_hash(copy) == before
+
+
+def test_error_messages_plumbing_and_figures_are_outside_the_key(package_copy):
+    """A reworded error message, any edit to the cache, the store, the sweeps and their backends, the
+    settings and the checks (:data:`OUTSIDE_KEY`), and a figure edit keep every cached run."""
+    from resgd.infra import source_hash
+
+    copy, before = package_copy
+    errors = copy / "infra" / "user_errors.py"
+    message = b"the disk is full: free some space"
+    assert message in errors.read_bytes()
+    errors.write_bytes(errors.read_bytes().replace(message, b"no space is left on the disk: free some"))
+    for relative in (*source_hash.OUTSIDE_KEY, "plots/experiments.py"):
+        path = copy / relative
+        path.write_bytes(path.read_bytes() + b"\nEDITED_CONSTANT = 1\n")
+    assert source_hash.tree_hash(copy) == before
+    assert {"infra/user_errors.py", "pipeline/dask_backend.py", "settings.py"} <= set(source_hash.OUTSIDE_KEY)
+
+
+def test_the_modules_outside_the_key_exist_and_no_compute_entry_is_among_them():
+    from resgd.infra import source_hash
+
+    root = source_hash.package_root()
+    assert [m for m in source_hash.OUTSIDE_KEY if not (root / m).is_file()] == []
+    assert not set(source_hash.COMPUTE_ENTRIES) & set(source_hash.OUTSIDE_KEY)

@@ -342,7 +342,7 @@ def test_jena_advice_works_from_the_command_line(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("env, flag, quick", [({}, [], False), ({"RESGD_MODE": "quick"}, [], True),
                                               ({"RESGD_MODE": "full"}, ["--quick"], True)])
 def test_reproduce_honours_resgd_mode(fake_targets, tmp_path, monkeypatch, env, flag, quick):
-    """Before: RESGD_MODE=quick ran full and typos passed. After: --quick, else $RESGD_MODE, else full."""
+    """The mode is ``--quick`` if given, else ``$RESGD_MODE``, else full."""
     monkeypatch.delenv("RESGD_MODE", raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -353,7 +353,7 @@ def test_reproduce_honours_resgd_mode(fake_targets, tmp_path, monkeypatch, env, 
 @pytest.mark.parametrize("address, words", [("tcp://127.0.0.1:1", "nothing answers at 127.0.0.1:1"),
                                             ("tcp:/127.0.0.1", "not an address of the form tcp://HOST:PORT")])
 def test_a_bad_scheduler_address_is_one_line_and_exit_2_before_any_work(fake_targets, tmp_path, capsys, address, words):
-    """Before: a traceback after 72-120 s, exit 1. After: one line, exit 2, before any part runs."""
+    """An unusable scheduler address is one line and exit 2 within seconds, before any part runs."""
     import time
 
     start = time.monotonic()
@@ -365,7 +365,8 @@ def test_a_bad_scheduler_address_is_one_line_and_exit_2_before_any_work(fake_tar
 
 
 def test_mkl_intel_path_yes_is_one_line_exit_2_from_python_m_resgd(tmp_path):
-    """Before: a traceback (the MKL re-exec ran outside the CLI's error handling)."""
+    """A bad ``$RESGD_MKL_INTEL_PATH`` is checked before the MKL re-exec, inside the command line's error
+    handling: one line naming the variable and what it accepts, exit 2, no traceback."""
     import os
 
     env = {**os.environ, "RESGD_MKL_INTEL_PATH": "yes"}

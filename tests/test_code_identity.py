@@ -31,8 +31,8 @@ def _stale_bytecode(path: Path, old: str, new: str) -> None:
 
 
 def test_an_edit_that_keeps_size_and_mtime_runs_the_new_code_under_the_new_hash(tmp_path):
-    """Before: Python ran the old ``.pyc`` (same size and mtime) while the hash read the new source: old
-    numbers under the new code's identity. After: the package's modules run the bytes that are hashed."""
+    """An edit that keeps a file's size and mtime (which plain Python's ``.pyc`` check misses) runs the
+    new code, and the hash is of those bytes; the ``.pyc`` is rewritten hash-checked."""
     copy = tmp_path / "resgd"
     shutil.copytree(source_hash.package_root(), copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     module = copy / "infra" / "processes.py"
@@ -91,9 +91,9 @@ def test_the_imported_hash_keeps_a_docstring_edit_and_names_a_constant_edit(monk
 
 
 def test_a_cache_entry_is_not_written_once_a_compute_module_changed_on_disk(tmp_path, monkeypatch):
-    """Before: a file edited while a sweep ran gave the later entries of the old code the new hash.
-    After: the files on disk are compared with what was imported before each write: a change that
-    computes (not a docstring) stops the write in one line; nothing is written."""
+    """Before each cache write the files on disk are compared with what was imported: a docstring edit
+    lets the write through, a change that computes stops it in one line and nothing is written (else
+    the old code's numbers would be filed under the new code's hash)."""
     from resgd.infra.user_errors import describe
     from resgd.pipeline.cache import ResultsCache
     from resgd.validation import SourceChangedError
@@ -117,8 +117,8 @@ def test_a_cache_entry_is_not_written_once_a_compute_module_changed_on_disk(tmp_
 
 
 def test_a_worker_whose_imported_code_differs_from_the_client_s_refuses_the_task(monkeypatch):
-    """Before: a worker with stale bytecode (or sources edited after it started) passed the check, which
-    hashed its files on disk. After: the worker reports the hash of what it imported; another is refused."""
+    """A worker reports the hash of the code it imported (not of its files on disk): one that imported
+    other code refuses the task in one line naming the client's identity, without running it."""
     from resgd.core.engine import engine_path
     from resgd.pipeline.identity import CodeMismatchError
     from resgd.pipeline.sweep import _checked_call

@@ -18,7 +18,7 @@ import torch
 
 import resgd.data.download as download_module
 import resgd.data.jena as jena_module
-from resgd.data import DataError, DownloadError, load_jena, parse_jena_csv, standin_frame
+from resgd.data import DataError, load_jena, parse_jena_csv, standin_frame
 from resgd.data.jena import Preprocessing, clean_wind, to_hourly
 from resgd.data.jena_schema import CANONICAL_HEADER, FEATURE_NAMES, JENA_FILE_NAME, JENA_URL, NONWIND_NAMES
 
@@ -39,17 +39,7 @@ def jena_sample() -> Path:
     return shared / "jena" / SAMPLE_NAME
 
 
-@pytest.fixture(autouse=True)
-def offline_and_isolated(monkeypatch, tmp_path):
-    """No network, no user-level env, cache below tmp_path."""
-
-    def no_network(url, dest, *, timeout=0.0):
-        raise DownloadError(f"download of {url} failed: network disabled in tests")
-
-    monkeypatch.setattr(download_module, "fetch_url", no_network)
-    for name in ("RESGD_DATA_DIR", "RESGD_OFFLINE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("RESGD_CACHE_DIR", str(tmp_path / "env-cache"))
+pytestmark = pytest.mark.usefixtures("offline_data")
 
 
 def write_frame(frame: pd.DataFrame, path: Path, header: str = CANONICAL_HEADER) -> Path:
@@ -488,7 +478,8 @@ def test_nan_text_is_reported_as_written_not_as_an_empty_field(tmp_path):
 
 
 def test_pressure_and_temperature_swapped_under_a_correct_header_are_rejected(tmp_path):
-    """Before: exit 0 and claim (a) flipped. After: the first implausible line and field."""
+    """Columns swapped under a correct header are rejected at the first implausible line and field
+    (they would parse and move the results)."""
     frame = standin_frame(days=2, seed=1)
     frame[["p (mbar)", "T (degC)"]] = frame[["T (degC)", "p (mbar)"]].to_numpy()
     path = write_frame(frame, tmp_path / "swapped.csv")
@@ -506,7 +497,8 @@ def test_wind_error_marker_is_accepted_but_other_negative_wind_is_not(tmp_path):
 
 
 def test_a_day_given_the_wrong_year_is_rejected_with_its_line(tmp_path):
-    """Before: duplicate timestamps plus a one-day gap, silently filled. After: the line that goes back in time."""
+    """A day labelled with the wrong year is rejected at the line that goes back in time, not read as
+    duplicates and a gap to fill."""
     frame = standin_frame(days=3, seed=1)
     day = frame.index[144:288]  # the second day's rows, now labelled a year later, then the third day's
     frame.loc[day, "Date Time"] = frame.loc[day, "Date Time"].str.replace(".2009", ".2010", regex=False)
@@ -548,8 +540,8 @@ def _full_format_copy(excerpt: Path, target: Path, change_row: int | None = None
 
 @pytest.mark.parametrize("agree", [True, False])
 def test_a_full_file_beside_the_excerpt_must_agree_with_it_over_the_task_period(tmp_path, agree):
-    """Before: a full file whose January 2009 differs from the checksummed excerpt silently won. After:
-    the task period is compared; a disagreement is one line naming both files."""
+    """A full file beside the checksummed excerpt is used only if it agrees with it over the task
+    period; a disagreement is one line naming both files."""
     from resgd.data.jena_schema import EXCERPT_RELATIVE_PATH, JENA_RELATIVE_PATH
 
     from shared_data import shared_data_dir

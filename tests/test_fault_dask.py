@@ -119,8 +119,8 @@ def run_cli_with_scheduler(address: str, tmp_path: Path, capsys) -> tuple[int, s
 
 
 def test_a_port_that_accepts_but_is_not_a_scheduler_is_one_line_exit_2_not_a_hang(tmp_path, capsys):
-    """Before: distributed.Client waited for ever (a run on a port that accepts connections and
-    says nothing: killed after 293 s). After: one line within seconds, exit 2."""
+    """A port that accepts connections and says nothing is refused as a scheduler in one line within
+    seconds, exit 2 (the Dask client would wait for ever)."""
     with socket.create_server(("127.0.0.1", 0)) as silent:
         accepted: list = []
         threading.Thread(target=lambda: accepted.append(silent.accept()), daemon=True).start()
@@ -139,9 +139,8 @@ def test_a_bad_scheduler_address_in_the_environment_is_one_line_exit_2(tmp_path,
 
 
 def test_a_stopped_worker_is_named_within_the_stated_time(cluster, tmp_path, monkeypatch, capfd):
-    """Before: a worker stopped with SIGSTOP held its task with no word for minutes. After: the
-    client names it once it has not reported to its scheduler for ``SILENT_WORKER_S`` seconds
-    (timed on the client's clock); continued, it delivers and the sweep ends."""
+    """A worker stopped with SIGSTOP is named once it has not reported to its scheduler for
+    ``SILENT_WORKER_S`` seconds (timed on the client's clock); continued, it delivers and the sweep ends."""
     from resgd.pipeline import dask_backend
 
     monkeypatch.setattr(dask_backend, "SILENT_WORKER_S", 3.0)

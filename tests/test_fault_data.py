@@ -20,15 +20,6 @@ from resgd.data.glove import GLOVE_SUBSET_NAME, load_glove, read_glove_npz
 from resgd.data.jena_schema import CANONICAL_HEADER
 from resgd.data.sst2 import SHA256, load_sst2, parse_sst2_tsv
 
-from shared_data import shared_data_dir
-
-
-@pytest.fixture
-def shared() -> Path:
-    found = shared_data_dir("sst2/dev.tsv")
-    if found is None or not (found / "glove" / GLOVE_SUBSET_NAME).is_file():
-        pytest.skip("shared data (sst2/, glove/) not found; set RESGD_DATA_DIR")
-    return found
 
 
 def one_line(exc: pytest.ExceptionInfo) -> str:
@@ -65,19 +56,19 @@ def test_a_folder_where_an_sst2_file_should_be_is_named(tmp_path):
     one_line(caught)
 
 
-def real_copy(shared: Path, tmp_path: Path) -> Path:
+def real_copy(sst2_shared: Path, tmp_path: Path) -> Path:
     """A data folder of links to the real files (the test then replaces one with a damaged copy)."""
     data = tmp_path / "data"
     for relative in ("sst2/dev.tsv", "sst2/train.tsv.gz", f"glove/{GLOVE_SUBSET_NAME}"):
         (data / relative).parent.mkdir(parents=True, exist_ok=True)
-        (data / relative).symlink_to(shared / relative)
+        (data / relative).symlink_to(sst2_shared / relative)
     return data
 
 
-def test_a_duplicated_row_in_the_real_dev_file_fails_its_checksum(shared, tmp_path):
+def test_a_duplicated_row_in_the_real_dev_file_fails_its_checksum(sst2_shared, tmp_path):
     """A duplicated row parses (SST-2 has repeated sentences), so the checksum is what catches it."""
-    data = real_copy(shared, tmp_path)
-    lines = (shared / "sst2" / "dev.tsv").read_text(encoding="utf-8").split("\n")
+    data = real_copy(sst2_shared, tmp_path)
+    lines = (sst2_shared / "sst2" / "dev.tsv").read_text(encoding="utf-8").split("\n")
     (data / "sst2" / "dev.tsv").unlink()
     (data / "sst2" / "dev.tsv").write_text("\n".join(lines[:10] + lines[9:]), encoding="utf-8")
     with pytest.raises(DataError, match=r"dev\.tsv: sha256 of the \(uncompressed\) content is [0-9a-f]{64}, expected " + SHA256["dev"]) as caught:
@@ -112,9 +103,9 @@ def re_file(path: Path) -> str:
 
 
 @pytest.mark.parametrize("change", ["duplicated word", "missing word"])
-def test_a_glove_table_with_a_duplicated_or_missing_word_fails_its_content_checksum(shared, tmp_path, change):
+def test_a_glove_table_with_a_duplicated_or_missing_word_fails_its_content_checksum(sst2_shared, tmp_path, change):
     """Both pass every shape check; the content checksum (sorted words + vectors) names the file."""
-    table = read_glove_npz(shared / "glove" / GLOVE_SUBSET_NAME)
+    table = read_glove_npz(sst2_shared / "glove" / GLOVE_SUBSET_NAME)
     words, vectors = table.words.copy(), table.vectors.copy()
     if change == "duplicated word":
         words[1] = words[0]  # the same word twice, with two vectors
@@ -196,13 +187,13 @@ def test_windows_line_ends_parse_as_the_same_rows(tmp_path):
 # --------------------------------------------------------------------------- from the command line
 
 
-def test_a_corrupt_sst2_file_from_the_command_line_is_one_line_and_exit_1(shared, tmp_path, monkeypatch, capsys):
+def test_a_corrupt_sst2_file_from_the_command_line_is_one_line_and_exit_1(sst2_shared, tmp_path, monkeypatch, capsys):
     """``python -m resgd reproduce --quick --only sst2`` on a data folder whose dev.tsv has a bad
     label: the real part stops before training, one line names the file, line and field."""
     from resgd import cli
 
-    data = real_copy(shared, tmp_path)
-    lines = (shared / "sst2" / "dev.tsv").read_text(encoding="utf-8").split("\n")
+    data = real_copy(sst2_shared, tmp_path)
+    lines = (sst2_shared / "sst2" / "dev.tsv").read_text(encoding="utf-8").split("\n")
     lines[5] = lines[5].rsplit("\t", 1)[0] + "\tpositive"
     (data / "sst2" / "dev.tsv").unlink()
     (data / "sst2" / "dev.tsv").write_text("\n".join(lines), encoding="utf-8")

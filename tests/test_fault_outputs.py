@@ -31,8 +31,8 @@ def test_a_worker_s_identity_covers_the_cached_runs_and_its_task_s_own_code():
 
 @pytest.mark.parametrize("what", ["version", "source"])
 def test_a_worker_running_other_resgd_code_refuses_the_task_and_nothing_is_cached(tmp_path, monkeypatch, what):
-    """Before: a worker with another version and an edited step trained, and its result was cached
-    under the client's key. After: one line naming the worker and both identities; nothing cached."""
+    """A worker with another version or other code refuses the task in one line naming the worker and
+    both identities; nothing is cached under the client's key."""
     distributed = pytest.importorskip("distributed")
     from resgd.infra import source_hash
     from resgd.pipeline.cache import ResultsCache
@@ -76,8 +76,8 @@ def _held_by_another_host(cache, key: str, age_s: float):
 
 
 def test_a_lock_held_on_another_host_and_no_longer_refreshed_is_given_up_on_after_the_stated_time(tmp_path):
-    """Before: a lock of a stopped process on another host was waited on for ever. After: once its
-    file has not been refreshed for the stated time it is given up on, and the messages say why."""
+    """A lock of another host's process that is no longer refreshed is given up on after the stated
+    time, and the messages say why."""
     from resgd.pipeline.cache import ResultsCache
 
     cache, said = ResultsCache(tmp_path), []
@@ -122,8 +122,8 @@ def test_a_lock_of_another_host_that_is_refreshed_is_waited_for_and_held_locks_a
 
 
 def test_a_jena_file_edited_with_its_mtime_restored_is_parsed_again(tmp_path):
-    """Before: the parsed-data cache trusted size and mtime, so the old parse (and digest) stayed.
-    After: it is keyed by the file's content."""
+    """The parsed-data cache is keyed by the file's content: an edit with size and mtime restored is
+    parsed again (and the data's digest follows)."""
     from resgd.data.jena import load_jena
     from resgd.data.jena_schema import JENA_FILE_NAME
     from resgd.data.standin import write_standin_csv
@@ -150,8 +150,8 @@ def test_a_jena_file_edited_with_its_mtime_restored_is_parsed_again(tmp_path):
 
 
 def test_a_run_of_the_other_mode_does_not_overwrite_a_folder_s_figures(tmp_path, monkeypatch, capsys):
-    """Before: --quick overwrote full-mode figures of the same names, with no mode on them. After:
-    the folder is stamped with its mode; a run of the other mode is refused in one line, before any work."""
+    """A figures folder is stamped with its mode: a run of the other mode is refused in one line before
+    any work, and the folder's figures are kept."""
     from resgd import cli
 
     monkeypatch.delenv("RESGD_MODE", raising=False)
@@ -173,8 +173,8 @@ def test_a_run_of_the_other_mode_does_not_overwrite_a_folder_s_figures(tmp_path,
 
 
 def test_a_damaged_mode_stamp_is_refused_not_read_as_no_stamp(tmp_path):
-    """Before: a stamp holding ``full\\xff`` counted as no stamp, so a quick run overwrote full figures and
-    restamped the folder. After: one line naming the stamp; nothing is written."""
+    """A damaged mode stamp (``full\xff``) is refused in one line naming it, not read as no stamp;
+    nothing is written."""
     from resgd.infra.mode_stamp import STAMP, claim
     from resgd.validation import OutputError
 
@@ -186,9 +186,8 @@ def test_a_damaged_mode_stamp_is_refused_not_read_as_no_stamp(tmp_path):
 
 
 def test_two_first_runs_of_both_modes_cannot_both_stamp_a_new_folder(tmp_path):
-    """Before: two first runs (quick and full) into a new folder both published in 1 of 5 tries (each
-    read "no stamp", then wrote its own). After: the stamp is created exclusively; exactly one run is
-    let in, the other is refused, in every one of 40 races."""
+    """The stamp is created exclusively: of two first runs (quick and full) racing into a new folder,
+    exactly one is let in and the other refused, in every one of 40 races."""
     import threading
 
     from resgd.infra.mode_stamp import claim, stamped_mode
@@ -216,7 +215,7 @@ def test_two_first_runs_of_both_modes_cannot_both_stamp_a_new_folder(tmp_path):
 
 
 def test_a_book_build_in_a_read_only_checkout_is_one_line(tmp_path, monkeypatch, capsys):
-    """Before: the build raised an OSError (EROFS) traceback making figures/. After: one line, exit 1."""
+    """A book build in a read-only checkout is one line and exit 1, not an OSError traceback."""
     import errno
 
     from resgd.publish import build
@@ -254,7 +253,8 @@ def _jena_options(tmp_path: Path) -> dict:
 
 
 def test_a_5_gb_jena_file_without_line_ends_is_refused_in_one_line_before_it_is_read(tmp_path):
-    """Before: read whole before any check (MemoryError after 35 s). After: one line, the header's length."""
+    """A huge Jena file without line ends is refused in one line, naming the header's length, before it
+    is read into memory."""
     from resgd.data import DataError, load_jena
     from resgd.data.jena_schema import JENA_FILE_NAME
 
@@ -266,8 +266,8 @@ def test_a_5_gb_jena_file_without_line_ends_is_refused_in_one_line_before_it_is_
 
 @pytest.mark.parametrize("kind", ["FIFO", "/dev/zero", "folder"])
 def test_a_jena_path_that_is_not_a_regular_file_is_refused_not_replaced_by_the_standin(tmp_path, kind):
-    """Before: a FIFO, /dev/zero or a folder as the Jena file sent the run to the synthetic stand-in
-    without a word. After: one line naming it."""
+    """A FIFO, ``/dev/zero`` or a folder given as the Jena file is refused in one line naming it; the run
+    does not fall back to the synthetic stand-in."""
     from resgd.data import DataError, load_jena
     from resgd.data.jena_schema import JENA_FILE_NAME
 
@@ -297,7 +297,8 @@ def test_an_sst2_path_that_is_not_a_regular_file_is_refused_in_one_line(tmp_path
 
 
 def test_a_3_gb_sst2_file_is_refused_in_one_line_while_it_is_read(tmp_path):
-    """Before: read whole, then checksummed (MemoryError). After: refused once past the size limit."""
+    """An oversized SST-2 file is refused in one line once the read passes the size limit, without
+    holding it all in memory."""
     from resgd.data import DataError
     from resgd.data.sst2 import SHA256, parse_sst2_tsv
 
@@ -308,7 +309,7 @@ def test_a_3_gb_sst2_file_is_refused_in_one_line_while_it_is_read(tmp_path):
 
 
 def test_an_sst2_file_with_windows_line_ends_says_so(tmp_path):
-    """Before: 'corrupt' without a word on line ends. After: the message names the CRLF line ends."""
+    """An SST-2 file with Windows line ends is rejected with a message that names the CRLF line ends."""
     import hashlib
 
     from resgd.data import DataError
@@ -323,7 +324,8 @@ def test_an_sst2_file_with_windows_line_ends_says_so(tmp_path):
 
 
 def test_a_dask_worker_over_its_memory_limit_ends_the_sweep_in_one_line(tmp_path):
-    """Before: a DaskSweepError traceback. After: a cluster error in one line, exit 1, saying what to check."""
+    """A Dask worker over its memory limit ends the sweep with a cluster error in one line, exit 1,
+    saying what to check."""
     distributed = pytest.importorskip("distributed")
     import dask
 
@@ -345,8 +347,8 @@ def test_a_dask_worker_over_its_memory_limit_ends_the_sweep_in_one_line(tmp_path
 
 
 def test_a_relative_results_dir_reaches_the_notebooks_as_an_absolute_path(tmp_path, monkeypatch):
-    """Before: RESGD_RESULTS_DIR=results made the notebooks (run in notebooks/) look in
-    notebooks/results. After: relative folders are resolved against the working folder at startup."""
+    """A relative ``RESGD_RESULTS_DIR`` is resolved against the working folder at startup, so the
+    notebooks (run in notebooks/) read the same folder."""
     from resgd import cli
     from resgd.publish.environment import notebook_env
 
@@ -370,7 +372,8 @@ def test_a_relative_results_dir_reaches_the_notebooks_as_an_absolute_path(tmp_pa
     ([], {"RESGD_DATA_DIR": ""}, "$RESGD_DATA_DIR is set but empty"),
 ])
 def test_an_empty_path_setting_is_refused_in_one_line(tmp_path, monkeypatch, capsys, argv, env, expected):
-    """Before: --results-dir "" wrote to ./results. After: one line, exit 2, nothing run or written."""
+    """An empty path setting (``--results-dir ""``) is refused in one line, exit 2, with nothing run or
+    written (it would silently mean the default folder)."""
     from resgd import cli
 
     monkeypatch.chdir(tmp_path)
@@ -384,9 +387,8 @@ def test_an_empty_path_setting_is_refused_in_one_line(tmp_path, monkeypatch, cap
 
 
 def test_a_worker_on_another_engine_path_refuses_the_task():
-    """Before: a worker with another instruction set (or MKL path) stored its rows under the client's
-    engine key, and a later local run served them (last digits differ). After: one line naming both
-    engine paths, before the task runs."""
+    """A worker on another engine path (instruction set or MKL path, whose last digits differ) refuses
+    the task in one line naming both engine paths, before it runs: its rows never reach the client's cache."""
     from resgd.core.engine import engine_path
     from resgd.pipeline.identity import EngineMismatchError
     from resgd.pipeline.sweep import _checked_call
@@ -406,9 +408,9 @@ def test_a_worker_on_another_engine_path_refuses_the_task():
 
 
 def test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line(tmp_path):
-    """Before: a run waited without end on a publish lock held by a stopped run (SIGSTOP), or by a run
-    on another host whose clock is an hour ahead. After: it stops after the stated time on its own
-    monotonic clock, in one line naming the holder; nothing of it is published."""
+    """A publish lock held by a stopped run (SIGSTOP), or by a run on a host whose clock is an hour
+    ahead, is given up after the stated time on the waiter's own monotonic clock, in one line naming the
+    holder; nothing of that run is published."""
     import fcntl
     import time
 

@@ -122,10 +122,9 @@ version's files)."""
 
 @pytest.mark.parametrize(("event", "start"), FAULT_CASES)
 def test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole(tmp_path, start, event):
-    """Before (write-ahead stages, commit records, completion by later runs): SIGHUP between the moves
-    left results new and figures old (P2), SIGTERM while completing an earlier commit (P3), kill -9
-    with old outputs dated ahead kept 5 of 7 old files (P7), folders reached by a second path were
-    taken for a copy (P8). After: at every step, old or new, whole; the next publish gives its own."""
+    """A fault (SIGHUP, SIGTERM, kill -9) at any step of a publish, old outputs dated ahead included,
+    and the folders reached by a second path, leaves every output folder all old or all new; the next
+    publish gives its own outputs."""
     old = {k: "old" for k in _view(_fresh(tmp_path, 0, start))}
     at, outcomes = 1, set()
     while True:
@@ -157,10 +156,9 @@ def _fresh(tmp_path: Path, at: int, start: str) -> Path:
 
 
 def test_no_record_is_read_a_forged_stage_or_pointer_moves_nothing_from_outside(tmp_path):
-    """Before: a stage record holding '..' paths moved a file from outside the output folders in and
-    wrote one outside them (P12); an emptied commit or stage record deleted or kept files (P5, P6).
-    After: no record exists; an earlier version's stage folder is removed unread, and a pointer that
-    names anything but a build of its folder is not followed."""
+    """The publish reads no stage record: a stage folder of an earlier version is removed unread, and a
+    pointer that names anything but a build of its own folder is not followed, so a forged one (``..``
+    paths, emptied) moves no file in from outside the output folders and writes none outside them."""
     root = tmp_path / "out"
     _old_outputs(root, "build")
     outside = tmp_path / "outside.txt"
@@ -178,11 +176,9 @@ def test_no_record_is_read_a_forged_stage_or_pointer_moves_nothing_from_outside(
 
 
 def test_a_read_only_or_misplaced_output_folder_fails_before_the_switch_or_not_at_all(tmp_path, monkeypatch):
-    """Before: a read-only or full claims/, or a folder where an output file goes, failed after the
-    commit point: tables new, figures old, every later run of any part blocked, the error naming the
-    staged file (P9-P11). After: a read-only claims/ of an earlier version is taken into the build
-    (published whole); a full disk or a folder in the way fails before the switch, naming the path
-    at its real place: the old outputs whole, and a later publish of other outputs is not blocked."""
+    """A read-only claims/ of an earlier version is taken into the build (published whole); a full disk
+    or a folder where an output file goes fails before the switch, naming the path at its real place:
+    the old outputs stay whole, and a later publish of other outputs is not blocked."""
     from resgd.infra import atomic
 
     root = tmp_path / "out"
@@ -223,9 +219,9 @@ def test_a_read_only_or_misplaced_output_folder_fails_before_the_switch_or_not_a
 
 
 def test_figures_removed_mid_run_are_published_with_their_mode_stamp(tmp_path, monkeypatch, capsys):
-    """Before: `rm -rf figures` (what `make clean` does) during a quick run republished the folder
-    without its mode stamp, and a later full run stamped the quick figures "full" (P19). After: the
-    publish stamps the folder it writes, under its lock: the full run is refused."""
+    """Figures removed during a quick run (``rm -rf figures``, as ``make clean``) are published with the
+    mode stamp the publish writes under its lock, so a later full run is refused rather than stamping
+    quick figures "full"."""
     from resgd import cli
 
     monkeypatch.delenv("RESGD_MODE", raising=False)
@@ -256,8 +252,8 @@ def test_quick_and_full_builds_live_under_their_own_pointers(tmp_path):
 
 
 def test_two_runs_publishing_into_one_folder_take_turns(tmp_path, capsys):
-    """Before: two runs on one results folder published a mix of their outputs. After: the second
-    waits for the first's lock (and says so), then publishes all of its own."""
+    """Two runs publishing into one results folder take turns: the second waits for the first's lock
+    (and says so), then publishes all of its own outputs, never a mix."""
     import threading
 
     root = tmp_path / "out"
@@ -275,9 +271,8 @@ def test_two_runs_publishing_into_one_folder_take_turns(tmp_path, capsys):
 
 
 def test_a_moved_or_copied_checkout_reads_and_publishes_its_own_outputs(tmp_path):
-    """Before: records held absolute paths (a renamed folder completed moves into the old path, a
-    `cp -a` copy completed the original's). After: links are relative and name the pointer, so a
-    moved or copied checkout reads its own build and publishes into it; the original is untouched."""
+    """Links are relative and name the pointer, so a moved or copied checkout reads its own build and
+    publishes into it; the original is untouched."""
     original = tmp_path / "original"
     _old_outputs(original, "build")
     shutil.copytree(original, tmp_path / "copy", symlinks=True)
@@ -290,9 +285,8 @@ def test_a_moved_or_copied_checkout_reads_and_publishes_its_own_outputs(tmp_path
 
 
 def test_outputs_of_another_file_system_are_taken_in_by_copy(tmp_path, monkeypatch):
-    """Before: results/tables a symlink to another file system failed after the commit point
-    ("Invalid cross-device link"). After: its files are copied into the build where a hard link
-    cannot be made, and the folder's place becomes the build's link: published whole."""
+    """An output folder on another file system (results/tables a symlink there) is taken into the build
+    by copy where a hard link cannot be made, and its place becomes the build's link: published whole."""
     import errno
 
     root = tmp_path / "out"

@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_cache_entry_larger_than_any_resgd_writes_is_refused_before_it_is_read(tmp_path, monkeypatch):
-    """Before: a 6 GB (sparse) file in the cache's place was read whole into memory. After: refused by
-    its size, in one line; the entry is recomputed."""
+    """A cache entry larger than any this package writes (a sparse 6 GB file) is refused by its size in
+    one line, before it is read, and the entry is computed again."""
     from resgd.pipeline import cache as cache_module
     from resgd.pipeline.cache import CacheEntryRejected, ResultsCache
 
@@ -39,8 +39,8 @@ def test_a_cache_entry_larger_than_any_resgd_writes_is_refused_before_it_is_read
 
 @pytest.mark.parametrize("umask, mode", [(0o002, 0o664), (0o022, 0o644), (0o077, 0o600)], ids=["002", "022", "077"])
 def test_the_mode_stamp_is_created_with_the_umask_s_mode(tmp_path, umask, mode):
-    """Before: the stamp was always 0600 (mkstemp's), so the others of a group sharing the folder could
-    not read it and were refused. After: created as any file, by the umask."""
+    """The mode stamp is created with the umask's permissions, as any file, so the others of a group
+    sharing the folder can read it."""
     from resgd.infra.mode_stamp import STAMP, claim, stamped_mode
 
     previous = os.umask(umask)
@@ -64,9 +64,9 @@ def _closed_pipe() -> int:
     ("closed", "standard output is closed (started with >&-?)"),
 ], ids=["dev-full", "closed-pipe", "closed"])
 def test_a_standard_output_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, where, said):
-    """Before: `info > /dev/full` said "writing a file: No space left on device; the disk is full: ...
-    --results-dir", a closed pipe "writing a file: Broken pipe", and a closed stdout (>&-) ran with no
-    output and exit 0. After: one line naming standard output and what to do, exit 1 (as documented)."""
+    """Standard output that cannot be written (``> /dev/full``, a closed pipe, a closed stdout ``>&-``)
+    is one line naming standard output and what to do, exit 1 (as documented), not a message about
+    "writing a file" or a silent exit 0."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RESGD_OFFLINE": "1"}
     command = [sys.executable, "-m", "resgd", "info"]
     if where == "/dev/full":

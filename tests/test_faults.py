@@ -34,9 +34,8 @@ def client_standin(monkeypatch, tmp_path):
 
 
 def test_a_worker_with_other_data_fails_before_training_and_nothing_is_cached(client_standin):
-    """Before: a worker with another Jena file trained on it, the result was cached under the
-    client's key, exit 0 (41 of 180 verdicts differed). After: one line naming the worker and both
-    digests; no entry written."""
+    """A worker whose data differ from the client's (another Jena file) stops before training, in one
+    line naming the worker and both digests; no cache entry is written."""
     distributed = pytest.importorskip("distributed")
     tmp_path = client_standin
     worker_cache = tmp_path / "worker-cache"
@@ -88,8 +87,8 @@ def toy_configs(n: int) -> list[ex.RunConfig]:
 
 
 def test_a_stopped_run_does_not_block_a_second_one_forever(tmp_path, monkeypatch, capfd):
-    """Before: the second run showed 0/N for ever, with no message. After: it names the process it
-    waits for and, once that process has been stopped past the stated time, computes the entries."""
+    """A second run names the process it waits for and, once that process has been stopped past the
+    stated time, computes the entries itself."""
     import signal
     import subprocess
     import sys
@@ -114,7 +113,7 @@ def test_a_stopped_run_does_not_block_a_second_one_forever(tmp_path, monkeypatch
 
 
 def test_lock_files_are_removed_when_released(tmp_path):
-    """Before: 800 lock files left after one run. After: none."""
+    """A sweep leaves no lock file behind once its entries are written."""
     ex.sweep(toy_configs(3), n_jobs=1, cache_dir=tmp_path)
     assert len(list(tmp_path.glob("*.pkl"))) == 3
     assert list((tmp_path / "locks").glob("*")) == []
@@ -136,8 +135,8 @@ def test_removing_a_released_lock_file_never_lets_two_holders_in(tmp_path):
 
 
 def test_a_scheduler_killed_mid_run_is_one_line_and_the_results_so_far_are_kept(tmp_path):
-    """Before: ClosedClientError traceback after 61 s. After: a ClusterError naming the scheduler
-    and how many results were kept; those results are in the cache."""
+    """A scheduler killed mid-run is a ClusterError in one line naming the scheduler and how many results
+    were kept; those results are in the cache."""
     pytest.importorskip("distributed")
     import json
     import os
@@ -195,8 +194,8 @@ def test_a_scheduler_killed_mid_run_is_one_line_and_the_results_so_far_are_kept(
 
 
 def test_a_dead_local_worker_s_tasks_are_run_again(tmp_path, capfd):
-    """Before: one dead worker process aborted the sweep with a joblib traceback. After: its
-    undelivered tasks run again on a fresh pool, as on Dask."""
+    """A local worker process that dies does not abort the sweep: its undelivered tasks run again on a
+    fresh pool, as on Dask."""
     from fault_helpers import dies_once
 
     from resgd.pipeline.sweep import Task, execute
@@ -208,8 +207,8 @@ def test_a_dead_local_worker_s_tasks_are_run_again(tmp_path, capfd):
 
 
 def test_a_stopped_local_worker_is_named_within_the_stated_time(tmp_path, capfd, monkeypatch):
-    """Before: a worker stopped with SIGSTOP held its tasks with no word for minutes. After: it is
-    named on stderr once, with its pid and how to resume or end it, after ``STOPPED_WORKER_S``."""
+    """A local worker stopped with SIGSTOP is named on stderr once, with its pid and how to resume or end
+    it, after ``STOPPED_WORKER_S``."""
     import os
     import signal
     import threading
@@ -254,7 +253,7 @@ raise SystemExit(cli.main(["reproduce", "--only", "setup", "--figures-dir", sys.
 
 @pytest.mark.parametrize("signame, status", [("SIGTERM", 143), ("SIGINT", 130)])
 def test_reproduce_stops_on_a_signal_in_one_line(tmp_path, signame, status):
-    """Before: a traceback, and SIGTERM exited 130. After: one line, 143 for SIGTERM, 130 for SIGINT."""
+    """A signal stops reproduce in one line, without a traceback: exit 143 for SIGTERM, 130 for SIGINT."""
     import os
     import signal
     import subprocess
@@ -276,7 +275,7 @@ def test_reproduce_stops_on_a_signal_in_one_line(tmp_path, signame, status):
 
 
 def test_a_rejected_cache_entry_is_reported_once(tmp_path):
-    """Before: the same damaged entry was reported twice in one sweep. After: once."""
+    """A damaged cache entry is reported once per sweep, not once per read."""
     import warnings
 
     from resgd.pipeline.cache import CacheEntryRejected

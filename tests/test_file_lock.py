@@ -44,8 +44,8 @@ def test_the_cache_and_the_publish_lock_are_the_same_lock(tmp_path):
 
 
 def test_a_file_system_without_locks_is_named_with_what_to_do(tmp_path, monkeypatch):
-    """Before: ``flock`` failing with ENOLCK (NFS without its lock service) read "error: writing a file:
-    No locks available". After: one line naming the folder and how to run without shared locks."""
+    """A file system without locks (``flock`` fails with ENOLCK, as NFS without its lock service) is one
+    line naming the folder and how to run without shared locks."""
     import errno
 
     import pytest
@@ -78,9 +78,8 @@ def _held_elsewhere(path: Path, owner: bytes) -> object:
 
 
 def test_a_lock_dated_in_the_future_is_named_at_once_and_not_waited_for_past_the_bound(tmp_path):
-    """Before: a lock of another host whose clock is an hour ahead looked refreshed for an hour: a
-    waiter waited that long, silently. After: named at once (the dates and what to do), given up once
-    unrefreshed for the stated time on the waiter's own clock."""
+    """A lock of a host whose clock is an hour ahead (it looks freshly refreshed) is named at once, with
+    the dates and what to do, and given up once unrefreshed for the stated time on the waiter's own clock."""
     import threading
     import time
 
@@ -105,9 +104,9 @@ def test_a_lock_dated_in_the_future_is_named_at_once_and_not_waited_for_past_the
 
 
 def test_folders_are_locked_in_one_order_by_their_real_paths(tmp_path, monkeypatch):
-    """Before: the publish locks were taken in the order of the folders' names, so two runs naming one
-    folder through a symlink took them in opposite orders (each could wait for the other), and a run
-    naming one folder twice waited for itself. After: one order, by resolved real path, each folder once."""
+    """The publish locks are taken in one order, by resolved real path, each folder once: two runs naming
+    one folder through a symlink cannot wait for each other, and a run naming one folder twice does not
+    wait for itself."""
     tmp_path = tmp_path.resolve()
     figures, results = tmp_path / "b_figures", tmp_path / "c_results"
     results.mkdir()
@@ -129,9 +128,8 @@ def test_folders_are_locked_in_one_order_by_their_real_paths(tmp_path, monkeypat
 
 
 def test_a_lock_whose_owner_record_cannot_be_read_is_named_then_given_up(tmp_path, monkeypatch):
-    """Before: a cache lock held by something that wrote no "pid host" record (another program, a
-    damaged file) was waited for without end or word. After: named with what to do within
-    UNREADABLE_NAME_S (10 s), and given up once its lock goes unrefreshed for the stated time."""
+    """A cache lock with no readable "pid host" record (another program's, a damaged file) is named with
+    what to do within ``UNREADABLE_NAME_S`` (10 s), and given up once it goes unrefreshed for the stated time."""
     import fcntl
     import time
 

@@ -104,8 +104,9 @@ def test_book_kernels_get_the_stub_only_when_asked(tmp_path, monkeypatch):
 
 
 def test_a_cache_folder_that_cannot_be_written_is_one_line(tmp_path):
-    """Before: a multi-line OSError traceback from ``python -m resgd info``. (A regular file where the
-    folder should be: root, as in CI, may write into a read-only folder.)"""
+    """A cache folder that cannot be written is a one-line ConfigError saying to set ``$RESGD_CACHE_DIR``
+    to a writable folder. (A regular file stands where the folder should be: root, as in CI, may write
+    into a read-only folder.)"""
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
     with pytest.raises(ConfigError, match=r"cannot be written .*set \$RESGD_CACHE_DIR to a writable folder"):

@@ -17,11 +17,12 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from resgd.experiments import study as ex
 from resgd.experiments import runs
 from resgd.data.spec import load_dataset
-from resgd.core.model import ModelConfig, init_params
+from resgd.core.model import ModelConfig, forward, init_params
 from resgd.pipeline.cache import ResultsCache
 from resgd.pipeline.sweep import Group, Task, cached_sweep, execute
 from resgd.core.stacked import train_stacked
@@ -96,11 +97,18 @@ def test_a_run_does_not_depend_on_its_stack(dataset, L):
 
 
 def test_beta_zero_is_exact_attention():
-    """β = 0 multiplies X by an exact 0: the stacked Z equals Attn, so a β = 0 run in a stack with
-    β = 1 runs equals the same run alone (bitwise, above) and the reference (to rounding, above)."""
-    data, models, gds, params = _setup("toy", 1)
-    out = train_stacked(params[:1], models[:1], data.X_train, data.Y_train, gds[:1])
-    assert models[0].beta == 0.0 and not out[0].diverged
+    """β = 0 multiplies X by an exact 0: every layer's Z is its Attn bit for bit (with β = 1 it is
+    not), and a β = 0 run trained beside a β = 1 run has the history it has alone, bit for bit."""
+    data, models, gds, params = _setup("toy", 2)
+    assert (models[0].beta, models[1].beta) == (0.0, 1.0)
+    for model, weights, exact in ((models[0], params[0], True), (models[1], params[1], False)):
+        trace = forward(weights, model, data.X_train, data.mask_train, return_trace=True)
+        assert [torch.equal(layer.Z, layer.Attn) for layer in trace.layers] == [exact] * model.n_layers
+    args = (data.X_train, data.Y_train)
+    alone = train_stacked(params[:1], models[:1], *args, gds[:1], mask=data.mask_train)[0]
+    beside = train_stacked(params[:2], models[:2], *args, gds[:2], mask=data.mask_train)[0]
+    assert not alone.diverged and len(alone.history) > 1
+    pd.testing.assert_frame_equal(beside.history, alone.history, check_exact=True)
 
 
 def test_mismatched_runs_are_rejected():

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from store_helpers import copied_store
 
 from resgd import study_store
 from resgd.experiments import runs
@@ -49,11 +48,6 @@ def made(tmp_path_factory):
     finally:
         os.environ.pop("RESGD_RESULTS_DIR") if old is None else os.environ.update(RESGD_RESULTS_DIR=old)
     return base / "store", counts
-
-
-@pytest.fixture
-def toy_store(made, tmp_path, monkeypatch):
-    return copied_store(made[0], tmp_path, monkeypatch)
 
 
 def _verify(root, **kw):
@@ -103,19 +97,19 @@ def _rewrite(root, manifest):
 
 
 @pytest.mark.parametrize("path", ["../outside.npz", "/etc/passwd", "objects/../../x.npz", "objects/ab/../../../x.npz"])
-def test_a_manifest_naming_a_path_outside_the_store_is_refused_before_anything_is_read(toy_store, path):
-    manifest = _manifest(toy_store)
+def test_a_manifest_naming_a_path_outside_the_store_is_refused_before_anything_is_read(store_copy, path):
+    manifest = _manifest(store_copy)
     key = sorted(manifest["entries"])[0]
     manifest["entries"][key]["object"] = path
-    _rewrite(toy_store, manifest)
+    _rewrite(store_copy, manifest)
     with pytest.raises(StoreError, match=rf"manifest.json: entry '{key}': field 'object'.*inside the store"):
-        Store(toy_store)
+        Store(store_copy)
 
 
-def test_an_object_that_is_a_link_out_of_the_store_is_not_followed(toy_store, tmp_path):
-    st = Store(toy_store)
+def test_an_object_that_is_a_link_out_of_the_store_is_not_followed(store_copy, tmp_path):
+    st = Store(store_copy)
     key = sorted(st.entries)[0]
-    target = toy_store / st.entries[key]["object"]
+    target = store_copy / st.entries[key]["object"]
     outside = tmp_path / "outside.npz"
     shutil.copy(target, outside)
     target.unlink()
@@ -124,47 +118,47 @@ def test_an_object_that_is_a_link_out_of_the_store_is_not_followed(toy_store, tm
         st.get(key)
 
 
-def test_a_damaged_manifest_names_its_file_and_the_field(toy_store):
-    (toy_store / "manifest.json").write_text('{"format": "resgd-store/0", "entries": {}}')
+def test_a_damaged_manifest_names_its_file_and_the_field(store_copy):
+    (store_copy / "manifest.json").write_text('{"format": "resgd-store/0", "entries": {}}')
     with pytest.raises(StoreError, match=r"manifest.json: field 'format' is 'resgd-store/0', expected 'resgd-store/1'"):
-        Store(toy_store)
-    (toy_store / "manifest.json").write_text("{")
+        Store(store_copy)
+    (store_copy / "manifest.json").write_text("{")
     with pytest.raises(StoreError, match="not a readable manifest"):
-        Store(toy_store)
+        Store(store_copy)
 
 
 # ------------------------------------------------------------------------------------------ refresh
 
-def test_refresh_fills_the_store_and_a_second_refresh_changes_nothing(made, toy_store):
+def test_refresh_fills_the_store_and_a_second_refresh_changes_nothing(made, store_copy):
     counts = made[1]
     assert counts["entries"] == 9 and counts["added"] == 9 and counts["removed"] == counts["moved"] == 0
-    assert all(r["cpu_s"] > 0 for r in Store(toy_store).entries.values())  # each measured where it was computed
-    before = {p.relative_to(toy_store): p.read_bytes() for p in toy_store.rglob("*") if p.is_file()}
-    again = study_store.refresh(toy_store, n_jobs=1, compute=toy_design, progress=False, out=lambda _: None)
+    assert all(r["cpu_s"] > 0 for r in Store(store_copy).entries.values())  # each measured where it was computed
+    before = {p.relative_to(store_copy): p.read_bytes() for p in store_copy.rglob("*") if p.is_file()}
+    again = study_store.refresh(store_copy, n_jobs=1, compute=toy_design, progress=False, out=lambda _: None)
     assert again["added"] == again["removed"] == again["moved"] == again["stale"] == 0
-    after = {p.relative_to(toy_store): p.read_bytes() for p in toy_store.rglob("*") if p.is_file()}
+    after = {p.relative_to(store_copy): p.read_bytes() for p in store_copy.rglob("*") if p.is_file()}
     assert after == before  # bit-identical: nothing for git to add
 
 
-def test_refresh_drops_what_the_design_no_longer_uses_and_the_objects_with_it(toy_store):
+def test_refresh_drops_what_the_design_no_longer_uses_and_the_objects_with_it(store_copy):
     def smaller(n_jobs=1, scheduler=None, progress=False):
         s = ex.settings("toy", True)
         ex.sweep([s.config(1.0, 1, 0, 0.05, iterations=30)], n_jobs=n_jobs)
 
-    counts = study_store.refresh(toy_store, n_jobs=1, compute=smaller, progress=False, out=lambda _: None)
+    counts = study_store.refresh(store_copy, n_jobs=1, compute=smaller, progress=False, out=lambda _: None)
     assert counts["entries"] == 1 and counts["removed"] == 8
-    assert len(list((toy_store / "objects").glob("*/*.npz"))) == 1
+    assert len(list((store_copy / "objects").glob("*/*.npz"))) == 1
 
 
-def test_a_missing_result_under_require_is_one_error_naming_the_count_and_make_results(toy_store, monkeypatch):
-    monkeypatch.setenv("RESGD_STORE_DIR", str(toy_store))
+def test_a_missing_result_under_require_is_one_error_naming_the_count_and_make_results(store_copy, monkeypatch):
+    monkeypatch.setenv("RESGD_STORE_DIR", str(store_copy))
     monkeypatch.setenv("RESGD_STORE", "require")
     s = ex.settings("toy", True)
     stored = [s.config(b, 1, 0, 0.05, iterations=30) for b in BETAS]
-    swept = ex.sweep(stored, n_jobs=1, cache_dir=toy_store.parent / "cache")  # all in the store: read, no work
+    swept = ex.sweep(stored, n_jobs=1, cache_dir=store_copy.parent / "cache")  # all in the store: read, no work
     assert len(swept) == 2 * 31
     with pytest.raises(StoreIncomplete, match=r"lacks 1 of the 3 results asked for.*run `make results`"):
-        ex.sweep([*stored, s.config(0.5, 1, 0, 0.05, iterations=30)], n_jobs=1, cache_dir=toy_store.parent / "cache")
+        ex.sweep([*stored, s.config(0.5, 1, 0, 0.05, iterations=30)], n_jobs=1, cache_dir=store_copy.parent / "cache")
 
 
 def test_require_without_any_store_is_an_error_too(tmp_path, monkeypatch):
@@ -177,45 +171,45 @@ def test_require_without_any_store_is_an_error_too(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------------ verify
 
-def test_verify_passes_the_store_refresh_made(toy_store):
-    report = _verify(toy_store)
+def test_verify_passes_the_store_refresh_made(store_copy):
+    report = _verify(store_copy)
     assert report["ok"] and report["entries"] == 9 and report["runs"] == 8
     assert len(report["sample"]) == 3  # one per shape: run L=1, run L=2, L̂
-    assert json.loads((toy_store.parent / "report" / "verification.json").read_text())["ok"]
+    assert json.loads((store_copy.parent / "report" / "verification.json").read_text())["ok"]
 
 
-def test_verify_fails_a_number_edited_inside_an_entry(toy_store):
-    st = Store(toy_store)
+def test_verify_fails_a_number_edited_inside_an_entry(store_copy):
+    st = Store(store_copy)
     key = sorted(k for k in st.entries if st.entries[k]["kind"] == "run")[0]
-    path = toy_store / st.entries[key]["object"]
+    path = store_copy / st.entries[key]["object"]
     frame = st.get(key)
     frame.loc[3, "loss"] = np.nextafter(frame.loc[3, "loss"], np.inf)  # one bit of one number
     path.write_bytes(frame_codec.encode(frame))
     with pytest.raises(study_store.VerifyFailed, match=r"1 of 9 stored entries .* \(1 by checksum\)"):
-        _verify(toy_store)
+        _verify(store_copy)
 
 
-def test_verify_fails_an_edited_number_whose_checksum_was_updated_too(toy_store):
-    st = Store(toy_store)
+def test_verify_fails_an_edited_number_whose_checksum_was_updated_too(store_copy):
+    st = Store(store_copy)
     key = sorted(k for k in st.entries if st.entries[k]["kind"] == "run")[0]
     frame = st.get(key)
     frame.loc[3, "loss"] = np.nextafter(frame.loc[3, "loss"], np.inf)
     st.put(key, frame, {f: st.entries[key][f] for f in ("kind", "config", "dtype", "data")})
     st.save(arithmetic.describe())
     with pytest.raises(study_store.VerifyFailed, match=r"1 of 9 .*\(1 by first iterations\)"):
-        _verify(toy_store)
+        _verify(store_copy)
 
 
-def test_verify_fails_an_entry_filed_under_another_key(toy_store):
-    manifest = _manifest(toy_store)
+def test_verify_fails_an_entry_filed_under_another_key(store_copy):
+    manifest = _manifest(store_copy)
     a, b = sorted(k for k, r in manifest["entries"].items() if r["kind"] == "run")[:2]
     manifest["entries"][a], manifest["entries"][b] = manifest["entries"][b], manifest["entries"][a]
-    _rewrite(toy_store, manifest)
+    _rewrite(store_copy, manifest)
     with pytest.raises(study_store.VerifyFailed, match=r"2 of 9 .*\(2 by key\)"):
-        _verify(toy_store)
+        _verify(store_copy)
 
 
-def test_verify_fails_a_code_change_that_moves_the_numbers_of_one_arm_only(toy_store, monkeypatch):
+def test_verify_fails_a_code_change_that_moves_the_numbers_of_one_arm_only(store_copy, monkeypatch):
     train = runs._train
 
     def moved(configs, data):  # a "fix" that changes the β = 0 runs' losses by one ulp
@@ -227,13 +221,13 @@ def test_verify_fails_a_code_change_that_moves_the_numbers_of_one_arm_only(toy_s
 
     monkeypatch.setattr(runs, "_train", moved)
     with pytest.raises(study_store.VerifyFailed, match=r"4 of 9 .*\(4 by first iterations") as caught:
-        _verify(toy_store)
-    report = json.loads((toy_store.parent / "report" / "verification.json").read_text())
+        _verify(store_copy)
+    report = json.loads((store_copy.parent / "report" / "verification.json").read_text())
     assert report["failures"]["first iterations"] == 4 and not report["ok"]
     assert "β=1" not in str(caught.value)
 
 
-def test_a_docstring_edit_keeps_every_key_and_verify_passes(toy_store, tmp_path):
+def test_a_docstring_edit_keeps_every_key_and_verify_passes(store_copy, tmp_path):
     """The package copied, a docstring of the step edited, ``verify`` run by that copy: it passes."""
     copy = tmp_path / "pkg"
     shutil.copytree(ROOT / "src" / "resgd", copy / "resgd", ignore=shutil.ignore_patterns("__pycache__"))
@@ -242,17 +236,17 @@ def test_a_docstring_edit_keeps_every_key_and_verify_passes(toy_store, tmp_path)
     start = text.index('"""') + 3
     step.write_text(text[:start] + "An edited docstring. " + text[start:])
     env = {**os.environ, "PYTHONPATH": str(copy), "RESGD_RESULTS_DIR": str(tmp_path / "results")}
-    code = (f"from resgd import study_store; r = study_store.verify({str(toy_store)!r}, n_jobs=1, seed='doc', "
+    code = (f"from resgd import study_store; r = study_store.verify({str(store_copy)!r}, n_jobs=1, seed='doc', "
             f"progress=False); import resgd; print(resgd.__file__, r['ok'])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == [str(copy / "resgd" / "__init__.py"), "True"]
 
 
-def test_verify_refuses_a_process_without_the_pinned_arithmetic(toy_store, monkeypatch):
+def test_verify_refuses_a_process_without_the_pinned_arithmetic(store_copy, monkeypatch):
     monkeypatch.setenv("MKL_CBWR", "AUTO")
     with pytest.raises(store.ArithmeticMismatch, match=r"pinned arithmetic only: .*MKL_CBWR='AUTO' \(pinned: 'AVX2,STRICT'\)"):
-        _verify(toy_store)
+        _verify(store_copy)
 
 
 # ------------------------------------------------------------------------------------------ the arithmetic

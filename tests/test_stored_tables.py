@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from store_helpers import copied_store
 
 from resgd import study_store
 from resgd.collapse.training import training_comparison
@@ -55,11 +54,6 @@ def made(tmp_path_factory, direct):
     return base / "store", counts
 
 
-@pytest.fixture
-def tables_store(made, tmp_path, monkeypatch):
-    return copied_store(made[0], tmp_path, monkeypatch)
-
-
 def _verify(root, said=None):
     return study_store.verify(root, n_jobs=1, seed="test", report_dir=root.parent / "report", progress=False,
                               out=(said if said is not None else []).append)
@@ -78,8 +72,8 @@ def test_make_results_files_one_entry_per_chunk(made):
     assert made[1]["added"] == 12
 
 
-def test_the_tables_read_from_a_required_store_are_the_computed_ones_bit_for_bit(tables_store, direct, monkeypatch):
-    monkeypatch.setenv("RESGD_STORE_DIR", str(tables_store))
+def test_the_tables_read_from_a_required_store_are_the_computed_ones_bit_for_bit(store_copy, direct, monkeypatch):
+    monkeypatch.setenv("RESGD_STORE_DIR", str(store_copy))
     monkeypatch.setenv("RESGD_STORE", "require")  # nothing may be computed
     store.use(None)
     try:
@@ -91,8 +85,8 @@ def test_the_tables_read_from_a_required_store_are_the_computed_ones_bit_for_bit
         pd.testing.assert_frame_equal(again[name], table, check_exact=True)
 
 
-def test_a_chunk_missing_from_a_required_store_is_an_error_not_a_computation(tables_store, monkeypatch):
-    monkeypatch.setenv("RESGD_STORE_DIR", str(tables_store))
+def test_a_chunk_missing_from_a_required_store_is_an_error_not_a_computation(store_copy, monkeypatch):
+    monkeypatch.setenv("RESGD_STORE_DIR", str(store_copy))
     monkeypatch.setenv("RESGD_STORE", "require")
     store.use(None)
     try:
@@ -102,33 +96,33 @@ def test_a_chunk_missing_from_a_required_store_is_an_error_not_a_computation(tab
         store.use(None)
 
 
-def test_verify_passes_and_reexecutes_one_chunk_of_every_producer(tables_store):
-    report = _verify(tables_store)
+def test_verify_passes_and_reexecutes_one_chunk_of_every_producer(store_copy):
+    report = _verify(store_copy)
     assert report["ok"] and report["entries"] == 12
     tables = [s for s in report["sample"] if s.startswith("table ")]
     assert sorted(s.split()[1] for s in tables) == sorted(stored_tables.PRODUCERS)
 
 
-def test_verify_fails_a_number_edited_inside_a_chunk(tables_store):
-    st = Store(tables_store)
-    key = next(k for k, p in _producers(tables_store).items() if p == "theorem1/sweep")
+def test_verify_fails_a_number_edited_inside_a_chunk(store_copy):
+    st = Store(store_copy)
+    key = next(k for k, p in _producers(store_copy).items() if p == "theorem1/sweep")
     frame = st.get(key)
     frame.loc[0, "empirical_rate"] = np.nextafter(frame.loc[0, "empirical_rate"], np.inf)
-    (tables_store / st.entries[key]["object"]).write_bytes(frame_codec.encode(frame))
+    (store_copy / st.entries[key]["object"]).write_bytes(frame_codec.encode(frame))
     with pytest.raises(study_store.VerifyFailed, match=r"1 of 12 .*\(1 by checksum\)"):
-        _verify(tables_store)
+        _verify(store_copy)
 
 
-def test_verify_fails_chunks_filed_under_each_others_keys(tables_store):
-    manifest = json.loads((tables_store / "manifest.json").read_text())
-    a, b = [k for k, p in _producers(tables_store).items() if p == "collapse/training"]
+def test_verify_fails_chunks_filed_under_each_others_keys(store_copy):
+    manifest = json.loads((store_copy / "manifest.json").read_text())
+    a, b = [k for k, p in _producers(store_copy).items() if p == "collapse/training"]
     manifest["entries"][a], manifest["entries"][b] = manifest["entries"][b], manifest["entries"][a]
-    (tables_store / "manifest.json").write_text(json.dumps(manifest))
+    (store_copy / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(study_store.VerifyFailed, match=r"2 of 12 .*\(2 by key\)"):
-        _verify(tables_store)
+        _verify(store_copy)
 
 
-def test_verify_fails_a_code_change_that_moves_one_producers_numbers(tables_store, monkeypatch):
+def test_verify_fails_a_code_change_that_moves_one_producers_numbers(store_copy, monkeypatch):
     from resgd.experiments import null_rates as module
 
     chunk = module.null_chunk
@@ -141,21 +135,21 @@ def test_verify_fails_a_code_change_that_moves_one_producers_numbers(tables_stor
     monkeypatch.setattr(module, "null_chunk", moved)
     said = []
     with pytest.raises(study_store.VerifyFailed, match=r"1 of 12 .*\(1 by sample\)"):
-        _verify(tables_store, said)
+        _verify(store_copy, said)
     assert [line for line in said if line.startswith("verify: sample: table claims/null-rates")]
 
 
-def test_an_edited_chunk_with_its_checksum_updated_is_caught_when_drawn(tables_store):
-    st = Store(tables_store)
-    key = next(k for k, p in _producers(tables_store).items() if p == "collapse/training")
-    other = next(k for k, p in _producers(tables_store).items() if p == "collapse/training" and k != key)
+def test_an_edited_chunk_with_its_checksum_updated_is_caught_when_drawn(store_copy):
+    st = Store(store_copy)
+    key = next(k for k, p in _producers(store_copy).items() if p == "collapse/training")
+    other = next(k for k, p in _producers(store_copy).items() if p == "collapse/training" and k != key)
     for k in (key, other):  # both chunks of the producer: whichever the sample draws
         frame = st.get(k)
         frame.loc[1, "loss"] = np.nextafter(frame.loc[1, "loss"], np.inf)
         st.put(k, frame, {f: st.entries[k][f] for f in ("kind", "config", "dtype", "data")})
     st.save(study_store.arithmetic.describe())
     with pytest.raises(study_store.VerifyFailed, match=r"\(1 by sample\)"):
-        _verify(tables_store)
+        _verify(store_copy)
 
 
 def test_an_unknown_producer_is_named():

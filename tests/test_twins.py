@@ -99,9 +99,22 @@ def test_matched_twin_loss_moves(tmp_path):
     assert frame["loss"].iloc[-1] < 0.99 * frame["loss"].iloc[0]
 
 
-def test_forward_uses_the_gains():
+def test_the_gains_scale_each_layer_s_w_v_and_w_2_and_so_the_twin_s_output():
+    """Each layer's pair (g_V, g_2) multiplies that layer's W_V and W_2 of the same draw; the other
+    weights are the plain model's, and the forward pass computes with the scaled ones."""
     s = ex.settings("toy", True)
     cfg = s.model(0.0, 2, seed=0)
     plain = cfg.replace(gains=())
+    twin, base = init_params(cfg, 0), init_params(plain, 0)
+    for name, weight in twin.items():
+        group, _, layer = name.partition(".")
+        gain = cfg.gains[int(layer)][("W_V", "W_2").index(group)] if group in ("W_V", "W_2") else 1.0
+        torch.testing.assert_close(weight, gain * base[name], rtol=1e-15, atol=0)
+    assert all(g != 1.0 for pair in cfg.gains for g in pair)  # the check above sees every gain
     X = torch.randn(2, 4, cfg.d, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    assert not torch.allclose(forward(init_params(cfg, 0), cfg, X), forward(init_params(plain, 0), plain, X))
+    scaled = {name: w.clone() for name, w in base.items()}
+    for layer, (g_v, g_2) in enumerate(cfg.gains):
+        scaled[f"W_V.{layer}"] *= g_v
+        scaled[f"W_2.{layer}"] *= g_2
+    torch.testing.assert_close(forward(twin, cfg, X), forward(scaled, plain, X), rtol=1e-12, atol=0)
+    assert not torch.allclose(forward(twin, cfg, X), forward(base, plain, X))

@@ -358,7 +358,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault("C26", "cache", "metrics.py (the cached test loss and accuracies) edited", "the code hash its run-cache "
           "entries record changes: the runs are computed again; a docstring or comment edit keeps it (was: served the "
           "other code's numbers; the key named a hand list of modules)",
-          "tests/test_cache_keys.py::test_an_edited_compute_module_changes_the_code_hash_and_an_edited_figure_or_docstring_does_not",
+          "tests/test_cache_keys.py::test_an_edited_constant_in_any_computing_module_changes_the_key",
           "fixed"),
     Fault("C27", "cache", "a module imported on the compute path left out of the cache key", "the key covers the import "
           "closure, checked against the modules a run and an L̂ import",

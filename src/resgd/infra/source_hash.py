@@ -173,6 +173,24 @@ map's probes and runs), in sorted order. What a
 cached number depends on is found from them (:func:`compute_modules`), not listed by hand."""
 
 
+OUTSIDE_KEY = ("data/download.py", "data/locations.py", "data/npzcache.py",
+               "infra/atomic.py", "infra/file_lock.py", "infra/processes.py", "infra/source_hash.py",
+               "infra/threads.py", "infra/user_errors.py",
+               "pipeline/cache.py", "pipeline/dask_backend.py", "pipeline/frame_codec.py", "pipeline/identity.py",
+               "pipeline/local_backend.py", "pipeline/polling.py", "pipeline/store.py", "pipeline/sweep.py",
+               "settings.py", "validation.py")
+"""The modules that carry numbers without computing them: where data files are and how they are
+fetched and cached, writes, locks, processes and threads, error messages and argument checks,
+the run cache and the results store, the sweeps and their local and Dask backends, the settings.
+The key neither hashes them nor follows their imports, so rewording an error or changing how runs
+are scheduled keeps every cached run. What they choose that a number depends on is keyed apart:
+the data (which file, however cached) by its fingerprint, the arithmetic by its description
+(:func:`resgd.experiments.run_config.entry_key`). A module not listed here is in the key when a
+compute entry imports it, so a new module costs a recomputation at worst; a computing module that
+only these import would fall outside, which ``tests/test_cache_keys.py`` rules out from the modules
+a run and an L̂ import."""
+
+
 def _module_file(base: Path, dotted: str) -> Path | None:
     """The file of module ``resgd.a.b`` under the package folder ``base`` (None if not a module of it)."""
     path = base.joinpath(*dotted.split(".")[1:])
@@ -205,7 +223,8 @@ def _imported_files(base: Path, path: Path, source: bytes) -> set[Path]:
 
 
 def _closure(base: Path, entries: Iterable[str], read: Callable[[Path], bytes]) -> tuple[Path, ...]:
-    """``entries`` (paths relative to ``base``) and every package file they import, directly or not."""
+    """``entries`` (paths relative to ``base``) and every package file they import, directly or not,
+    except through :data:`OUTSIDE_KEY`."""
     todo, seen = [base / entry for entry in entries], set()
     while todo:
         path = todo.pop()
@@ -213,15 +232,15 @@ def _closure(base: Path, entries: Iterable[str], read: Callable[[Path], bytes]) 
             seen.add(path)
             source = read(path)
             if source is not STALE:
-                todo += sorted(_imported_files(base, path, source) - seen)
+                todo += sorted(_imported_files(base, path, source) - seen - {base / m for m in OUTSIDE_KEY})
     return tuple(sorted(seen))
 
 
 def compute_modules(root: str | Path | None = None) -> list[str]:
     """The package's files (relative paths) that a cached number can depend on: :data:`COMPUTE_ENTRIES`
-    and everything they import, directly or not (as the files at ``root`` are now; default: the
-    imported ``resgd``). Tables, verdicts, figures and pages are outside it (they read cached numbers
-    without changing them), so editing them keeps the cache."""
+    and everything they import, directly or not, except the plumbing (:data:`OUTSIDE_KEY`), as the
+    files at ``root`` are now (default: the imported ``resgd``). Tables, verdicts, figures and pages
+    are outside it (they read cached numbers without changing them), so editing them keeps the cache."""
     base = Path(root).resolve() if root is not None else package_root()
     return [p.relative_to(base).as_posix() for p in _closure(base, COMPUTE_ENTRIES, Path.read_bytes)]
 
