@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -38,7 +36,7 @@ from ..infra.builds import (
     BOOK, SIDES, WORKSPACE_ENV, Builds, adopt, clean_leftovers, clone, drop_unless_current, link_absent,
     link_or_copy, place_link, publish_lock,
 )
-from ..infra.file_lock import try_lock
+from ..infra.file_lock import FileLock, try_lock
 from ..infra.mode_stamp import claim
 from .report import REPORT, Record, read_report, write_report
 from .toc import NOTEBOOK_DIR
@@ -46,8 +44,6 @@ from .toc import NOTEBOOK_DIR
 STAGES = "stages"
 """Inside ``<figures>/.resgd-builds``: one folder per running book build, its lock inside."""
 EXECUTION_PAGE = Path("book") / "execution.md"
-LEFT_STAGE_S = 600.0
-"""A stage folder without its lock file this old was left by a build killed as it began: removed."""
 
 
 @dataclass
@@ -77,12 +73,13 @@ class BookOutputs:
     def __init__(self, root: Path, mode: str, env: Mapping[str, str], toc: Sequence[str]):
         self.root, self.mode, self.toc = root, mode, list(toc)
         self.roots = {"figures": Path(env["RESGD_FIGURES_DIR"]), "results": Path(env["RESGD_RESULTS_DIR"])}
+        for folder in self.roots.values():
+            folder.mkdir(parents=True, exist_ok=True)
         self.builds = Builds(self.roots["figures"])
         home = self.builds.home / STAGES
         home.mkdir(parents=True, exist_ok=True)
         _remove_left_stages(home)
-        self.folder = Path(tempfile.mkdtemp(prefix=f"{mode}-", dir=home))
-        self.lock = try_lock(self.folder / ".lock")
+        self.lock, self.folder = _new_stage(home, mode)
         self.guard = threading.Lock()  # notebooks finishing at once move their files into the stage in turn
         self.stage = self.folder / "stage"
         with publish_lock(self._locked()):
@@ -97,7 +94,7 @@ class BookOutputs:
         self._take_plain_book_files()  # after the origin: they count as this build's, published with it
 
     def _locked(self) -> list[Path]:
-        return [self.roots[side] for side in SIDES if side == "figures" or self.roots[side].is_dir()]
+        return [self.roots[side] for side in SIDES]
 
     def _adopt(self) -> None:
         """Files at the figures' and results' paths that are not links into a build (an earlier
@@ -106,8 +103,8 @@ class BookOutputs:
         folders = {n for n in (os.listdir(results) if results.is_dir() else ())
                    if not n.startswith(".") and n != "cache" and (results / n).is_dir() and not (results / n).is_symlink()}
         clean_leftovers(self.builds, self.roots)
-        adopt(self.builds, self.roots, self.mode, {"figures": set(), "results": folders},
-              SIDES if results.is_dir() else ("figures",))
+        _remove_half_placed_links(self.root)
+        adopt(self.builds, self.roots, self.mode, {"figures": set(), "results": folders}, SIDES)
 
     def _book_paths(self) -> list[Path]:
         return [*(Path(NOTEBOOK_DIR) / f"{n}.ipynb" for n in self.toc), REPORT]
@@ -167,8 +164,7 @@ class BookOutputs:
                 write_text(book / EXECUTION_PAGE, execution_page(self.root, book / REPORT))
                 (build / "mode").write_text(f"{self.mode}\n")
                 for side in SIDES:
-                    if side == "figures" or self.roots[side].is_dir():
-                        link_absent(self.builds, self.roots[side], build, self.mode, side)
+                    link_absent(self.builds, self.roots[side], build, self.mode, side)
                 links = {rel: self.root / rel for rel in _files(book)}
                 for rel, live in links.items():  # absent or a link: nothing changes for a reader until the switch
                     if not os.path.lexists(live) or live.is_symlink():
@@ -208,18 +204,37 @@ class BookOutputs:
             self.lock.close()
 
 
+def _remove_half_placed_links(root: Path) -> None:
+    """The temporary links a killed build left beside the book's own files (:func:`place_link`'s)."""
+    for folder in (root / NOTEBOOK_DIR, root / REPORT.parent, root / EXECUTION_PAGE.parent):
+        for left in folder.glob(".*.resgd-link-*"):
+            left.unlink(missing_ok=True)
+
+
+def _new_stage(home: Path, mode: str) -> tuple[FileLock, Path]:
+    """A new stage folder and its lock, taken first (``<id>.lock`` beside it): a folder whose lock is
+    free, or absent, belongs to no running build."""
+    while True:
+        name = f"{mode}-{os.getpid()}-{os.urandom(4).hex()}"
+        lock = try_lock(home / f"{name}.lock")
+        if lock is not None:
+            (home / name).mkdir()
+            return lock, home / name
+
+
 def _remove_left_stages(home: Path) -> None:
-    """Stages of book builds that were killed: their lock is free (or was never taken, long ago)."""
-    for left in home.iterdir():
-        if not left.is_dir():
+    """Stages of book builds that were killed: their lock is free (or gone), then the lock file."""
+    for left in sorted(home.iterdir()):
+        if left.suffix == ".lock" or not left.is_dir():
             continue
-        if (left / ".lock").exists():
-            if (lock := try_lock(left / ".lock")) is None:
-                continue  # a build running now
-            shutil.rmtree(left, ignore_errors=True)
+        lock = try_lock(home / f"{left.name}.lock")
+        if lock is None:
+            continue  # a build running now
+        shutil.rmtree(left, ignore_errors=True)
+        lock.close()
+    for left in home.glob("*.lock"):  # a build killed between its folder's removal and its lock's
+        if not (home / left.stem).exists() and (lock := try_lock(left)) is not None:
             lock.close()
-        elif time.time() - left.stat().st_mtime > LEFT_STAGE_S:
-            shutil.rmtree(left, ignore_errors=True)
 
 
 def _files(folder: Path, sides: Sequence[str] = ()) -> list[str]:
