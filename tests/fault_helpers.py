@@ -56,3 +56,12 @@ def allocate(megabytes: int) -> int:
         block[i] = 1
     time.sleep(10)
     return len(block)
+
+
+def always_dies(x: int) -> int:
+    """Kills its own worker process, every time (a worker pool that dies again and again)."""
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+    return x

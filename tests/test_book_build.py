@@ -209,7 +209,11 @@ def test_build_runs_in_toc_order_with_quick_parameter_and_publishes_only_finishe
     md.write_text(md.read_text().replace(":tags: [parameters]\n", ""))
     assert bb.main(["--root", str(root), "--mode", "quick"]) == 0  # papermill injects the parameters at the top
     seen = json.loads((root / "notebooks" / "seen.json").read_text())
-    assert seen == {"quick": True, "mode": "quick", "figures": str(root / "figures"), "cwd": str(root / "notebooks")}
+    figures = Path(seen.pop("figures"))  # the notebook's own workspace, published with the build in one switch
+    stages = root / "figures" / ".resgd-builds" / "stages"
+    assert figures.parts[-3:] == ("work", "01_ok", "figures") and figures.is_relative_to(stages)
+    assert seen == {"quick": True, "mode": "quick", "cwd": str(root / "notebooks")}
+    assert list(stages.iterdir()) == []  # the stage and its workspaces are gone with the build
     assert json.loads((root / "notebooks" / "during.json").read_text()) == []  # nothing while it ran
     assert (root / "notebooks" / "01_ok.ipynb").is_file()  # published when it finished
     assert not list((root / "_build").rglob("01_ok.ipynb.*.part"))

@@ -414,6 +414,7 @@ def test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line(tmp
     import fcntl
     import time
 
+    from resgd.infra import builds
     from resgd.pipeline import reproduce
     from resgd.infra.user_errors import describe
 
@@ -426,14 +427,14 @@ def test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line(tmp
         os.utime(path, (time.time() + 3600, time.time() + 3600))  # the holder's clock an hour ahead
         start = time.monotonic()
         with pytest.raises(OSError) as caught:
-            reproduce._lock_file(path, give_up_s=0.5)
+            builds.lock_file(path, give_up_s=0.5)
         assert time.monotonic() - start < 5
     finally:
         holder.close()
     message = str(caught.value)
     assert "\n" not in message and "run 4242 on far-host has held its publish lock" in message
     assert "nothing of this run was published" in message and describe(caught.value)[0] == 1
-    lock = reproduce._lock_file(path, give_up_s=0.5)  # free again: taken at once
+    lock = builds.lock_file(path, give_up_s=0.5)  # free again: taken at once
     try:
         assert path.read_text().startswith(f"{os.getpid()} ")
     finally:

@@ -6,7 +6,7 @@ import os
 import socket
 from pathlib import Path
 
-from resgd.infra import file_lock
+from resgd.infra import builds, file_lock
 from resgd.pipeline import cache, reproduce
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "resgd"
@@ -35,10 +35,10 @@ def test_the_cache_and_the_publish_lock_are_the_same_lock(tmp_path):
         assert isinstance(entry, file_lock.FileLock)
     finally:
         entry.close()
-    publish = reproduce._lock_file(tmp_path / reproduce.LOCK_NAME)
+    publish = builds.lock_file(tmp_path / reproduce.LOCK_NAME)
     try:
         assert isinstance(publish, file_lock.FileLock)
-        assert reproduce._holder(tmp_path / reproduce.LOCK_NAME) == f"run {os.getpid()} on {socket.gethostname()}"
+        assert builds.holder(tmp_path / reproduce.LOCK_NAME) == f"run {os.getpid()} on {socket.gethostname()}"
     finally:
         publish.close()
 
@@ -113,8 +113,8 @@ def test_folders_are_locked_in_one_order_by_their_real_paths(tmp_path, monkeypat
     (tmp_path / "a_link").symlink_to(results)
     assert file_lock.lock_order([figures, tmp_path / "a_link", results]) == [figures, results]
     taken = []
-    real = reproduce._lock_file
-    monkeypatch.setattr(reproduce, "_lock_file", lambda path: taken.append(path) or real(path, give_up_s=2))
+    real = builds.lock_file  # publish_lock's own module (reproduce and the book build share it)
+    monkeypatch.setattr(builds, "lock_file", lambda path: taken.append(path) or real(path, give_up_s=2))
     with reproduce.publish_lock([figures, results]):
         pass
     first, taken[:] = list(taken), []

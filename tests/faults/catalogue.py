@@ -504,6 +504,40 @@ FAULTS: tuple[Fault, ...] = (
     Fault('P19', 'disk', 'rm -rf figures (make clean) during a quick run',
           "the publish stamps the folder it writes: a later full run is refused (was: stamped 'full' over quick figures)",
           'tests/test_fault_publish.py::test_figures_removed_mid_run_are_published_with_their_mode_stamp', 'fixed'),
+    # ------------------------------------------------------------------ the book build by one switch
+    Fault("B1", "interrupt", "a notebook cell that fails after one glue_figure and its publish",
+          "the notebook's workspace is dropped whole: figures, results and its page as the last good build left "
+          "them; the report says it failed (was: figures/ half rewritten, the build said only that the previous "
+          "notebook was kept)",
+          "tests/test_fault_book.py::test_a_cell_failing_after_a_figure_leaves_the_previous_outputs_whole", "fixed"),
+    Fault("B6", "concurrency", "two book builds at once, 01 good in one and failing in the other",
+          "each publishes in one switch; the report and book/execution.md describe the pages there (was: they "
+          "said 01 failed while the new 01 was good)",
+          "tests/test_fault_book.py::test_two_book_builds_at_once_publish_a_report_that_matches_their_pages", "fixed"),
+    Fault("I19", "interrupt", "kill -9 at any file-system step of a book build's outputs (stage, workspace, switch)",
+          "old outputs or new ones, whole (figures, results, executed notebooks, report and its page); the next "
+          "build leaves one build and no stage",
+          "tests/test_fault_book.py::test_a_fault_at_any_step_of_a_book_build_leaves_the_old_outputs_or_the_new_ones_whole[1-kill -9]",
+          "bug"),
+    Fault("I20", "interrupt", "SIGTERM, SIGHUP or SIGINT at any file-system step of a book build's outputs",
+          "old outputs or new ones, whole; exit 143/129/130; the next build leaves one build and no stage",
+          "tests/test_fault_book.py::test_a_fault_at_any_step_of_a_book_build_leaves_the_old_outputs_or_the_new_ones_whole[3-SIGTERM]",
+          "bug"),
+    Fault("B2", "concurrency", "a notebook's kernel stopped with SIGSTOP", "named on stderr once it has been stopped "
+          "for STOPPED_KERNEL_S (30 s), with its pid and kill -CONT / kill -9 (was: 150 s and more without a word, "
+          "until the 30-min or 4-h timeout)",
+          "tests/test_fault_book.py::test_a_stopped_kernel_is_named_with_what_to_do", "fixed"),
+    Fault("B5", "settings", "a broken MyST/YAML header in a notebook", "one `error:` line naming the file, the line "
+          "and the problem, exit 2 (was: a 69-line YAML traceback)",
+          "tests/test_fault_book.py::test_a_broken_notebook_header_is_one_error_line", "fixed"),
+    Fault("I21", "interrupt", "SIGHUP to the whole process group mid-sweep (a closed terminal)", "one line, exit 129, "
+          "no worker left: loky's resource tracker and the workers ignore SIGHUP, the run ends them (was: the "
+          "tracker died, its replacement printed 9 KeyError tracebacks)",
+          "tests/test_fault_stops.py::test_sighup_to_the_process_group_mid_sweep_is_one_line_and_no_worker_outlives_it",
+          "fixed"),
+    Fault("I22", "interrupt", "a local worker process killed again and again", "one line saying how often, what is "
+          "kept and what to do (fewer --jobs, more memory), exit 1 (was: a 14-frame RuntimeError traceback)",
+          "tests/test_fault_stops.py::test_a_worker_pool_that_dies_again_and_again_is_one_line", "fixed"),
     Fault('P22', 'concurrency', 'a cache lock held by something whose owner record cannot be read',
           'named within 10 s with what to do, given up once unrefreshed for 120 s (was: waited without end or word)',
           'tests/test_file_lock.py::test_a_lock_whose_owner_record_cannot_be_read_is_named_then_given_up', 'fixed'),

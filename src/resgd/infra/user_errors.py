@@ -76,7 +76,8 @@ def discard_stdout() -> None:
 
 
 class ClusterError(RuntimeError):
-    """The Dask cluster went away or could not be used mid-run; the message says what was kept."""
+    """The Dask cluster, or the local worker processes again and again, went away or could not be used
+    mid-run; the message says what was kept and what to do."""
 
 
 FULL_DISK = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..infra import processes
+from ..infra.user_errors import ClusterError
 from .polling import polling
 
 ORPHAN_POLL_S = 0.5
@@ -45,6 +46,7 @@ def execute_local(tasks: Sequence[Any], n_jobs: int) -> Iterator[tuple[str, Any]
     from joblib.externals.loky.process_executor import TerminatedWorkerError
 
     remaining = {task.key: task for task in tasks}
+    _start_tracker_deaf_to_sighup()
     for attempt in range(LOCAL_RETRIES + 1):
         jobs = [delayed(_in_worker)(task) for task in remaining.values()]
         backend = LokyBackend(initializer=_watch_parent)
@@ -55,12 +57,31 @@ def execute_local(tasks: Sequence[Any], n_jobs: int) -> Iterator[tuple[str, Any]
                     remaining.pop(key)
                     yield key, value
             return
-        except TerminatedWorkerError as err:
+        except TerminatedWorkerError:
             if attempt == LOCAL_RETRIES:
-                raise RuntimeError(f"a local worker process died {attempt + 1} times; {len(remaining)} task(s) "
-                                   f"not computed (the cached ones are kept): {str(err).splitlines()[0]}") from None
+                raise ClusterError(
+                    f"a local worker process died {attempt + 1} time{'s' if attempt else ''} (killed, or out of memory: see `dmesg`); "
+                    f"{len(remaining)} task(s) not computed, the cached ones are kept: run again with fewer "
+                    f"--jobs or more free memory") from None
             print(f"a local worker process died; running its {len(remaining)} undelivered task(s) again "
                   f"(retry {attempt + 1} of {LOCAL_RETRIES})", file=sys.stderr, flush=True)
+
+
+def _start_tracker_deaf_to_sighup() -> None:
+    """Start loky's resource tracker (a process of its own) with SIGHUP ignored. A closed terminal
+    sends SIGHUP to the whole process group: the tracker died of it, loky started another, which
+    printed a KeyError traceback for every resource the pool then released. This process stops on
+    SIGHUP (:func:`resgd.infra.user_errors.stop_on_signals`) and ends the pool itself; an ignored
+    signal stays ignored across the tracker's ``exec``."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    from joblib.externals.loky.backend.resource_tracker import ensure_running
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        ensure_running()
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 STOPPED_WORKER_S = 30.0
@@ -102,7 +123,9 @@ _WATCHED: set[int] = set()
 
 
 def _watch_parent() -> None:
-    """In a worker: exit as soon as the parent process is gone (the worker is reparented)."""
+    """In a worker: exit as soon as the parent process is gone (the worker is reparented); ignore
+    SIGHUP (a closed terminal reaches the whole group: the parent, which stops on it, ends its workers)."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     pid = os.getpid()
     if pid in _WATCHED:
         return

@@ -11,20 +11,25 @@ time (default 1; ``make book`` uses 2; the order: :mod:`resgd.publish.schedule`)
 2. papermill executes it with kernel ``python3``, cwd ``notebooks/`` and no injected
    parameters: the notebooks' ``quick`` parameter reads ``RESGD_MODE`` (:func:`notebook_quick`),
    so the executed notebook has the same cells as its source. Papermill writes its output, cell
-   by cell, under ``_build/notebook_outputs/``; only a notebook that ran to the end is published
-   (atomically, without papermill's per-cell run metadata) as ``notebooks/NN_name.ipynb``, the
-   ``.md``'s jupytext pair, which is what Sphinx renders: ``jupytext --sync`` finds the pair in
-   agreement, and a failed or timed-out run leaves nothing there for ``make html`` to render;
+   by cell, under ``_build/notebook_outputs/`` of the notebook's workspace; only a notebook that
+   ran to the end has its executed notebook (without papermill's per-cell run metadata) published as
+   ``notebooks/NN_name.ipynb``, the ``.md``'s jupytext pair, which is what Sphinx renders:
+   ``jupytext --sync`` finds the pair in agreement, and a failed or timed-out run leaves nothing
+   there for ``make html`` to render (its partial output is kept under ``_build/notebook_outputs/``);
 3. each notebook runs in its own process group with a wall-clock timeout
-   (:mod:`resgd.publish.notebook_run`).
+   (:mod:`resgd.publish.notebook_run`), in a workspace of its own (:mod:`resgd.publish.book_outputs`).
 
-Per-notebook wall times are printed and ``_build/execution_report.json`` is written atomically,
-then rendered as the book's page ``book/execution.md`` (:mod:`resgd.publish.report`,
-:mod:`resgd.publish.sphinx_ext`). An execution error exits non-zero and names the notebook and the cell.
+Per-notebook wall times are printed. Everything the build produces (figures, results files,
+executed notebooks, ``_build/execution_report.json`` and its page ``book/execution.md``,
+:mod:`resgd.publish.report`, :mod:`resgd.publish.sphinx_ext`) is published at the end by one
+pointer switch (:mod:`resgd.publish.book_outputs`): a notebook that fails leaves the previous
+outputs of its page whole, an interrupted build leaves all of them. An execution error exits
+non-zero and names the notebook and the cell.
 
 The quick/full setting comes from one place: ``--mode`` if given, else the environment
 variable ``RESGD_MODE``, else ``"full"``. The notebooks' processes see ``RESGD_MODE`` (resolved)
-and ``RESGD_FIGURES_DIR`` (the repository's ``figures/``) (:mod:`resgd.publish.environment`).
+and ``RESGD_FIGURES_DIR`` / ``RESGD_RESULTS_DIR`` (their workspace's folders, published with the
+build) (:mod:`resgd.publish.environment`).
 
 This module is the entry point: it ties the table of contents (:mod:`resgd.publish.toc`), the
 mode, the schedule, the runs and the report together.
@@ -40,8 +45,9 @@ from typing import Mapping, Sequence
 
 from .environment import DEFAULT_MODE, MODE_ENV, MODES, claim_outputs, notebook_env, resolve_mode
 from .environment import notebook_quick  # noqa: F401 - the notebooks' API: `from resgd.publish.build import notebook_quick`
+from .book_outputs import BookOutputs
 from .notebook_run import execute
-from .report import REPORT, EngineProbe, Record, read_report, write_report
+from .report import REPORT, EngineProbe, Record
 from .schedule import book_needs, run_in_order
 from .toc import NOTEBOOK_DIR, BookBuildError, find_root, select, toc_notebooks
 
@@ -79,10 +85,6 @@ def build(
     toc = toc_notebooks(root / "_toc.yml")
     names = select(toc, only)
     needs = book_needs(root, toc, names)
-    earlier = {  # kept in the report until this run replaces them (a failed build keeps the others' records)
-        r.notebook: r for r in read_report(root / REPORT)
-        if Path(r.notebook).name in toc and (root / f"{r.notebook}.ipynb").is_file()
-    }
     timeout = timeout or DEFAULT_TIMEOUT_S[mode]
     for folder in ("figures", "results", "_build"):
         (root / folder).mkdir(exist_ok=True)
@@ -90,28 +92,38 @@ def build(
     claim_outputs(env, mode)
     log(f"book_build: mode={mode}, {len(names)} notebook(s), {jobs} at a time, timeout {timeout:g} s each")
     start = time.perf_counter()
-    engine = EngineProbe(env)  # asked beside the first notebooks; logged with the first record
+    outputs = BookOutputs(root, mode, env, toc)
+    try:
+        engine = EngineProbe(env)  # asked beside the first notebooks; logged with the first record
 
-    def finish(rec: Record, done: Mapping[str, Record]) -> None:
-        if len(done) == 1:
-            log(f"book_build: engine: {engine()}")
-        rec.engine = engine()
-        log(f"  {rec.notebook:<32} {rec.seconds:8.1f} s  {'ok' if rec.ok else 'FAILED'}")
-        merged = {**earlier, **{r.notebook: r for r in done.values()}}
-        in_order = [merged[k] for k in (f"{NOTEBOOK_DIR}/{n}" for n in toc) if k in merged]
-        write_report(root / REPORT, in_order, mode, time.perf_counter() - start, jobs)
+        def run(name: str) -> Record:
+            work = outputs.workspace(name)
+            try:
+                rec = execute(name, root, mode, timeout, {**env, **work.env}, work=work.folder, into=work.notebooks)
+                if rec.ok:
+                    outputs.accept(work)
+                return rec
+            finally:
+                work.drop()
 
-    def not_run(name: str, failed: list[str]) -> Record:
-        return Record(f"{NOTEBOOK_DIR}/{name}", mode, 0.0, False, f"not run: needs {failed}, which failed")
+        def finish(rec: Record, done: Mapping[str, Record]) -> None:
+            if len(done) == 1:
+                log(f"book_build: engine: {engine()}")
+            rec.engine = engine()
+            log(f"  {rec.notebook:<32} {rec.seconds:8.1f} s  {'ok' if rec.ok else 'FAILED'}")
 
-    done = run_in_order(names, needs, lambda name: execute(name, root, mode, timeout, env), finish, not_run,
-                        jobs=jobs, keep_going=keep_going, interrupted=engine.stop)
-    engine()  # the probe ends here when no notebook ran
-    from .sphinx_ext import write_execution_page
+        def not_run(name: str, failed: list[str]) -> Record:
+            return Record(f"{NOTEBOOK_DIR}/{name}", mode, 0.0, False, f"not run: needs {failed}, which failed")
 
-    write_execution_page(root)  # the report's page in the book (Sphinx rewrites it from the same JSON)
+        done = run_in_order(names, needs, run, finish, not_run, jobs=jobs, keep_going=keep_going,
+                            interrupted=engine.stop)
+        engine()  # the probe ends here when no notebook ran
+        records = [done[n] for n in names if n in done]
+        outputs.publish(records, time.perf_counter() - start, jobs)  # one switch: all of it, or none
+    finally:
+        outputs.close()
     log(f"book_build: {time.perf_counter() - start:.1f} s in all; report {REPORT}")
-    return [done[n] for n in names if n in done]
+    return records
 
 
 def main(argv: Sequence[str] | None = None) -> int:

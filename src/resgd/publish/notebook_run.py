@@ -94,13 +94,20 @@ def execute(
     mode: str,
     timeout: float,
     env: Mapping[str, str] | None = None,
+    work: Path | None = None,
+    into: Path | None = None,
 ) -> Record:
-    """Execute ``notebooks/<name>.md`` into ``notebooks/<name>.ipynb``; never raises on failure."""
+    """Execute ``notebooks/<name>.md`` into ``notebooks/<name>.ipynb`` (into ``into`` when given: the
+    book build's workspace, published with the build); never raises on failure. ``work``: the folder
+    whose ``_build/`` holds papermill's input and output (default the book's root): two builds at
+    once each have their own. A failed run's output is kept under the root's ``_build/`` for a look."""
     nb_dir = root / NOTEBOOK_DIR
     source = nb_dir / f"{name}.md"
     executed = nb_dir / f"{name}.ipynb"
-    staged = root / "_build" / "notebook_inputs" / f"{name}.ipynb"
-    output = root / PARTIAL_DIR / f"{name}.ipynb"
+    base = work or root
+    staged = base / "_build" / "notebook_inputs" / f"{name}.ipynb"
+    output = base / PARTIAL_DIR / f"{name}.ipynb"
+    kept = root / PARTIAL_DIR / f"{name}.ipynb"
     start = time.perf_counter()
 
     def record(ok: bool, error: str | None = None) -> Record:
@@ -108,12 +115,18 @@ def execute(
             error += f"\n(the previous {executed.relative_to(root)} is kept)"
         return Record(f"{NOTEBOOK_DIR}/{name}", mode, round(time.perf_counter() - start, 2), ok, error)
 
+    def keep_partial() -> Path:
+        if output != kept and output.exists():
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(output, kept)
+        return kept
+
     if not source.is_file():
         return record(False, f"no source {source.relative_to(root)}")
     try:
         md_to_ipynb(source, staged)
     except Exception as exc:
-        return record(False, f"jupytext could not read {source.relative_to(root)}: {exc}")
+        return record(False, f"jupytext could not read {source.relative_to(root)}: {_one_line(exc)}")
     if not has_parameters_cell(staged):
         print(f"book_build: warning: {source.relative_to(root)} has no cell tagged `parameters`;"
               " papermill needs one to set its parameters from the command line", file=sys.stderr)
@@ -133,20 +146,79 @@ def execute(
     with _LIVE_LOCK:
         _LIVE.add(proc)
     try:
-        log, _ = proc.communicate(timeout=timeout)
+        log = _wait(proc, timeout, f"{NOTEBOOK_DIR}/{name}")
     except subprocess.TimeoutExpired:
         kill_tree(proc)
         proc.communicate()
-        return record(False, f"timed out after {timeout:g} s; {describe_failure(output)} (partial output: {output.relative_to(root)})")
+        partial = keep_partial()
+        return record(False, f"timed out after {timeout:g} s; {describe_failure(partial)} (partial output: {partial.relative_to(root)})")
     finally:
         with _LIVE_LOCK:
             _LIVE.discard(proc)
     if proc.returncode != 0:
         tail = "\n".join(log.strip().splitlines()[-5:])
-        return record(False, f"{describe_failure(output)} (output: {output.relative_to(root)})\n"
+        partial = keep_partial()
+        return record(False, f"{describe_failure(partial)} (output: {partial.relative_to(root)})\n"
                              f"--- papermill output (last lines) ---\n{tail}")
-    publish(output, executed, root)
+    publish(output, (into or nb_dir) / f"{name}.ipynb", base)
     return record(True)
+
+
+def _one_line(exc: Exception) -> str:
+    """An exception as one line (a YAML error spans several: problem, place, the line quoted)."""
+    return " ".join(str(exc).split())
+
+
+STOPPED_KERNEL_S = 30.0
+"""How long a notebook's kernel (or papermill) may stay stopped (SIGSTOP, Ctrl-Z) before the build
+names it on stderr: a stopped kernel makes no progress and says nothing until the timeout."""
+WATCH_S = 5.0
+"""How often the build looks at its notebooks' processes while it waits."""
+
+
+def _wait(proc: subprocess.Popen, timeout: float, notebook: str) -> str:
+    """Papermill's output once it ends (``TimeoutExpired`` after ``timeout`` s), naming on stderr,
+    once, a process of its tree that has been stopped for :data:`STOPPED_KERNEL_S`."""
+    deadline = time.monotonic() + timeout
+    stopped_since: dict[int, float] = {}
+    told: set[int] = set()
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            log, _ = proc.communicate(timeout=max(0.0, min(left, WATCH_S)))
+            return log
+        except subprocess.TimeoutExpired:
+            if left <= WATCH_S:
+                raise subprocess.TimeoutExpired(proc.args, timeout) from None
+        now, stopped = time.monotonic(), _stopped(proc)
+        for pid in stopped:
+            since = stopped_since.setdefault(pid, now)
+            if now - since >= STOPPED_KERNEL_S and pid not in told:
+                told.add(pid)
+                print(f"book_build: {notebook}: process {pid} (its kernel or papermill) has been stopped for "
+                      f"{now - since:.0f} s and makes no progress: resume it with `kill -CONT {pid}`, or end it "
+                      f"with `kill -9 {pid}` (the notebook then fails and its previous page is kept)",
+                      file=sys.stderr, flush=True)
+        stopped_since = {pid: t for pid, t in stopped_since.items() if pid in stopped}  # resumed: counted anew
+
+
+def _stopped(proc: subprocess.Popen) -> list[int]:
+    """The stopped processes (SIGSTOP, SIGTSTP) of papermill's tree, its kernel's included."""
+    import psutil
+
+    try:
+        parent = psutil.Process(proc.pid)
+        tree = [parent, *parent.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for p in tree:
+        try:
+            if p.status() == psutil.STATUS_STOPPED:
+                found.append(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return found
 
 
 PAPERMILL_PATHS = ("input_path", "output_path")

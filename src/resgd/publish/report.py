@@ -1,6 +1,6 @@
 """The execution report: one :class:`Record` per notebook (how long, whether it ran to the end, on
-which engine path), written atomically as ``_build/execution_report.json`` after every notebook
-and rendered as the book's page ``book/execution.md`` (:mod:`resgd.publish.sphinx_ext`).
+which engine path), written as ``_build/execution_report.json`` into the book build's build
+(:mod:`resgd.publish.book_outputs`) and rendered as the book's page ``book/execution.md`` (:mod:`resgd.publish.sphinx_ext`).
 
 Why a module of its own: the report is the build's one lasting account of what ran, read by the
 book's execution page and by the next build (which keeps the records of notebooks it does not
@@ -46,7 +46,7 @@ class EngineProbe:
     once per process and environment (the folders and the mode do not change the engine)."""
 
     _known: dict[frozenset, str] = {}
-    PER_BUILD = ("RESGD_FIGURES_DIR", "RESGD_RESULTS_DIR", MODE_ENV)
+    PER_BUILD = ("RESGD_FIGURES_DIR", "RESGD_RESULTS_DIR", "RESGD_BOOK_WORKSPACE", MODE_ENV)
 
     def __init__(self, env: Mapping[str, str]):
         self.key = frozenset((k, v) for k, v in env.items() if k not in self.PER_BUILD)

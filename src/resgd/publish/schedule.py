@@ -28,11 +28,26 @@ NEEDS_KEY = "resgd"
 (with ``notebook_metadata_filter: resgd`` under ``jupytext:``, so ``jupytext --sync`` keeps it)."""
 
 
+def read_header(md: Path) -> dict:
+    """The notebook-level metadata of the MyST notebook ``md``; a header that cannot be read (broken
+    YAML) is one :class:`BookBuildError` line naming the file's line, not the parser's traceback."""
+    import jupytext
+    import yaml
+
+    try:
+        return jupytext.read(md).metadata
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f", line {mark.line + 1}" if mark is not None else ""  # 0-based, in the file
+        raise BookBuildError(f"{md}{where}: the notebook's header is not valid YAML ({exc.problem or exc.context}): "
+                             "fix it between the two '---' lines") from None
+    except Exception as exc:  # noqa: BLE001 - jupytext's own errors on a damaged header
+        raise BookBuildError(f"{md}: the notebook cannot be read ({' '.join(str(exc).split())}): fix its header") from None
+
+
 def notebook_needs(md: Path) -> list[str]:
     """The names of the notebooks ``md`` reads results from (its header's ``resgd: needs:``)."""
-    import jupytext
-
-    needs = jupytext.read(md).metadata.get(NEEDS_KEY, {}).get("needs", [])
+    needs = read_header(md).get(NEEDS_KEY, {}).get("needs", [])
     if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
         raise BookBuildError(f"{md}: header field {NEEDS_KEY}.needs must be a list of notebook names, got {needs!r}")
     return needs

@@ -50,10 +50,11 @@ def git_commit(root: Path) -> str:
     return commit + ("+dirty" if dirty else "")
 
 
-def read_report(root: Path) -> dict | None:
-    """The execution report as written by :func:`resgd.publish.report.write_report`, None if unreadable."""
+def read_report(root: Path, path: Path | None = None) -> dict | None:
+    """The execution report as written by :func:`resgd.publish.report.write_report` (at ``path``,
+    default the book's), None if unreadable."""
     try:
-        report = json.loads((root / REPORT).read_text(encoding="utf8"))
+        report = json.loads((path or root / REPORT).read_text(encoding="utf8"))
     except (OSError, ValueError):
         return None
     return report if isinstance(report, dict) else None
@@ -202,14 +203,24 @@ def store_markdown(verification: dict | None, digest: str, commit: str = "") -> 
     return head + "\n".join(lines) + "\n"
 
 
+def execution_page(root: Path, report: Path | None = None) -> str:
+    """The text of ``book/execution.md`` for the report at ``report`` (default the book's): the book
+    build writes it into its build (:mod:`resgd.publish.book_outputs`)."""
+    return execution_markdown(read_report(root, report)) + store_markdown(read_verification(root), store_sha(root),
+                                                                          git_commit(root))
+
+
 def write_execution_page(root: Path) -> Path:
-    """Write ``book/execution.md`` from the report, only when its text changes (Sphinx re-reads it then)."""
+    """Write ``book/execution.md`` from the report, only when its text changes (Sphinx re-reads it then).
+    Atomically: the page is a link into the book's current build, whose file the next build shares
+    (a hard link); a changed page replaces the link, and the next book build links it again."""
+    from ..infra.atomic import write_text
+
     path = root / f"{EXECUTION_DOC}.md"
-    text = execution_markdown(read_report(root)) + store_markdown(read_verification(root), store_sha(root),
-                                                                   git_commit(root))
+    text = execution_page(root)
     if not path.is_file() or path.read_text(encoding="utf8") != text:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf8")
+        write_text(path, text)
     return path
 
 
