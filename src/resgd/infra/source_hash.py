@@ -174,13 +174,13 @@ cached number depends on is found from them (:func:`compute_modules`), not liste
 
 
 OUTSIDE_KEY = ("data/download.py", "data/locations.py", "data/npzcache.py",
-               "infra/atomic.py", "infra/file_lock.py", "infra/processes.py", "infra/source_hash.py",
+               "infra/atomic.py", "infra/builds.py", "infra/file_lock.py", "infra/processes.py", "infra/source_hash.py",
                "infra/threads.py", "infra/user_errors.py",
                "pipeline/cache.py", "pipeline/dask_backend.py", "pipeline/frame_codec.py", "pipeline/identity.py",
                "pipeline/local_backend.py", "pipeline/polling.py", "pipeline/store.py", "pipeline/sweep.py",
                "settings.py", "validation.py")
 """The modules that carry numbers without computing them: where data files are and how they are
-fetched and cached, writes, locks, processes and threads, error messages and argument checks,
+fetched and cached, writes, locks, published builds, processes and threads, error messages and argument checks,
 the run cache and the results store, the sweeps and their local and Dask backends, the settings.
 The key neither hashes them nor follows their imports, so rewording an error or changing how runs
 are scheduled keeps every cached run. What they choose that a number depends on is keyed apart:
