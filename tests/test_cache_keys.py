@@ -122,7 +122,7 @@ def test_an_edited_compute_module_changes_the_code_hash_and_an_edited_figure_or_
     assert before == source_hash.compute_hash()  # the files as imported are the files on disk
     (copy / "plots" / "experiments.py").write_text((copy / "plots" / "experiments.py").read_text() + "\n# a figure edit\n")
     assert source_hash.tree_hash(copy) == before
-    step = copy / "core" / "step.py"
+    step = copy / "core" / "hand_pass.py"
     text = step.read_text()
     start = text.index('"""') + 3
     step.write_text(text[:start] + "A docstring edit. " + text[start:] + "\n# a comment\n")

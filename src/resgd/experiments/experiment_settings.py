@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.model import ModelConfig
-from ..core.train import GDConfig
+from ..core.trainer import GDConfig
 from ..data.spec import FEATURES, POOLING, DatasetSpec
 from ..pipeline.presets import experiments as preset
 from ..validation import ConfigError, check_choice
