@@ -229,12 +229,12 @@ def stacked_forward(weights: Weights, stack: Stack, *, record: bool = False, sav
     ``record``, and the last layer's output H (R, N, n, d). :func:`resgd.core.model.forward` with a run
     axis in front (the same association of the logits). Appends each layer's :class:`Saved` to
     ``saved`` when given (for :func:`stacked_backward`); writes into ``buf``'s tensors when given."""
-    cfg, mask = stack.shape, stack.mask
+    shape, mask = stack.shape, stack.mask
     R = weights.W_U.shape[0]
     N, n, d = stack.X.shape[-3:]
     T = N * n
-    q, m = cfg.d_qk, cfg.m
-    divisor = cfg.logit_divisor
+    q, m = shape.d_qk, shape.m
+    divisor = shape.logit_divisor
     fold = fold_logits(d, q)
     buf = buf if buf is not None else Buffers(stack.X.dtype)
     keypad = stack.keypad
@@ -256,9 +256,9 @@ def stacked_forward(weights: Weights, stack: Stack, *, record: bool = False, sav
             St = torch.bmm(K, Q.transpose(1, 2), out=buf("S", R * N, n, n)).div_(divisor)  # Sᵀ = K Qᵀ / s
         if keypad is not None:
             St.view(R, N, n, n).masked_fill_(keypad, float("-inf"))
-        # softmax attention: softmax over the keys, dim 1 of the keys-major St: its reductions run with the queries
-        # contiguous, faster than over rows of a few dozen keys; each sample's slab is computed alike
-        # whatever R is
+        # softmax attention, over the keys: dim 1 of the keys-major St, so its reductions run with
+        # the queries contiguous, faster than over rows of a few dozen keys; each sample's slab is
+        # computed alike whatever R is
         At = torch.softmax(St, 1, out=buf(("A", layer), R * N, n, n))
         # attention's residual: Z = β X + A V
         V = torch.bmm(X, w.W_V, out=buf(("V", layer), R, T, d)).view(R * N, n, d)
@@ -269,13 +269,13 @@ def stacked_forward(weights: Weights, stack: Stack, *, record: bool = False, sav
         # FFN and its residual: H = β_ffn Z + act(Z W_1) W_2
         Z2 = Z.view(R, T, d)
         P = torch.bmm(Z2, w.W_1, out=buf(("P", layer), R, T, m))
-        G = _activation_out(cfg.activation, P, buf(("G", layer), R, T, m))
+        G = _activation_out(shape.activation, P, buf(("G", layer), R, T, m))
         H = torch.mul(Z, beta_ffn, out=buf(("H", layer), R, N, n, d))
         H.add_(torch.bmm(G, w.W_2, out=buf("GW2", R, T, d)).view(R, N, n, d))  # β_ffn Z + G W_2
         if saved is not None:
             saved.append(buf.check_saved(Saved(X=X, At=At, V=V, Z=Z2, P=P, G=G, Q=Q, K=K, XM=XM, M=M), layer))
     # output layer (the unembedding), on the mean-pooled or every token's H
-    if cfg.pooling == "mean":
+    if shape.pooling == "mean":
         pooled = _pool(H, mask, buf)
         if saved is not None:
             saved[-1].pooled = pooled  # the backward pass reads it instead of pooling H again
