@@ -51,12 +51,15 @@ def _ms_per_iteration(shape: tuple, iterations: int) -> float:
     import torch
 
     from resgd.core.model import ModelConfig, init_params
-    from resgd.core.stacked import train_stacked
-    from resgd.core.train import GDConfig
     try:
-        from resgd.core.stacked import train_gd
-    except ImportError:  # trees before the one trainer kept it in train.py
-        from resgd.core.train import train_gd
+        from resgd.core.trainer import GDConfig, train_gd, train_stacked
+    except ImportError:  # older trees: the trainer in stacked.py, GD's settings in train.py
+        from resgd.core.stacked import train_stacked
+        from resgd.core.train import GDConfig
+        try:
+            from resgd.core.stacked import train_gd
+        except ImportError:  # trees before the one trainer kept it in train.py
+            from resgd.core.train import train_gd
 
     d, n, N, L, pooling, R = shape
     g = torch.Generator().manual_seed(0)

@@ -9,10 +9,10 @@ Run from the repository root (with the project's virtual environment active)::
 What is measured (side by side, in one process, on the same inputs, interleaved round-robin so
 that a change in machine load hits every implementation alike):
 
-* ``ours``          — the trainer: ``resgd.core.stacked.train_gd`` (a stack of one of
-                      ``resgd.core.stacked.train_stacked``) per iteration, its bookkeeping included
+* ``ours``          — the trainer: ``resgd.core.trainer.train_gd`` (a stack of one of
+                      ``resgd.core.trainer.train_stacked``) per iteration, its bookkeeping included
                       (gradient norm, history rows, σ(Z) every 10 iterations);
-* ``ours_autograd`` — ``resgd.core.train.loss_and_grad`` (autograd over resgd.core.model, the
+* ``ours_autograd`` — ``resgd.core.autograd_reference.autograd_loss_and_grad`` (autograd over resgd.core.model, the
                       reference) + the update p − lr g;
 * ``nn``            — what a user writes with ``torch.nn``: ``nn.Linear`` projections, softmax
                       attention, residuals, ``nn.Linear`` FFN, autograd, ``torch.optim.SGD``
@@ -69,8 +69,8 @@ from resgd.infra.mkl_path import reexec_if_requested  # noqa: E402
 from flops import step_flops  # noqa: E402
 from resgd.infra.atomic import write_json, write_text, write_with  # noqa: E402
 from resgd.core.model import ModelConfig, init_params  # noqa: E402
-from resgd.core.stacked import train_gd  # noqa: E402
-from resgd.core.train import GDConfig, loss_and_grad  # noqa: E402
+from resgd.core.trainer import GDConfig, train_gd  # noqa: E402
+from resgd.core.autograd_reference import autograd_loss_and_grad  # noqa: E402
 
 # The two data sets' shapes: Jena climate (14 features, 24 hourly tokens, per-token regression)
 # and SST-2 (50-d GloVe, 16 tokens, mean-pooled ±1 label, padding mask). d_qk = d and m = 4d are
@@ -120,7 +120,7 @@ def mha_step_flops(cfg: ModelConfig, N: int, n: int) -> int:
 def tiny_step(cfg, X, Y, mask, params) -> float:
     """A step size that moves the weights by ~1e-6 of their norm: the weights hardly change over the
     timed steps (no divergence, no drift into another numerical regime), yet every step is real."""
-    _, grads, _ = loss_and_grad(params, cfg, X, Y, mask)
+    _, grads, _ = autograd_loss_and_grad(params, cfg, X, Y, mask)
     return 1e-6 * _norm(params) / max(_norm(grads), 1e-300)
 
 
@@ -144,7 +144,7 @@ def build_impls(cfg, X, Y, mask, params, lr, names, compile_s: dict | None = Non
     if "ours_autograd" in names:
         def autograd_step():
             current = state["ours_autograd"]
-            _, grads, _ = loss_and_grad(current, cfg, X, Y, mask, "sum")
+            _, grads, _ = autograd_loss_and_grad(current, cfg, X, Y, mask, "sum")
             state["ours_autograd"] = {k: p - lr * grads[k] for k, p in current.items()}
 
         impls["ours_autograd"] = (autograd_step, flops)
@@ -166,7 +166,7 @@ def build_impls(cfg, X, Y, mask, params, lr, names, compile_s: dict | None = Non
 def check_equivalence(size: str, dtype: torch.dtype, with_jax: bool = False) -> dict:
     """Our loss and gradients against the torch.nn baseline's (and the JAX peer's) on a small case (the same function)."""
     cfg, X, Y, mask, params = make_case(size, 32, 2, dtype, seed=1)
-    loss, grads, _ = loss_and_grad(params, cfg, X, Y, mask)
+    loss, grads, _ = autograd_loss_and_grad(params, cfg, X, Y, mask)
     model = load_params(NNModel(cfg).to(dtype), params)
     nn_value = nn_loss(model, X, Y, mask)
     nn_value.backward()
@@ -368,7 +368,7 @@ def compile_benchmark(cases: list[tuple[str, int, int]], dtype: torch.dtype) -> 
     compiler), on a cold in-process cache.
     """
     from resgd.core.model import block, pool
-    from resgd.core.train import loss_from_output
+    from resgd.core.loss import loss_from_output
 
     rows = []
     for size, N, L in cases:

@@ -7,7 +7,7 @@ synthetic data of those shapes, a small step so nothing diverges), one call trai
 GD steps (default: the book map's 100, so a call's fixed costs weigh as they do in the map; σ(Z)
 recorded at t = 0 and every 10th, as the map's runs):
 
-* ``ours``: :func:`resgd.core.stacked.train_stacked`, run-steps per second and GFLOP/s (the
+* ``ours``: :func:`resgd.core.trainer.train_stacked`, run-steps per second and GFLOP/s (the
   step's matrix-product FLOPs, 2·b·m·k·n summed over the GEMMs one step calls);
 * ``jax``: the JAX peer (:func:`jax_peer.make_stacked_train`): ``jax.jit`` of ``lax.scan`` over the
   steps of ``jax.vmap`` of one run's step, gradient by ``jax.grad``, same weights, β, μ and data;
@@ -51,8 +51,7 @@ from jax_peer import import_jax  # benchmarks/ is on sys.path when a script runs
 from report import map_table, publish_table
 from resgd.infra.mkl_path import active as mkl_active, reexec_if_requested
 from resgd.core.model import ModelConfig, init_params
-from resgd.core.stacked import train_stacked
-from resgd.core.train import GDConfig
+from resgd.core.trainer import GDConfig, train_stacked
 from resgd.robustness.grid import map_grid
 
 SCALE = 10 ** -0.5  # the presets' v_scale and ffn_scale

@@ -34,7 +34,7 @@ def child(dtypes: list[str], seconds: float) -> dict:
     from bench_gd import DTYPES, cpu_name, make_case, matmul_rate
 
     from resgd.infra import mkl_path
-    from resgd.core.train import loss_and_grad
+    from resgd.core.autograd_reference import autograd_loss_and_grad
 
     torch.set_num_threads(1)
     out = {"cpu": cpu_name(), "active": mkl_path.active(), "times_ms": {}, "limit_gflops": {}, "values": {}}
@@ -43,15 +43,15 @@ def child(dtypes: list[str], seconds: float) -> dict:
         out["limit_gflops"][dname] = matmul_rate(dtype, 1024)["median_gflops"]
         for size, N, L in CASES:
             cfg, X, Y, mask, params = make_case(size, N, L, dtype)
-            loss_and_grad(params, cfg, X, Y, mask)
+            autograd_loss_and_grad(params, cfg, X, Y, mask)
             times, started = [], time.perf_counter()
             while len(times) < 3 or (time.perf_counter() - started < seconds and len(times) < 50):
                 t0 = time.thread_time()
-                loss_and_grad(params, cfg, X, Y, mask)
+                autograd_loss_and_grad(params, cfg, X, Y, mask)
                 times.append(time.thread_time() - t0)
             out["times_ms"][f"{dname} {size} N={N} L={L}"] = 1e3 * statistics.median(times)
         cfg, X, Y, mask, params = make_case("sst2", 64, 2, dtype, seed=1)
-        loss, grads, _ = loss_and_grad(params, cfg, X, Y, mask)
+        loss, grads, _ = autograd_loss_and_grad(params, cfg, X, Y, mask)
         out["values"][dname] = {"loss": float(loss), **{k: v.flatten().tolist() for k, v in grads.items()}}
     return out
 

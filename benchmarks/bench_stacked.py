@@ -1,4 +1,4 @@
-"""Stacked training (``resgd.core.stacked.train_stacked``) against one run at a time (``resgd.core.stacked.train_gd``).
+"""Stacked training (``resgd.core.trainer.train_stacked``) against one run at a time (``resgd.core.trainer.train_gd``).
 
 Per-run time of R runs that share shapes (mixed seeds and β, a small step size so nothing
 diverges), for the robustness map's sizes (N = 16, n = 8) and the headline experiments' sizes
@@ -24,7 +24,7 @@ from resgd.experiments import study as ex
 from resgd.data.spec import load_dataset
 from resgd.core.model import init_params
 from resgd.robustness.grid import map_grid
-from resgd.core.stacked import train_gd, train_stacked
+from resgd.core.trainer import train_gd, train_stacked
 
 CASES = {  # name → (settings factory, stack sizes R)
     "map": (lambda ds: map_grid(False).settings(ds, 1.0, 16), (1, 8, 32, 96)),

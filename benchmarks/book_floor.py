@@ -56,7 +56,8 @@ from flops import step_flops
 from gemm_ceiling import HOT, CaptureGemms, gemm_flops, gemm_seconds, interleaved, operator_breakdown, profiled, replay
 from resgd.infra.atomic import write_json, write_text
 from resgd.core.model import init_params
-from resgd.core.stacked import loss_and_grads, train_gd
+from resgd.core.hand_pass import hand_loss_and_grads
+from resgd.core.trainer import train_gd
 from resgd.data.spec import DTYPES, load_dataset
 from resgd.infra.mkl_path import active as mkl_active, reexec_if_requested
 from resgd.infra.threads import torch_threads
@@ -122,7 +123,7 @@ def shape_rates(dataset: str, quick: bool, n_layers: int, n_train: int, repeats:
     X, Y, mask, gd = data.X_train, data.Y_train, data.mask_train, config.gd
     with torch_threads(1):
         with CaptureGemms() as capture:
-            loss_and_grads([params], [config.model], X, Y, mask, gd.reduction)
+            hand_loss_and_grads([params], [config.model], X, Y, mask, gd.reduction)
         calls = capture.calls
         square = torch.randn(DENSE, DENSE, dtype=torch.float64)
 

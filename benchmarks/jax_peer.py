@@ -1,5 +1,5 @@
 """The benchmarks' JAX peers: the same model and loss as ``resgd.core.model``, one jitted GD step
-(``bench_gd.py``), and a whole stacked training call as ``resgd.core.stacked.train_stacked``
+(``bench_gd.py``), and a whole stacked training call as ``resgd.core.trainer.train_stacked``
 (``bench_map.py``: :func:`make_stacked_train`).
 
 ``jax.jit`` of ``value_and_grad`` of the loss plus the update ``p − lr g``, in one compiled
@@ -106,7 +106,7 @@ def max_rel_diff(grads: dict, reference: dict) -> float:
 
 def make_stacked_loss(cfg, masked: bool, reduction: str):
     """One run's ``Φ`` with β and β_ffn as arguments (they differ across a stack), returning the
-    first layer's Z as auxiliary output (for σ(Z)): :func:`resgd.core.step.forward`'s maths,
+    first layer's Z as auxiliary output (for σ(Z)): :func:`resgd.core.hand_pass.stacked_forward`'s maths,
     the same association of the logits (:func:`resgd.core.model.fold_logits`)."""
     import jax
     import jax.numpy as jnp

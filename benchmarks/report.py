@@ -120,7 +120,7 @@ def trainer_table(rows: pd.DataFrame) -> str:
     part = rows[rows["impl"].isin(["ours", "ours_train_gd"])]
     wide = part.pivot_table(index=["threads", "dtype", "size", "L", "N"], columns="impl", values="step_ms").dropna()
     wide = wide.loc[sorted(wide.index, key=case_order)].reset_index()
-    lines = ["| dtype | size | L | N | loss_and_grad + update (ms) | train_gd per iteration (ms) | overhead |", "|---|---|---:|---:|---:|---:|---:|"]
+    lines = ["| dtype | size | L | N | autograd_loss_and_grad + update (ms) | train_gd per iteration (ms) | overhead |", "|---|---|---:|---:|---:|---:|---:|"]
     for _, r in wide.iterrows():
         lines.append(f"| {r['dtype']} | {r['size']} | {r['L']} | {r['N']} | {r['ours']:.3g} | {r['ours_train_gd']:.3g} | {100 * (r['ours_train_gd'] / r['ours'] - 1):+.0f} % |")
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """The map's and the headline experiments' shapes on synthetic data, and their recorded histories.
 
-The training engine (:mod:`resgd.core.stacked`, the one trainer) may be rewritten for speed, but
+The training engine (:mod:`resgd.core.trainer`, the one trainer) may be rewritten for speed, but
 every result must stay what it was: ``tests/test_engine_reference.py`` holds each case's loss
 history within 1e-12 relative of ``engine_reference.npz`` (the rounding-sensitive runs,
 :data:`SENSITIVE`, over their first iterations only), recorded by
@@ -29,8 +29,8 @@ import pandas as pd
 
 from resgd.core.conditioning import gram_singular_values, stack
 from resgd.core.model import ModelConfig, init_params
-from resgd.core.stacked import train_stacked
-from resgd.core.train import GDConfig, history_frame, loss_and_grad
+from resgd.core.trainer import GDConfig, history_frame, train_stacked
+from resgd.core.autograd_reference import autograd_loss_and_grad
 
 REFERENCES = {"AVX512": Path(__file__).with_name("engine_reference.npz"),
               "AVX2": Path(__file__).with_name("engine_reference_avx2.npz")}
@@ -121,7 +121,7 @@ def reference_gd(params, cfg: ModelConfig, X, Y, gd: GDConfig, mask=None) -> tup
     params = {k: v.detach().clone() for k, v in params.items()}
     rows, loss0 = [], None
     for t in range(gd.iterations + 1):
-        loss, grads, trace = loss_and_grad(params, cfg, X, Y, mask, gd.reduction)
+        loss, grads, trace = autograd_loss_and_grad(params, cfg, X, Y, mask, gd.reduction)
         value = float(loss)
         norm = float(torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads.values()])))
         sigma = (gram_singular_values(stack(trace.layers[0].Z, mask)) if t % gd.record_every == 0 or t == gd.iterations

@@ -69,7 +69,7 @@ def test_a_module_imported_before_the_hook_with_stale_bytecode_is_recorded_as_st
 
 
 def test_the_imported_hash_keeps_a_docstring_edit_and_names_a_constant_edit(monkeypatch):
-    path = source_hash.package_root() / "core" / "step.py"
+    path = source_hash.package_root() / "core" / "hand_pass.py"
     source_hash.compute_hash()
     imported = source_hash._IMPORTED[path]
     text = imported.decode()
@@ -98,14 +98,14 @@ def test_a_cache_entry_is_not_written_once_a_compute_module_changed_on_disk(tmp_
     from resgd.pipeline.cache import ResultsCache
     from resgd.validation import SourceChangedError
 
-    path = source_hash.package_root() / "core" / "step.py"
+    path = source_hash.package_root() / "core" / "hand_pass.py"
     source_hash.compute_hash()  # every compute module imported
     on_disk = path.read_bytes()
     text = on_disk.decode()
     start = text.index('"""') + 3
     cache = ResultsCache(tmp_path)
     monkeypatch.setitem(source_hash._IMPORTED, path, (text[:start] + "An older docstring. " + text[start:]).encode())
-    cache.write("a", 1)  # the process imported a step.py that differs in its docstring only
+    cache.write("a", 1)  # the process imported a hand_pass.py that differs in its docstring only
     assert cache.read("a") == 1
     monkeypatch.setitem(source_hash._IMPORTED, path, on_disk + b"\nOLD_CONSTANT = 1\n")
     with pytest.raises(SourceChangedError) as caught:
@@ -125,7 +125,7 @@ def test_a_worker_whose_imported_code_differs_from_the_client_s_refuses_the_task
 
     client = (source_hash.COMPUTE_ENTRIES, source_hash.code_identity())
     assert _checked_call((abs, -3, {}, client, engine_path()))[0] == 3
-    path = source_hash.package_root() / "core" / "train.py"
+    path = source_hash.package_root() / "core" / "trainer.py"
     ran = []
     monkeypatch.setitem(source_hash._IMPORTED, path, source_hash._IMPORTED[path] + b"\nWORKER_ONLY = 1\n")
     source_hash.imported_hash.cache_clear()

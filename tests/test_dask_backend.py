@@ -27,7 +27,7 @@ from resgd.core.model import ModelConfig  # noqa: E402
 from resgd.pipeline.dask_backend import DaskSweepError, execute_dask  # noqa: E402
 from resgd.pipeline.identity import resolve_scheduler  # noqa: E402
 from resgd.pipeline.sweep import Task  # noqa: E402
-from resgd.core.train import GDConfig  # noqa: E402
+from resgd.core.trainer import GDConfig  # noqa: E402
 
 
 def toy_tasks(n: int, iterations: int = 30) -> list[Task]:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import engine_cases as cases
-from resgd.core.train import GDConfig
+from resgd.core.trainer import GDConfig
 
 LOSS_RTOL = 1e-12  # the engine's contract: loss histories within 1e-12 relative of the recorded ones
 

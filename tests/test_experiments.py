@@ -21,7 +21,7 @@ from resgd.experiments import study as ex  # noqa: E402
 from resgd.experiments import runs  # noqa: E402
 from resgd.pipeline.cache import CacheEntryRejected  # noqa: E402
 from resgd.core.model import ModelConfig  # noqa: E402
-from resgd.core.train import GDConfig  # noqa: E402
+from resgd.core.trainer import GDConfig  # noqa: E402
 from resgd.validation import ConfigError  # noqa: E402
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from resgd.core.model import forward, init_params
-from resgd.core.train import loss_from_output
+from resgd.core.loss import loss_from_output
 from resgd.data.spec import DTYPES, load_dataset
 from resgd.experiments import readout_link as link
 from resgd.experiments import study as ex

@@ -31,7 +31,7 @@ from faults.as_user import run_as_user, shared_folder
 from faults.toy_reproduce import toy_part
 from resgd import cli
 from resgd.core.model import ModelConfig
-from resgd.core.train import GDConfig
+from resgd.core.trainer import GDConfig
 from resgd.data.spec import DatasetSpec
 from resgd.experiments import study as ex
 from resgd.pipeline.cache import ENTRY_FORMAT, CacheEntryRejected, ResultsCache

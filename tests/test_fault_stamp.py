@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from resgd.core.model import ModelConfig  # noqa: E402
-from resgd.core.train import GDConfig  # noqa: E402
+from resgd.core.trainer import GDConfig  # noqa: E402
 from resgd.data import NOT_CANONICAL_LABELS, load_jena  # noqa: E402
 from resgd.data.jena import NOT_CANONICAL_LABEL, REAL_LABEL  # noqa: E402
 from resgd.data.spec import DatasetSpec  # noqa: E402

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from resgd.core.model import ModelConfig
-from resgd.core.train import GDConfig
+from resgd.core.trainer import GDConfig
 from resgd.data.spec import DataMismatchError, DatasetSpec, data_fingerprint
 from resgd.data.standin import DEFAULT_STANDIN_DAYS, standin_file_name, write_standin_csv
 from resgd.experiments import study as ex

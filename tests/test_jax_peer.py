@@ -21,13 +21,13 @@ if jax_peer.import_jax() is None:
 
 from bench_gd import make_case  # noqa: E402
 
-from resgd.core.train import loss_and_grad  # noqa: E402
+from resgd.core.autograd_reference import autograd_loss_and_grad  # noqa: E402
 
 
 @pytest.mark.parametrize("size, L", [("jena", 1), ("jena", 2), ("sst2", 2)])
 def test_jax_peer_matches_our_loss_and_gradients(size, L):
     cfg, X, Y, mask, params = make_case(size, 16, L, torch.float64, seed=2)
-    loss, grads, _ = loss_and_grad(params, cfg, X, Y, mask)
+    loss, grads, _ = autograd_loss_and_grad(params, cfg, X, Y, mask)
     value, jax_grads = jax_peer.value_and_grad(cfg, X, Y, mask, params)
     assert value == pytest.approx(float(loss), rel=1e-12)
     assert jax_peer.max_rel_diff(jax_grads, grads) < 1e-12
@@ -42,7 +42,7 @@ def test_jitted_step_is_one_gd_step():
     step, compile_s = jax_peer.make_jax_step(cfg, X, Y, mask, params, lr)
     assert compile_s > 0
     value = float(step())  # the loss at the initial weights, then the update
-    loss, grads, _ = loss_and_grad(params, cfg, X, Y, mask)
+    loss, grads, _ = autograd_loss_and_grad(params, cfg, X, Y, mask)
     assert value == pytest.approx(float(loss), rel=1e-12)
     updated = {k: params[k] - lr * grads[k] for k in params}
-    assert float(step()) == pytest.approx(float(loss_and_grad(updated, cfg, X, Y, mask)[0]), rel=1e-10)
+    assert float(step()) == pytest.approx(float(autograd_loss_and_grad(updated, cfg, X, Y, mask)[0]), rel=1e-10)

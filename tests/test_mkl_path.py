@@ -25,7 +25,7 @@ PROBE = r"""
 import json, sys, torch
 from resgd.infra import mkl_path
 from resgd.core.model import ModelConfig, init_params
-from resgd.core.train import loss_and_grad
+from resgd.core.autograd_reference import autograd_loss_and_grad
 torch.set_num_threads(1)
 out = {"active": mkl_path.active(), "cases": []}
 for d, n, pooling in ((14, 24, "none"), (50, 16, "mean")):
@@ -33,7 +33,7 @@ for d, n, pooling in ((14, 24, "none"), (50, 16, "mean")):
     g = torch.Generator().manual_seed(0)
     X = torch.randn(64, n, d, generator=g, dtype=torch.float64)
     Y = torch.randn((64, 1) if pooling == "mean" else (64, n, 1), generator=g, dtype=torch.float64)
-    loss, grads, _ = loss_and_grad(init_params(cfg, 1), cfg, X, Y)
+    loss, grads, _ = autograd_loss_and_grad(init_params(cfg, 1), cfg, X, Y)
     out["cases"].append({"loss": float(loss), "grads": {k: v.flatten().tolist() for k, v in grads.items()}})
 print(json.dumps(out))
 """

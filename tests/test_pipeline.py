@@ -27,7 +27,7 @@ from resgd.pipeline.cache import CacheEntryRejected, ResultsCache  # noqa: E402
 from resgd.pipeline.reproduce import OutputError, Outputs, check_writable, publish  # noqa: E402
 from resgd.pipeline.identity import SCHEDULER_ENV  # noqa: E402
 from resgd.pipeline.sweep import Task, execute  # noqa: E402
-from resgd.core.train import GDConfig  # noqa: E402
+from resgd.core.trainer import GDConfig  # noqa: E402
 from resgd.validation import ConfigError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -192,7 +192,7 @@ SLOW_SWEEP = textwrap.dedent("""
     import sys, time
     from resgd.experiments import runs, study as ex
     from resgd.core.model import ModelConfig
-    from resgd.core.train import GDConfig
+    from resgd.core.trainer import GDConfig
     computed = []
     original = runs._compute_stack
     def slow(configs):

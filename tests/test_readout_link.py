@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from resgd.core.model import forward, init_params
-from resgd.core.train import loss_from_output
+from resgd.core.loss import loss_from_output
 from resgd.data.spec import DTYPES, load_dataset
 from resgd.robustness import study as rb
 from resgd.robustness.limits import point_config

@@ -20,8 +20,7 @@ import pytest
 import torch
 
 from resgd.core.model import ModelConfig, init_params
-from resgd.core.stacked import train_stacked
-from resgd.core.train import GDConfig
+from resgd.core.trainer import GDConfig, train_stacked
 from resgd.robustness import study as rb
 from resgd.robustness.grid import map_grid
 from resgd.robustness.map_runs import TAGS

@@ -56,7 +56,7 @@ def test_the_own_step_is_the_largest_grid_step_that_descends_along_the_whole_pat
 def test_a_path_run_cut_after_its_first_segment_repeats_the_full_runs_first_segment_bit_for_bit():
     """What ``make verify`` relies on: the step rule decides over whole segments, so the first segment
     re-executed alone is the stored run's first segment."""
-    from resgd.core.train import ROW_FIELDS
+    from resgd.core.trainer import ROW_FIELDS
 
     s = ex.settings("toy", True)
     full = _compute_path(s.config(0.0, 1, 1, 0.5, iterations=PATH_EVERY + 30))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import engine_cases as cases
-from resgd.core.stacked import train_stacked
+from resgd.core.trainer import train_stacked
 from resgd.infra.threads import torch_threads
 
 ITERATIONS = 12  # run 3 diverges at t = 1, run 1 later at some depths: stacks shrink, to one too

@@ -1,4 +1,4 @@
-"""The trainer (:mod:`resgd.core.stacked`) against the autograd reference, and grouped sweep tasks.
+"""The trainer (:mod:`resgd.core.trainer`) against the autograd reference, and grouped sweep tasks.
 
 Equality contract: a run's history inside a stack is bit-for-bit the history it gets alone (a
 stack of one) or in any other stack; against GD by autograd on :func:`resgd.core.model.forward`
@@ -25,8 +25,7 @@ from resgd.data.spec import load_dataset
 from resgd.core.model import ModelConfig, forward, init_params
 from resgd.pipeline.cache import ResultsCache
 from resgd.pipeline.sweep import Group, Task, cached_sweep, execute
-from resgd.core.stacked import train_stacked
-from resgd.core.train import GDConfig
+from resgd.core.trainer import GDConfig, train_stacked
 
 from engine_cases import reference_gd
 from resgd.validation import ConfigError
@@ -263,7 +262,7 @@ def test_the_map_asks_for_no_test_metrics():
 
 
 def test_worth_stacking_small_runs_only():
-    from resgd.core.stacked import worth_stacking
+    from resgd.core.trainer import worth_stacking
 
     def model(d, d_qk, L):
         return ModelConfig(d=d, d_qk=d_qk, m=64, n_layers=L)
@@ -276,7 +275,7 @@ def test_worth_stacking_small_runs_only():
 
 
 def test_train_runs_takes_the_callers_decision():
-    from resgd.core.stacked import train_runs
+    from resgd.core.trainer import train_runs
 
     data, models, gds, params = _setup("toy", 1)
     args = (params, models, data.X_train, data.Y_train, gds)

@@ -1,4 +1,4 @@
-"""The map benchmark's JAX peer trains a stack as :func:`resgd.core.stacked.train_stacked` does
+"""The map benchmark's JAX peer trains a stack as :func:`resgd.core.trainer.train_stacked` does
 (float64, same weights, β and step sizes): loss and ‖∇Φ‖ histories to 1e-12; skipped without jax.
 
 jax is an optional extra (``.[jax]``), not installed by ``make install`` or CI.
@@ -21,8 +21,7 @@ if jax_peer.import_jax() is None:
     pytest.skip("jax is not installed (optional extra [jax])", allow_module_level=True)
 
 from resgd.core.model import ModelConfig, init_params  # noqa: E402
-from resgd.core.stacked import train_stacked  # noqa: E402
-from resgd.core.train import GDConfig  # noqa: E402
+from resgd.core.trainer import GDConfig, train_stacked  # noqa: E402
 
 
 def _stack(kind: str, L: int, R: int = 3, N: int = 6, n: int = 5, iterations: int = 12):

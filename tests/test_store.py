@@ -231,7 +231,7 @@ def test_a_docstring_edit_keeps_every_key_and_verify_passes(store_copy, tmp_path
     """The package copied, a docstring of the step edited, ``verify`` run by that copy: it passes."""
     copy = tmp_path / "pkg"
     shutil.copytree(ROOT / "src" / "resgd", copy / "resgd", ignore=shutil.ignore_patterns("__pycache__"))
-    step = copy / "resgd" / "core" / "step.py"
+    step = copy / "resgd" / "core" / "hand_pass.py"
     text = step.read_text()
     start = text.index('"""') + 3
     step.write_text(text[:start] + "An edited docstring. " + text[start:])

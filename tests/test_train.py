@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from resgd.core.model import ModelConfig, init_params
-from resgd.core.stacked import DivergenceError, train_gd
-from resgd.core.train import HISTORY_COLUMNS, ROW_FIELDS, GDConfig, history_frame, loss_and_grad, loss_from_output
+from resgd.core.trainer import HISTORY_COLUMNS, ROW_FIELDS, DivergenceError, GDConfig, history_frame, train_gd
+from resgd.core.autograd_reference import autograd_loss_and_grad
+from resgd.core.loss import loss_from_output
 from resgd.validation import ConfigError
 
 
@@ -29,7 +30,7 @@ def finite_difference(params, cfg, X, Y, mask, name, index, eps=1e-6):
     def loss_at(delta):
         shifted = {k: v.clone() for k, v in params.items()}
         shifted[name][index] += delta
-        return float(loss_and_grad(shifted, cfg, X, Y, mask)[0])
+        return float(autograd_loss_and_grad(shifted, cfg, X, Y, mask)[0])
 
     return (loss_at(eps) - loss_at(-eps)) / (2 * eps)
 
@@ -41,7 +42,7 @@ def test_gradients_match_central_finite_differences(n_layers, masked, pooling):
     X, Y, mask = problem(pooling=pooling, masked=masked)
     cfg = ModelConfig(d=5, d_qk=3, m=6, k=2, n_layers=n_layers, beta=0.7, pooling=pooling)
     params = init_params(cfg, seed=n_layers)
-    _, grads, _ = loss_and_grad(params, cfg, X, Y, mask)
+    _, grads, _ = autograd_loss_and_grad(params, cfg, X, Y, mask)
     g = torch.Generator().manual_seed(0)
     for name, weight in params.items():
         for _ in range(3):

@@ -1,8 +1,8 @@
-"""The trainer's hand-derived gradients (resgd.core.stacked) against autograd and central finite differences.
+"""The trainer's hand-derived gradients (resgd.core.hand_pass) against autograd and central finite differences.
 
 Every test here can fail: the comparison helpers are themselves checked to reject a gradient with
 one perturbed entry, and the finite-difference reference is computed from the model's own
-definition (resgd.core.model.forward + resgd.core.train.loss_from_output), not from either gradient code.
+definition (resgd.core.model.forward + resgd.core.loss.loss_from_output), not from either gradient code.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from resgd.core.model import ModelConfig, fold_logits, forward, init_params
-from resgd.core.stacked import loss_and_grads
-from resgd.core.train import loss_and_grad, loss_from_output
+from resgd.core.hand_pass import hand_loss_and_grads
+from resgd.core.autograd_reference import autograd_loss_and_grad
+from resgd.core.loss import loss_from_output
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from flops import step_flops  # noqa: E402
@@ -95,7 +96,7 @@ def grid_cfg(L, pooling, activation, beta, d_qk):
 
 def trainer(params, cfg, X, Y, mask, reduction="sum"):
     """The trainer's loss and gradient of one run (a stack of one)."""
-    loss, grads = loss_and_grads([params], [cfg], X, Y, mask, reduction)
+    loss, grads = hand_loss_and_grads([params], [cfg], X, Y, mask, reduction)
     return loss[0], grads[0]
 
 
@@ -107,7 +108,7 @@ def test_the_trainer_matches_autograd_and_finite_differences(L, masked, pooling,
     params, X, Y, mask = make_problem(cfg, masked=masked, seed=L * 7 + d_qk)
     for reduction in ("sum", "mean"):
         loss, grads = trainer(params, cfg, X, Y, mask, reduction)
-        ref_loss, ref_grads, _ = loss_and_grad(params, cfg, X, Y, mask, reduction)
+        ref_loss, ref_grads, _ = autograd_loss_and_grad(params, cfg, X, Y, mask, reduction)
         assert float(loss) == pytest.approx(float(ref_loss), rel=1e-12)
         assert float(loss) == pytest.approx(reference_loss(params, cfg, X, Y, mask, reduction), rel=1e-12)
         assert_grads_close(grads, ref_grads, 1e-10)
@@ -127,9 +128,9 @@ def test_separate_attention_and_ffn_residuals(beta, beta_ffn):
     cfg = ModelConfig(d=5, d_qk=4, m=6, k=2, n_layers=2, beta=beta, beta_ffn=beta_ffn)
     other = cfg.replace(beta=1.0 - beta, beta_ffn=0.9)
     params, X, Y, mask = make_problem(cfg, N=4, n=5, masked=True, seed=5)
-    losses, grads = loss_and_grads([params, params], [cfg, other], X, Y, mask)
+    losses, grads = hand_loss_and_grads([params, params], [cfg, other], X, Y, mask)
     for loss, got, model in zip(losses, grads, (cfg, other)):
-        ref_loss, ref, _ = loss_and_grad(params, model, X, Y, mask)
+        ref_loss, ref, _ = autograd_loss_and_grad(params, model, X, Y, mask)
         assert float(loss) == pytest.approx(float(ref_loss), rel=1e-12)
         assert_grads_close(got, ref, 1e-9)
 
@@ -156,7 +157,7 @@ def test_a_perturbed_gradient_is_detected():
     cfg = grid_cfg(2, "none", "relu", 0.7, 2)
     params, X, Y, mask = make_problem(cfg, masked=True)
     _, grads = trainer(params, cfg, X, Y, mask)
-    _, ref, _ = loss_and_grad(params, cfg, X, Y, mask)
+    _, ref, _ = autograd_loss_and_grad(params, cfg, X, Y, mask)
     for name in grads:  # one wrong entry in any weight, by 1e-6 of that weight's scale, is caught
         bad = {k: v.clone() for k, v in grads.items()}
         bad[name].view(-1)[0] += 1e-6 * float(bad[name].abs().max())
@@ -183,7 +184,7 @@ def test_flop_formula_matches_autograds_matmuls(cfg, masked):
     params, X, Y, mask = make_problem(cfg, N=N, n=n, masked=masked)
     counter = FlopCounterMode(display=False)
     with counter:
-        loss_and_grad(params, cfg, X, Y, mask)
+        autograd_loss_and_grad(params, cfg, X, Y, mask)
     weight_only = cfg.n_layers * 3 * 2 * cfg.d * cfg.d * cfg.d_qk if fold_logits(cfg.d, cfg.d_qk) else 0
     flops = step_flops(cfg, N, n)
     assert flops["total"] == counter.get_total_flops() - weight_only

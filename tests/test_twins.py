@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from resgd.core.model import forward, init_params
-from resgd.core.train import loss_and_grad
+from resgd.core.autograd_reference import autograd_loss_and_grad
 from resgd.experiments import study as ex
 from resgd.experiments.twin import _rms
 
@@ -26,7 +26,7 @@ def _state(s, beta, L, seed):
     data = ex.load_dataset(s.spec, s.dtype)
     cfg = s.model(beta, L, seed=seed)
     params = init_params(cfg, seed)
-    _, grads, trace = loss_and_grad(params, cfg, data.X_train, data.Y_train, data.mask_train, s.reduction)
+    _, grads, trace = autograd_loss_and_grad(params, cfg, data.X_train, data.Y_train, data.mask_train, s.reduction)
     rms = [_rms(layer.H, data.mask_train) for layer in trace.layers]
     return rms, math.sqrt(sum(float(g.pow(2).sum()) for name, g in grads.items() if name != "W_U"))
 

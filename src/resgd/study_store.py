@@ -158,7 +158,7 @@ def _same(a: pd.Series, b: pd.Series) -> bool:
 
 def history_differs(stored: pd.DataFrame, fresh: pd.DataFrame, rows: int) -> str:
     """Where the first ``rows`` rows of two runs' histories differ in any bit ("" when they do not)."""
-    from .core.train import ROW_FIELDS
+    from .core.trainer import ROW_FIELDS
 
     n = min(rows, len(stored))
     if len(fresh) < n:

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 def toy_part(quick, figures_dir, *, n_jobs, scheduler):
     from resgd.core.model import ModelConfig
-    from resgd.core.train import GDConfig
+    from resgd.core.trainer import GDConfig
     from resgd.data.spec import DatasetSpec
     from resgd.experiments import study as ex
     from resgd.pipeline.reproduce import Outputs, reproduce_part

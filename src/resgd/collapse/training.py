@@ -10,8 +10,7 @@ import pandas as pd
 import torch
 
 from ..core.model import ModelConfig, init_params
-from ..core.stacked import train_runs
-from ..core.train import GDConfig
+from ..core.trainer import GDConfig, train_runs
 from ..pipeline import stored_tables
 from ..pipeline.presets import INPUT_D, INPUT_N, INPUT_SEED, INPUT_TOKENS
 from ..infra.threads import torch_threads
@@ -139,7 +138,7 @@ def training_comparison(
     (``beta_ffn`` follows ``beta``, so β = 0 removes both residuals), so β = 0 and β = 1 start from
     identical weights. Returns the trainer's history (tidy) with columns d_qk, beta, seed,
     logit_scale, qk_scale, diverged added (a diverged run keeps its partial history). The runs of
-    one d_qk train together where that pays (:func:`resgd.core.stacked.worth_stacking`; a run's
+    one d_qk train together where that pays (:func:`resgd.core.trainer.worth_stacking`; a run's
     history does not depend on its stack), else one at a time.
     """
     if X is None and Y is None and threads == 1:  # the data follow from the parameters: one stored chunk per d_qk

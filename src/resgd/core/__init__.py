@@ -1,1 +1,1 @@
-"""The ground layer: the Transformer (the readable reference), the GD trainers, conditioning and rate statistics."""
+"""The ground layer: the Transformer (the readable reference), the loss, the GD trainer (its hand-derived pass and the autograd reference), conditioning and rate statistics."""

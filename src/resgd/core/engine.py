@@ -1,6 +1,6 @@
 """How a GD step is computed in this process, as a flat record (for cache keys and run tables).
 
-There is one trainer (:mod:`resgd.core.stacked`, Python over ATen), so results are equal bit for
+There is one trainer (:mod:`resgd.core.trainer`, Python over ATen), so results are equal bit for
 bit between processes that share what ATen's kernels depend on: MKL's code path
 (:mod:`resgd.infra.mkl_path`: equal to rounding only), ATen's instruction set (its vector width sets the
 softmax's summation order) and torch's version. :func:`engine_path` names each, with this

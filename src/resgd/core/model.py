@@ -148,7 +148,8 @@ def init_params(
     return params
 
 
-def _activation(name: str):
+def activation_function(name: str):
+    """The activation ``act`` called ``name`` (``ModelConfig.activation``), as torch computes it."""
     return {
         "relu": torch.relu,
         "gelu": torch.nn.functional.gelu,
@@ -177,7 +178,7 @@ class Trace:
 
 def fold_logits(d: int, d_qk: int) -> bool:
     """Whether the logits go through ``M = W_Q W_Kᵀ`` (d×d): the one rule, so that the model and
-    the trainer (:mod:`resgd.core.stacked`) sum in the same order.
+    the trainer's hand pass (:mod:`resgd.core.hand_pass`) sum in the same order.
 
     Folded, ``X M`` and ``(X M) Xᵀ`` cost ``2 T d² + 2 T n d`` FLOPs; unfolded, ``X W_Q``, ``X W_K``
     and ``Q Kᵀ`` cost ``4 T d d_qk + 2 T n d_qk``: folding pays for certain when ``d_qk > d``
@@ -207,7 +208,7 @@ def block(
     A = attention_probs(attention_logits(X, W_Q, W_K, cfg.logit_divisor), mask)
     attn = A @ (X @ W_V)
     Z = cfg.beta * X + attn
-    H = cfg.residual_ffn * Z + _activation(cfg.activation)(Z @ W_1) @ W_2
+    H = cfg.residual_ffn * Z + activation_function(cfg.activation)(Z @ W_1) @ W_2
     return LayerTrace(X=X, A=A, Attn=attn, Z=Z, H=H)
 
 

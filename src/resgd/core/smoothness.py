@@ -16,10 +16,8 @@ import numpy as np
 import torch
 
 from .model import ModelConfig, Params, forward
-from .train import loss_from_output
+from .loss import REDUCTIONS, loss_from_output
 from ..validation import check_choice
-
-REDUCTIONS = ("sum", "mean")
 
 
 def jacobian(params: Params, cfg: ModelConfig, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -102,18 +100,18 @@ def smoothness_fast_stacked(
     mask: torch.Tensor | None = None, *, reduction: str = "sum", iterations: int = FAST_ITERATIONS, seed: int = 0,
     rel_eps: float = 1e-5,
 ) -> list[float]:
-    """L̂ of R runs of one shape (:func:`resgd.core.stacked.shape_model`) on the same data, each
+    """L̂ of R runs of one shape (:func:`resgd.core.trainer.shape_model`) on the same data, each
     bit for bit its value alone: the runs' gradient evaluations share one stacked call (the
     robustness map's tiny models are dominated by per-call overhead, which a stack shares).
 
     Per run, both terms by power iteration (``iterations`` steps each) on products built from the
-    trainer's hand-derived gradient (:func:`resgd.core.stacked.loss_and_grads`): ``Hv`` by a central
+    trainer's hand-derived gradient (:func:`resgd.core.hand_pass.hand_loss_and_grads`): ``Hv`` by a central
     difference of gradients (each run's two evaluated side by side in the stack), ``JᵀJv`` as the
     gradient of ``½‖Ŷ − (Ŷ⁰ − Jv)‖²`` with ``Jv`` a central difference of outputs; step
     ``rel_eps · ‖θ‖``. Agrees with the exact estimate to a few per cent when the top eigenvalues
     are separated (``tests/test_step_size.py``).
     """
-    from .stacked import loss_and_grads
+    from .hand_pass import hand_loss_and_grads
 
     check_choice("reduction", reduction, REDUCTIONS)
     R = len(params)
@@ -126,7 +124,7 @@ def smoothness_fast_stacked(
 
     def grads(runs: list[int], ps: list[Params], targets: list[torch.Tensor], red: str) -> list[list[torch.Tensor]]:
         """Each of ``ps``' gradient, ``ps[i]`` run ``runs[i]``'s model against ``targets[i]``."""
-        out = loss_and_grads(ps, [models[r] for r in runs], X, torch.stack(targets), mask, red, per_run_targets=True)[1]
+        out = hand_loss_and_grads(ps, [models[r] for r in runs], X, torch.stack(targets), mask, red, per_run_targets=True)[1]
         return [[g[k] for k in names] for g in out]
 
     def output(r: int, p: Params) -> torch.Tensor:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..core.model import ModelConfig
 from ..core.smoothness import FAST_ITERATIONS
-from ..core.train import GDConfig
+from ..core.trainer import GDConfig
 from ..data.spec import DatasetSpec
 from .. import dataset_registry as registry
 from ..pipeline.presets import experiments as preset

@@ -11,9 +11,8 @@ import math
 import torch
 
 from ..core.model import forward
-from ..core.stacked import predict_stacked
-from ..core.step import stacked_losses
-from ..core.train import loss_from_output
+from ..core.hand_pass import predict_stacked
+from ..core.loss import loss_from_output
 from .run_config import RunConfig
 
 
@@ -50,7 +49,7 @@ def _stacked_metrics(configs: list[RunConfig], data, finals: list[dict | None]) 
     models = [configs[i].model for i in done]
     weights = [finals[i] for i in done]
     test = predict_stacked(weights, models, data.X_test, data.mask_test)
-    losses = stacked_losses(test, data.Y_test, data.mask_test, configs[0].gd.reduction).to(torch.float64).numpy()
+    losses = loss_from_output(test, data.Y_test, data.mask_test, configs[0].gd.reduction, per_run=True).to(torch.float64).numpy()
     train = predict_stacked(weights, models, data.X_train, data.mask_train) if configs[0].dataset.is_classification else None
     for j, i in enumerate(done):
         out[i]["test_loss"] = float(losses[j])

@@ -31,8 +31,7 @@ import pandas as pd
 
 from ..core.model import init_params
 from ..core.smoothness import smoothness_fast
-from ..core.stacked import train_runs
-from ..core.train import loss_ratios
+from ..core.trainer import loss_ratios, train_runs
 from ..data.spec import DTYPES, load_dataset
 from .run_config import RunConfig, entry_key
 

@@ -1,7 +1,7 @@
 """One training run of the empirical section, complete: :class:`RunConfig` and its cache key.
 
 :class:`RunConfig` holds the data set, the :class:`~resgd.core.model.ModelConfig`, the
-:class:`~resgd.core.train.GDConfig`, the seed and the dtype; frozen and hashable.
+:class:`~resgd.core.trainer.GDConfig`, the seed and the dtype; frozen and hashable.
 :func:`entry_key` (the one key function of every cached quantity) hashes the complete
 configuration, a fingerprint of the loaded data and the arithmetic, so a cached result is never
 served for another configuration, data or arithmetic; the code is proven otherwise (its docstring).
@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..core.model import ModelConfig
-from ..core.train import GDConfig
+from ..core.trainer import GDConfig
 from ..data.spec import DTYPES, DatasetSpec, data_fingerprint
 from ..pipeline.cache import hash_key
 from ..validation import ConfigError, check_choice

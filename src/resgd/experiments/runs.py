@@ -11,7 +11,7 @@ metrics in :mod:`resgd.experiments.metrics`.)
   (an interrupted sweep resumes), in parallel, on local processes or a scheduler.
 
 One way to compute a run: :func:`_compute_stack`, through the one trainer
-(:func:`resgd.core.stacked.train_stacked`). Small configurations (:func:`stackable`: the
+(:func:`resgd.core.trainer.train_stacked`). Small configurations (:func:`stackable`: the
 robustness map's N·n ≤ 512 tokens) are grouped: :func:`sweep` puts the missing runs that share a
 :func:`stack_key` into stacks (:func:`stack_groups`); larger ones (the headline experiments) train
 each in a stack of its own, where grouping does not pay. A run's numbers inside a stack are bit for
@@ -30,9 +30,9 @@ import torch
 from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
 
 from ..core.model import init_params
-from ..core.stacked import shape_gd, shape_model, train_runs, worth_stacking
+from ..core.trainer import shape_gd, shape_model, train_runs, worth_stacking
 from ..core.engine import FIELDS as ENGINE_FIELDS, engine_path
-from ..core.train import loss_from_output
+from ..core.loss import loss_from_output
 from ..data.spec import DTYPES, load_dataset
 from ..pipeline.cache import ResultsCache
 from ..pipeline.sweep import Group, Task, cached_sweep, check_n_jobs
@@ -55,7 +55,7 @@ MAX_STACK = 16
 
 def stackable(config: RunConfig) -> bool:
     """Whether ``config`` trains grouped with others of its shape (speed only:
-    :func:`resgd.core.stacked.worth_stacking`; small problems, most of the robustness map)."""
+    :func:`resgd.core.trainer.worth_stacking`; small problems, most of the robustness map)."""
     return worth_stacking(config.model, config.dataset.n_train, config.dataset.n_tokens)
 
 
@@ -70,7 +70,7 @@ def stack_key(config: RunConfig) -> tuple:
 
 def _train(configs: list[RunConfig], data) -> list[tuple[pd.DataFrame, dict | None, bool, dict]]:
     """(history, final weights or None, diverged, end-of-run metrics) of each run: one stack, or a
-    run alone (:func:`resgd.core.stacked.train_runs`; a configuration that is not stackable comes alone)."""
+    run alone (:func:`resgd.core.trainer.train_runs`; a configuration that is not stackable comes alone)."""
     dtype = DTYPES[configs[0].dtype]
     params = [init_params(c.model, c.seed, dtype=dtype) for c in configs]
     out = train_runs(params, [c.model for c in configs], data.X_train, data.Y_train, [c.gd for c in configs],

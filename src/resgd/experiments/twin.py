@@ -130,7 +130,7 @@ def twin_table(s, *, cache_dir=None, smoothness: bool = True, n_jobs: int = 2):
 
     import pandas as pd
 
-    from ..core.train import loss_and_grad
+    from ..core.autograd_reference import autograd_loss_and_grad
     from .step_size import smoothness as smoothness_of, warm_smoothness
 
     if smoothness:
@@ -143,7 +143,7 @@ def twin_table(s, *, cache_dir=None, smoothness: bool = True, n_jobs: int = 2):
             for model, beta, init in TWIN_MODELS:
                 ss = replace(s, twin_init=init)
                 cfg = ss.model(beta, L, seed=seed)
-                _, grads, trace = loss_and_grad(init_params(cfg, seed), cfg, data.X_train, data.Y_train,
+                _, grads, trace = autograd_loss_and_grad(init_params(cfg, seed), cfg, data.X_train, data.Y_train,
                                                 data.mask_train, s.reduction)
                 readout = float(grads["W_U"].norm())
                 body = math.sqrt(sum(float(g.pow(2).sum()) for k, g in grads.items() if k != "W_U"))

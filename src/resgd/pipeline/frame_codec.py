@@ -29,7 +29,7 @@ _STRING_DTYPES = ("str", "object", "string")
 
 
 def _ratios(frame: pd.DataFrame) -> np.ndarray:
-    from ..core.train import loss_ratios
+    from ..core.trainer import loss_ratios
 
     return loss_ratios(frame["loss"].to_numpy())
 

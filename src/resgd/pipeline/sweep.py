@@ -6,7 +6,7 @@ returns the result) and yields ``(key, result)`` as each one completes, in any o
 process writes the cache (:func:`cached_sweep`), so a backend only ever computes.
 
 Grouped tasks: a :class:`Group` computes several keys in one call (``fn(arg)`` returns one result
-per key, in order), e.g. many small training runs stacked into one (:mod:`resgd.core.stacked`).
+per key, in order), e.g. many small training runs stacked into one (:mod:`resgd.core.trainer`).
 :func:`cached_sweep` forms the groups *after* the cache filter (its ``group`` argument), so only
 missing entries are computed and an interrupted sweep resumes; :func:`execute` sends a group to
 any backend as one plain task and yields its keys one by one, each written to the cache as it

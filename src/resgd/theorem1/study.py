@@ -36,8 +36,8 @@ import torch
 from ..core.conditioning import spectrum, stack
 from ..core.model import ModelConfig, forward, init_params
 from ..core.stats import spearman  # noqa: F401 - the robustness tests import it from here
-from ..core.stacked import train_stacked
-from ..core.train import GDConfig, loss_from_output
+from ..core.trainer import GDConfig, train_stacked
+from ..core.loss import loss_from_output
 from ..pipeline.presets import theory as preset
 from ..pipeline.reproduce import Outputs, reproduce_part
 from ..infra.threads import torch_threads
@@ -70,7 +70,7 @@ def sigma_trajectory(config: SweepConfig, iterations: int, *, lr_factor: float =
                      label: str | None = None, alpha_factor: float = 0.25) -> pd.DataFrame:
     """σ_min and σ_max of the stacked Z⁽ᵗ⁾ every ``record_every`` steps of full GD, with the loss.
 
-    The run is one :func:`resgd.core.stacked.train_stacked` call whose checkpoint hook, every
+    The run is one :func:`resgd.core.trainer.train_stacked` call whose checkpoint hook, every
     ``record_every`` steps, computes the spectrum by SVD of the stacked Z and the loss. (The
     trainer's own ``sigma_min_Z`` column comes from the d×d Gram matrix, which is exactly singular
     when N·n < d, as here.) The rows end where the run diverges. Columns: ``scenario``, ``iteration``,

@@ -19,8 +19,7 @@ import torch
 from ..core.conditioning import spectrum, stack
 from ..core.model import ModelConfig, forward, init_params
 from ..core.stats import empirical_rate, spearman
-from ..core.stacked import DivergenceError, train_gd, train_stacked
-from ..core.train import GDConfig
+from ..core.trainer import DivergenceError, GDConfig, train_gd, train_stacked
 from ..pipeline import stored_tables
 from ..infra.threads import torch_threads
 from ..validation import ConfigError
@@ -134,7 +133,7 @@ def run_configs(configs: Sequence[SweepConfig], iterations: int, *, lr_factor: f
     """The rows of :func:`rate_sweep` for configurations of one :func:`task_key`, in order.
 
     Everything but the training is per configuration; the GD runs (each at its own step size
-    ``lr_factor / L̂``) train together in one stack (:func:`resgd.core.stacked.train_stacked`),
+    ``lr_factor / L̂``) train together in one stack (:func:`resgd.core.trainer.train_stacked`),
     whose checkpoint hook tests the hypotheses on the path ``checkpoints`` times (:mod:`resgd.theorem1.path`).
     """
     configs = list(configs)

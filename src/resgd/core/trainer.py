@@ -1,31 +1,29 @@
-"""The one GD trainer: R ≥ 1 runs of one shape, stacked along a leading run axis.
+"""The one GD trainer: plain full-batch gradient descent, its settings and its per-iteration record.
 
-Every run of the book goes through :func:`train_stacked` (a single run is a stack of one;
-:func:`train_gd` is that stack's face). Runs of one shape that differ only in the seed of the
-initial weights, β, β_ffn and the step size μ train together: each operation then serves all R
-runs, and the map's tiny models are dominated by per-operation overhead, which a stack shares.
-A hand-derived backward pass (:func:`backward`, one batched product per product of the forward
-pass, no autograd graph) gives every run its own gradient.
+The loss is Φ of :mod:`resgd.core.loss`; the update is ``θ ← θ − μ ∇Φ(θ)`` on all of W_Q, W_K, W_V,
+W_1, W_2 (every layer) and W_U: no momentum, no adaptive steps, no mini-batches.
 
-The maths is :func:`resgd.core.model.forward` (the readable reference) with a run axis in front:
-the same association of the attention logits (:func:`resgd.core.model.fold_logits`, the one rule),
-masks and mean pooling; the loss is :func:`resgd.core.train.loss_from_output`'s, per run. Per
-iteration a run records its loss, ‖∇Φ‖ and, every ``record_every`` iterations and at the end,
+Every run of the book goes through :func:`train_stacked`: R ≥ 1 runs of one shape, stacked along a
+leading run axis (a single run is a stack of one; :func:`train_gd` is that stack's face). Runs of
+one shape that differ only in the seed of the initial weights, β, β_ffn and the step size μ train
+together: each operation then serves all R runs, and the map's tiny models are dominated by
+per-operation overhead, which a stack shares. Each step is :func:`resgd.core.hand_pass.forward_backward`:
+the forward pass with a run axis in front and the hand-derived backward pass (no autograd graph),
+which gives every run its own gradient.
+
+Per iteration a run records its loss, ‖∇Φ‖ and, every ``record_every`` iterations and at the end,
 σ_min/σ_max of its stacked first-layer Z; the divergence rule is the loss not finite or above
 ``divergence_factor`` × the run's loss at t = 0: that run's history ends there and it leaves the
 stack; the others go on untouched.
-
-The step itself (the forward pass, the hand-derived backward pass and their layouts) is
-:mod:`resgd.core.step`.
 
 Equality (tested):
 
 * a run's history does not depend on which other runs share its stack, bit for bit: every
   operation acts on each run's slice with the same kernel whatever R is (the one exception torch
-  makes, gemv for a one-column product of a stack of one, is avoided by :func:`_bmm`), so how runs
-  are grouped is a speed decision only (``tests/test_stack_identity.py``);
-* against autograd on :func:`resgd.core.model.forward` it agrees to rounding (the two sum in other
-  orders; tolerances and why in ``tests/engine_cases.py``).
+  makes, gemv for a one-column product of a stack of one, the hand pass avoids), so how runs are
+  grouped is a speed decision only (``tests/test_stack_identity.py``);
+* against :func:`resgd.core.autograd_reference.autograd_loss_and_grad` it agrees to rounding (the
+  two sum in other orders; tolerances and why in ``tests/engine_cases.py``).
 
 Where grouping pays (``benchmarks/bench_stacked.py``): few tokens and few weights per run
 (:func:`worth_stacking`); at the headline experiments' sizes runs go one at a time.
@@ -36,16 +34,75 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Collection, Sequence
+from typing import Callable, Collection, Literal, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
+from .hand_pass import Buffers, Layout, Stack, buffer_store, forward_backward, sigma_extremes
+from .loss import REDUCTIONS, output_shape
 from .model import ModelConfig, Params, weight_shapes
-from .step import Buffers, Layout, Stack, buffer_store, evaluate, forward, per_run, sigma_extremes
-from .train import ROW_FIELDS, GDConfig, history_frame, output_shape
-from ..validation import ConfigError, check_inputs
+from ..validation import ConfigError, check_choice, check_inputs
+
+HISTORY_COLUMNS = ("iteration", "loss", "grad_norm", "ratio", "sigma_min_Z", "sigma_max_Z")
+"""A run's history's columns (:func:`history_frame`)."""
+
+
+@dataclass(frozen=True)
+class GDConfig:
+    """Step size ``lr`` (the paper's μ), number of iterations, and what to record.
+
+    ``record_every``: the spectrum of the stacked first-layer ``Z`` is recorded at t = 0, every
+    ``record_every`` iterations and at the end. ``divergence_factor``: training stops with
+    :class:`DivergenceError` when Φ exceeds this multiple of Φ(θ⁽⁰⁾) (companion's choice).
+    """
+
+    lr: float
+    iterations: int
+    reduction: Literal["sum", "mean"] = "sum"
+    record_every: int = 10
+    divergence_factor: float = 1e6
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.lr, (int, float)) or not math.isfinite(self.lr) or self.lr <= 0:
+            raise ConfigError(f"GDConfig.lr: expected a finite step size > 0, got {self.lr!r}")
+        if not isinstance(self.iterations, int) or self.iterations < 0:
+            raise ConfigError(f"GDConfig.iterations: expected an integer >= 0, got {self.iterations!r}")
+        if not isinstance(self.record_every, int) or self.record_every < 1:
+            raise ConfigError(f"GDConfig.record_every: expected an integer >= 1, got {self.record_every!r}")
+        if not self.divergence_factor > 1:
+            raise ConfigError(f"GDConfig.divergence_factor: expected a number > 1, got {self.divergence_factor!r}")
+        check_choice("GDConfig.reduction", self.reduction, REDUCTIONS)
+
+
+ROW_FIELDS = ("iteration", "loss", "grad_norm", "sigma_min_Z", "sigma_max_Z")
+"""What a trainer records per iteration (:func:`history_frame` adds ``ratio``)."""
+
+
+def history_frame(rows: list[dict] | list[tuple] | np.ndarray) -> pd.DataFrame:
+    """A run's per-iteration rows (dicts with the keys :data:`ROW_FIELDS`, tuples in that order,
+    or an array with those columns) as its history (columns :data:`HISTORY_COLUMNS`; ``ratio`` =
+    Φ(t+1)/Φ(t), NaN at the last row). Built from numpy columns rather than a list of dicts: a
+    stack of 16 runs builds 16 frames per call."""
+    if not isinstance(rows, np.ndarray):
+        rows = [tuple(r[f] for f in ROW_FIELDS) if isinstance(r, dict) else r for r in rows]
+    table = np.asarray(rows, dtype=np.float64).reshape(-1, len(ROW_FIELDS))
+    loss = table[:, 1]
+    return pd.DataFrame({"iteration": table[:, 0].astype(np.int64), "loss": loss, "grad_norm": table[:, 2],
+                         "ratio": loss_ratios(loss), "sigma_min_Z": table[:, 3], "sigma_max_Z": table[:, 4]},
+                        columns=list(HISTORY_COLUMNS))
+
+
+def loss_ratios(loss: np.ndarray) -> np.ndarray:
+    """Φ(t+1)/Φ(t) for each t, NaN at the last: a history's ``ratio`` column (the results store keeps
+    the loss and recomputes this from it, :mod:`resgd.pipeline.frame_codec`)."""
+    loss = np.asarray(loss, dtype=np.float64)
+    ratio = np.full(len(loss), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio[:-1] = loss[1:] / loss[:-1]
+    return ratio
+
 
 STACK_MAX_TOKENS = 512
 """Stack only runs with at most this many training tokens N·n (:func:`worth_stacking`)."""
@@ -93,46 +150,12 @@ class TrainResult:
 
 @dataclass
 class StackedRun:
-    """One run's outcome: its history (columns :data:`resgd.core.train.HISTORY_COLUMNS`), its final
+    """One run's outcome: its history (columns :data:`HISTORY_COLUMNS`), its final
     weights (``None`` when it diverged) and whether it diverged."""
 
     history: pd.DataFrame
     params: Params | None
     diverged: bool
-
-
-def predict_stacked(params: Sequence[Params], models: Sequence[ModelConfig], X: torch.Tensor,
-                    mask: torch.Tensor | None = None) -> torch.Tensor:
-    """``Ŷ`` of every run on ``X`` in one pass, shape (R, N, k) or (R, N, n, k): the end-of-run
-    metrics of a stack, without one forward per run."""
-    layout = Layout(models[0])
-    stack = Stack(cfg=models[0], beta=per_run(models, "beta", X.dtype), beta_ffn=per_run(models, "residual_ffn", X.dtype),
-                   X=X, mask=mask)
-    with torch.no_grad():
-        return forward(layout.views(layout.flatten(params, X.dtype)), stack)[0]
-
-
-def loss_and_grads(params: Sequence[Params], models: Sequence[ModelConfig], X: torch.Tensor, Y: torch.Tensor,
-                   mask: torch.Tensor | None = None, reduction: str = "sum", *,
-                   per_run_targets: bool = False) -> tuple[torch.Tensor, list[Params]]:
-    """One evaluation of the trainer's step for every run: losses (R,) and each run's gradient by
-    weight name (what :func:`train_stacked` computes at t = 0; for tests against autograd, the
-    stacked L̂ of :mod:`resgd.core.smoothness` and the benchmarks' replay of one step's products).
-    ``per_run_targets``: ``Y`` has a leading run axis, run r is fitted to ``Y[r]``."""
-    cfg = models[0]
-    if per_run_targets:
-        if Y.shape[0] != len(params):
-            raise ConfigError(f"loss_and_grads: per-run targets need one per run, got {Y.shape[0]} for {len(params)} runs")
-        for target in Y:
-            check_inputs(X, mask=mask, d=cfg.d, Y=target, Y_shape=output_shape(cfg, X))
-    else:
-        check_inputs(X, mask=mask, d=cfg.d, Y=Y, Y_shape=output_shape(cfg, X))
-    layout = Layout(cfg)
-    stack = Stack(cfg=cfg, beta=per_run(models, "beta", X.dtype), beta_ffn=per_run(models, "residual_ffn", X.dtype),
-                   X=X.expand(len(params), *X.shape).contiguous(), mask=mask, Y=Y, reduction=reduction,
-                   n_weights=layout.n_weights)
-    loss, grad, _, _ = evaluate(layout.views(layout.flatten(params, X.dtype)), stack, record=False, buf=Buffers(X.dtype))
-    return loss, [layout.unflatten(row) for row in grad]
 
 
 Checkpoint = Callable[[int, int, Params], None]
@@ -177,9 +200,8 @@ def train_stacked(
     dtype = X.dtype
     theta = layout.flatten(params, dtype)  # (R, P): run r's weights, flat
     lr = torch.tensor([g.lr for g in gds], dtype=dtype)
-    stack = Stack(cfg=cfg, beta=per_run(models, "beta", dtype), beta_ffn=per_run(models, "residual_ffn", dtype),
-                   X=X.expand(R, *X.shape).contiguous(),  # the first layer's input of every run, copied once
-                   mask=mask, Y=Y, reduction=gd.reduction, n_weights=layout.n_weights)
+    stack = Stack.of(models, X.expand(R, *X.shape).contiguous(),  # the first layer's input of every run, copied once
+                     mask, Y=Y, reduction=gd.reduction, n_weights=layout.n_weights)
     alive = np.arange(R)  # original index of each row still in the stack
     table = np.full((R, gd.iterations + 1, len(ROW_FIELDS)), math.nan)  # run r's row t: ROW_FIELDS
     outcome: list[StackedRun | None] = [None] * R
@@ -189,7 +211,7 @@ def train_stacked(
 
     for t in range(gd.iterations + 1):
         record = t % gd.record_every == 0 or t == gd.iterations
-        loss, grad, grad_norm, Z0 = evaluate(weights, stack, record=record, buf=buf)
+        loss, grad, grad_norm, Z0 = forward_backward(weights, stack, record=record, buf=buf)
         values = loss.to(torch.float64).numpy()
         smax = smin = None
         if record:
