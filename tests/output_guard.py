@@ -10,7 +10,7 @@ and one that succeeded would have replaced the user's outputs with a test's.
   other folders sets them itself (``monkeypatch``); one that needs the built site reads ``_build/html``
   by its path, as before.
 * The repository's own output folders (:data:`WATCHED`: ``figures/``, ``results/``, ``_build/`` and
-  the results store) are listed (names, kinds, sizes, mtimes, link targets) when the session starts
+  the results store; not the tests' screenshots, :data:`OWN`) are listed (names, kinds, sizes, mtimes, link targets) when the session starts
   and when it ends; any difference fails the run, naming the files, and the tests after which the
   worker saw ``figures/`` or ``results/`` change (a test on the other worker may be the one that wrote).
   Under pytest-xdist the session check runs in the controller, the per-test one in each worker.
@@ -30,6 +30,10 @@ import pytest
 
 WATCHED = ("figures", "results", "_build", "store")
 """The repository's folders a test must leave as they were (the CLI's and the book build's outputs, the store)."""
+
+OWN = ("_build/screenshots",)
+"""Folders under :data:`WATCHED` that belong to the tests: the browser and lab checks save their screenshots
+there for a reader of the run (tests/test_browser.py, tests/test_lab.py)."""
 
 PER_TEST = ("figures", "results")
 """Listed after every test, to name the test (cheap: the user's outputs, not the whole site or store)."""
@@ -60,6 +64,8 @@ def listing(root: Path, folders: tuple[str, ...] = WATCHED) -> dict[str, tuple]:
         except FileNotFoundError:
             return  # removed while listed
         rel = path.relative_to(root).as_posix()
+        if any(rel == own or rel.startswith(own + "/") for own in OWN):
+            return
         if os.path.islink(path):
             found[rel] = ("link", os.readlink(path))
         elif path.is_dir():
@@ -73,6 +79,7 @@ def listing(root: Path, folders: tuple[str, ...] = WATCHED) -> dict[str, tuple]:
             continue
         add(top)
         for folder, dirs, files in os.walk(top):
+            dirs[:] = [d for d in dirs if (Path(folder) / d).relative_to(root).as_posix() not in OWN]
             for entry in dirs + files:
                 add(Path(folder) / entry)
     return found

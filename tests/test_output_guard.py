@@ -85,8 +85,10 @@ def test_listing_sees_sizes_mtimes_links_and_removals(tmp_path):
     (root / "figures" / "fig.png").unlink()
     (root / "figures" / "fig.png").symlink_to(".resgd-builds/current-quick/figures/fig.png")
     (root / "results" / ".resgd-mode").unlink()
+    (root / "_build" / "screenshots").mkdir(parents=True)  # the tests' own
+    (root / "_build" / "screenshots" / "index.png").write_bytes(b"png")
     assert output_guard.changes(before, output_guard.listing(root)) == [
-        "figures (changed)", "figures/fig.png (changed)", "results (changed)",
+        "_build (new)", "figures (changed)", "figures/fig.png (changed)", "results (changed)",
         "results/.resgd-mode (removed)", "results/tables/a.csv (changed)"]
 
 
