@@ -15,7 +15,8 @@
   misses a shape-deciding setting would be found.
 
 Tests that write anything do it under ``tmp_path`` (the build's ``results/`` is only read), so two workers never
-write the same file.
+write the same file; every test's ``$RESGD_FIGURES_DIR`` and ``$RESGD_RESULTS_DIR`` are folders of its own, and
+the run fails when the repository's ``figures/``, ``results/``, ``_build/`` or store changed (``output_guard.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ import os
 
 import pytest
 
-pytest_plugins = ["pytester", "shared_fixtures"]  # test_fault_catalogue.py collects the suite's node ids in this process
+pytest_plugins = [
+    "pytester",  # test_fault_catalogue.py collects the suite's node ids in this process
+    "shared_fixtures",  # fixtures that several test files use
+    "output_guard",  # no test writes into, or reads the mode of, the user's own output folders
+]
 
 SLOW_FIRST = (
     "test_faults.py",  # Dask clusters, worker processes and signals
@@ -38,6 +43,7 @@ SLOW_FIRST = (
     "test_lab.py",  # a JupyterLab server running notebooks/01_setup.md, and a Chromium
     "test_pipeline.py",  # sweeps in subprocesses, killed
     "test_cli.py",  # python -m resgd in subprocesses
+    "test_output_guard.py",  # pytest in subprocesses, one with two workers
     "test_collapse.py",
     "test_browser.py",
     "test_pdf.py",

@@ -247,6 +247,13 @@ def test_choose_lr_is_the_largest_stable_step_times_safety(tmp_path):
         ex.choose_lr(ex.settings("toy", True, lr_grid=(1e4,)), [1], n_jobs=1, cache_dir=tmp_path)
 
 
+def test_summary_parts_name_a_column_that_no_part_shows():
+    frame = pd.DataFrame([{**dict.fromkeys(["experiment", "protocol", "twin_init", "n_layers", "beta", "beta_ffn"], 1),
+                           "rate": 0.1, "new_measure": 2.0}])
+    with pytest.raises(ValueError, match=r"\['new_measure'\] are in no part of tables.SUMMARY_PARTS"):
+        ex.summary_parts(frame)
+
+
 @pytest.mark.parametrize("dataset", ["toy", "toy_cls"])
 def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     monkeypatch.setenv(ex.RESULTS_ENV, str(tmp_path / "results"))
@@ -288,6 +295,11 @@ def test_whole_section_on_toy_data(tmp_path, monkeypatch, dataset):
     summary = results.summary()
     assert {"loss_T", "iterations_to_target", "rate", "stalled", "diverged", "loss_ratio_T"} <= set(summary.columns)
     assert ("train_acc" in summary.columns) == (dataset == "toy_cls")
+    parts = ex.summary_parts(summary)  # the page's three narrower tables: every value of the results table, once
+    assert max(len(part.columns) for part in parts.values()) <= 6
+    joined = pd.concat(parts.values(), axis=1).reset_index()
+    pd.testing.assert_frame_equal(joined[list(summary.columns)], summary, check_exact=True)
+    assert len(joined.columns) == len(summary.columns)
     names = [(v.protocol, v.name) for v in results.verdicts()]
     assert ("theory c=0.5", "factorial") in names and ("common", "depth_residual_helps") in names
     numbers = ex.page_numbers(results)

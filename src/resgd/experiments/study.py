@@ -42,7 +42,7 @@ from ..data.spec import (  # noqa: F401 - re-exported: the experiments' public n
     DTYPES, DatasetSpec, data_fingerprint, load_dataset,
 )
 from .tables import (  # noqa: F401
-    RUN_KEYS, SPIKE_FACTOR, conditioning_curves, loss_curves, per_run_table, summary_table,
+    RUN_KEYS, SPIKE_FACTOR, conditioning_curves, loss_curves, per_run_table, summary_parts, summary_table,
 )
 from ..pipeline.cache import RESULTS_ENV, resolve_cache_dir, resolve_results_dir  # noqa: F401
 from ..pipeline.presets import experiments as preset  # noqa: F401 - re-exported: the pages name study.preset

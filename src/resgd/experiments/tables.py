@@ -134,6 +134,26 @@ def summary_table(per_run: pd.DataFrame) -> pd.DataFrame:
                              ascending=[True, True, True, False, False], ignore_index=True)
 
 
+SUMMARY_PARTS = {
+    "outcomes": ("lr", "seeds", "learning", "stalled", "diverged", "loss_spikes"),
+    "speed": ("rate", "rate_half", "rate_per_lr", "iterations_to_target", "loss_ratio_T"),
+    "losses": ("loss_0", "loss_T", "rate_ratio_Z0", "test_loss", "train_acc", "test_acc"),
+}
+"""The results table's columns in three narrower tables with the same rows: its 17 to 19 measures beside
+the six configuration columns did not fit a page's column (on paper they were printed at the smallest size)."""
+
+
+def summary_parts(summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """:func:`summary_table` as the tables of :data:`SUMMARY_PARTS`, each indexed by the configuration
+    (:data:`CONFIG_KEYS`), every value as it is; a column in none of them is an error (it would go unshown)."""
+    keyed = summary.set_index(CONFIG_KEYS)
+    placed = {column for columns in SUMMARY_PARTS.values() for column in columns}
+    unplaced = [column for column in keyed.columns if column not in placed]
+    if unplaced:
+        raise ValueError(f"results table: column(s) {unplaced} are in no part of tables.SUMMARY_PARTS; add them to one")
+    return {name: keyed[[c for c in columns if c in keyed.columns]] for name, columns in SUMMARY_PARTS.items()}
+
+
 def _band(frame: pd.DataFrame, by: list[str], value: str, center: str = "mean") -> pd.DataFrame:
     """Per group: the ``center`` ("mean", or "geomean" for quantities spanning decades) and the
     min–max band over the runs."""

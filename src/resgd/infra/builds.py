@@ -300,6 +300,9 @@ PUBLISH_GIVE_UP_S = 120.0
 the holder may be stopped (SIGSTOP), hung, or on another host with a skewed clock. Measured on the
 waiter's own monotonic clock, so no clock but its own counts."""
 LOCK_POLL_S = 0.25
+TELL_AFTER_S = 5.0
+"""A wait for another run's publish is said on stderr only once it lasts this long: a publish takes
+about a second, and a notebook's stderr is printed on its page."""
 
 
 def holder(path: Path) -> str:
@@ -312,12 +315,13 @@ def holder(path: Path) -> str:
 
 def lock_file(path: Path, give_up_s: float | None = None) -> FileLock:
     """The publish lock of ``path`` (:func:`resgd.infra.file_lock.try_lock`), waiting for its holder (said
-    once on stderr) at most :data:`PUBLISH_GIVE_UP_S`, then :class:`resgd.validation.OutputError` in one line."""
+    once on stderr after :data:`TELL_AFTER_S`) at most :data:`PUBLISH_GIVE_UP_S`, then
+    :class:`resgd.validation.OutputError` in one line."""
     give_up_s = PUBLISH_GIVE_UP_S if give_up_s is None else give_up_s
     told, start = False, time.monotonic()
     while (lock := try_lock(path)) is None:
         waited = time.monotonic() - start
-        if not told:
+        if not told and waited >= min(TELL_AFTER_S, give_up_s):
             print(f"publishing into {path.parent}: waiting for {holder(path)}, which publishes there now "
                   f"(at most {give_up_s:g} s)", file=sys.stderr, flush=True)
             told = True

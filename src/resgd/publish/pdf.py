@@ -436,8 +436,10 @@ def print_pdf(page: Path, out: Path, log=print) -> dict:
             raise BookPdfError(f"{page}: " + "; ".join(problems))
         layout = fit_layout(driver)
         state["layout"] = layout
+        floor = sum(zoom <= MIN_TABLE_ZOOM for zoom in layout["zoomed"])
         log(f"book_pdf: {len(layout['zoomed'])} of {layout['tables']} tables zoomed to fit the column "
-            f"(down to {min(layout['zoomed'], default=1):.2f}), {layout['mathScaled']} equations set smaller")
+            f"(down to {min(layout['zoomed'], default=1):.2f}, {floor} at the floor {MIN_TABLE_ZOOM}), "
+            f"{layout['mathScaled']} equations set smaller")
         for problem in layout_problems(layout):
             log(f"book_pdf: warning: {problem}")
         headings = outline_headings(driver.execute_script(HEADINGS))
