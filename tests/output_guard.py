@@ -68,8 +68,8 @@ def listing(root: Path, folders: tuple[str, ...] = WATCHED) -> dict[str, tuple]:
             return
         if os.path.islink(path):
             found[rel] = ("link", os.readlink(path))
-        elif path.is_dir():
-            found[rel] = ("folder", st.st_mtime_ns)
+        elif path.is_dir():  # its entries are listed themselves; its mtime moves with any of them
+            found[rel] = ("folder",)
         else:
             found[rel] = ("file", st.st_size, st.st_mtime_ns)
 

@@ -31,6 +31,13 @@ from resgd.publish import notebook_run
 from resgd.publish.book_outputs import BookOutputs
 from resgd.publish.report import REPORT, Record
 
+
+@pytest.fixture(autouse=True)
+def _book_results_in_the_book(monkeypatch):
+    """A book build's results folder is its book's ``results/`` (under the test's ``tmp_path``): the
+    suite's own per-test ``$RESGD_RESULTS_DIR`` would take the build's results elsewhere."""
+    monkeypatch.delenv("RESGD_RESULTS_DIR", raising=False)
+
 TAGS = ("OLDTAG", "NEWTAG", "LATERTAG")
 VIEW = ("figures/f.txt", "figures/g.txt", "results/tables/t.csv", "results/claims/c.json",
         "notebooks/01_a.ipynb", str(REPORT), "book/execution.md")

@@ -88,8 +88,14 @@ def test_listing_sees_sizes_mtimes_links_and_removals(tmp_path):
     (root / "_build" / "screenshots").mkdir(parents=True)  # the tests' own
     (root / "_build" / "screenshots" / "index.png").write_bytes(b"png")
     assert output_guard.changes(before, output_guard.listing(root)) == [
-        "_build (new)", "figures (changed)", "figures/fig.png (changed)", "results (changed)",
-        "results/.resgd-mode (removed)", "results/tables/a.csv (changed)"]
+        "_build (new)", "figures/fig.png (changed)", "results/.resgd-mode (removed)", "results/tables/a.csv (changed)"]
+    # a folder is compared by its entries, not its mtime: the tests' own screenshots folder, made in a
+    # built site's _build/, changes _build's mtime and nothing else of the user's
+    (root / "_build" / "html").mkdir()
+    before = output_guard.listing(root)
+    (root / "_build" / "screenshots" / "other.png").write_bytes(b"png")
+    os.utime(root / "_build", ns=(2, 2))
+    assert output_guard.changes(before, output_guard.listing(root)) == []
 
 
 NEWCOMER = '''
