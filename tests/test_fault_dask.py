@@ -158,3 +158,27 @@ def test_a_stopped_worker_is_named_within_the_stated_time(cluster, tmp_path, mon
     err = capfd.readouterr().err
     # named once; how many tasks the scheduler still lists for it depends on when the stop came
     assert err.count("has not reported to its scheduler for 3 s and holds ") == 1, err
+
+
+def test_a_stopped_scheduler_is_named_within_the_stated_time(cluster, tmp_path, monkeypatch, capfd):
+    """A scheduler stopped with SIGSTOP (its connection open, so the sweep's own wait cannot tell) is
+    named once it has left the watch's question unanswered for ``SILENT_SCHEDULER_S`` seconds;
+    continued, it delivers and the sweep ends."""
+    from resgd.pipeline import dask_backend
+
+    monkeypatch.setattr(dask_backend, "SILENT_SCHEDULER_S", 2.0)
+    monkeypatch.setattr(dask_backend, "SILENT_POLL_S", 0.5)
+    cluster.worker()
+    scheduler = cluster.procs[0]
+
+    def after_each(key: str) -> None:
+        if key == "0":  # the worker now computes task 1 (3 s): stop the scheduler, continue it after 6 s
+            os.killpg(scheduler.pid, signal.SIGSTOP)
+            threading.Timer(6.0, lambda: os.killpg(scheduler.pid, signal.SIGCONT)).start()
+
+    got = cached_sweep([Task(str(x), slow_square, x) for x in (0, 1)], ResultsCache(tmp_path / "cache"), n_jobs=1,
+                       scheduler=cluster.address, on_result=after_each)
+    assert got == {"0": 0, "1": 1}
+    err = capfd.readouterr().err
+    assert err.count(f"the Dask scheduler at {cluster.address!r} has not answered for ") == 1, err
+    assert "resume it (kill -CONT) or end it" in err

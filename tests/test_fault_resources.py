@@ -84,3 +84,27 @@ def test_a_standard_output_that_cannot_be_written_is_one_line_and_exit_1(tmp_pat
     assert out.returncode == 1, out.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith(f"error: {said}"), out.stderr[-2000:]
     assert "/dev/null" in lines[0]
+
+
+@pytest.mark.parametrize("soft, hard, said", [
+    (24, 24, "error: this process may open at most 24 files (`ulimit -n`, hard limit 24), too few for 2 local worker"),
+    (24, 4096, None),
+], ids=["hard-24", "soft-24"])
+def test_an_open_file_limit_too_low_for_the_pool_is_one_line_or_raised(tmp_path, soft, hard, said):
+    """Under ``ulimit -n 24`` a pool of two workers is refused in one line before any worker starts,
+    saying what to do (was: an error naming a joblib file, then each half-made worker's traceback);
+    when only the soft limit is low, the run raises it to what the pool needs and runs."""
+    import resource
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT / "src")]), "RESGD_OFFLINE": "1"}
+    script = ROOT / "tests" / "faults" / "toy_reproduce.py"
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "out"), "0", "--jobs", "2"], capture_output=True,
+                         text=True, env=env, timeout=300,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard)))
+    errors = [line for line in out.stderr.replace("\r", "\n").splitlines() if line.startswith("error:")]
+    if said is None:
+        assert out.returncode == 0 and not errors, out.stderr[-2000:]
+        return
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert len(errors) == 1 and errors[0].startswith(said) and "--jobs 1" in errors[0], out.stderr[-2000:]
+    assert "Traceback" not in out.stderr, out.stderr[-2000:]

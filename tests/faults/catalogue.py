@@ -544,6 +544,15 @@ FAULTS: tuple[Fault, ...] = (
     Fault('P23', 'disk', 'quick and full outputs of one figures folder',
           "each mode's build under its own pointer",
           'tests/test_fault_publish.py::test_quick_and_full_builds_live_under_their_own_pointers', 'fixed'),
+    Fault("K19", "dask", "the Dask scheduler stopped (SIGSTOP) mid-sweep, its connection open",
+          "named on stderr once it has left the watch's question unanswered for SILENT_SCHEDULER_S (20 s), with what "
+          "to do; continued, the sweep ends (was: 196 s and more without a word, the watch's own query blocked)",
+          f"{_K}::test_a_stopped_scheduler_is_named_within_the_stated_time", "fixed"),
+    Fault("W19", "disk", "ulimit -n 24 (soft and hard) under a pool of two local workers",
+          "one `error:` line before any worker starts, naming the limit and what to do (raise it, or --jobs 1), exit 1; "
+          "a low soft limit under a higher hard one is raised to what the pool needs (was: an error naming a joblib "
+          "file, then each half-made worker's traceback)",
+          f"{_RES}::test_an_open_file_limit_too_low_for_the_pool_is_one_line_or_raised[hard-24]", "fixed"),
 )
 
 

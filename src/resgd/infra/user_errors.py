@@ -32,6 +32,9 @@ _HINTS = {
     errno.ENOTDIR: f"a file stands where a folder is needed: move the file or choose another folder ({_WHERE})",
     errno.EEXIST: f"a file stands where a folder is needed: move the file or choose another folder ({_WHERE})",
     errno.EISDIR: "a folder stands where a file is needed: move the folder away",
+    errno.EMFILE: "this process reached its limit of open files (`ulimit -n`): raise it (ulimit -n 1024), or run "
+                  "with --jobs 1, then run again",
+    errno.ENFILE: "the system reached its limit of open files: end other programs, or run with --jobs 1, then run again",
 }
 
 
@@ -81,6 +84,10 @@ class ClusterError(RuntimeError):
 
 
 FULL_DISK = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+OUT_OF_FILES = frozenset({errno.EMFILE, errno.ENFILE})
+MACHINE_LIMITS = FULL_DISK | OUT_OF_FILES
+"""Errors of the machine that break other code on their way up (clean-up, a worker pool's start):
+found behind whatever error they caused."""
 
 
 def os_error_in_chain(exc: BaseException, errnos: frozenset[int] | None = None) -> OSError | None:
@@ -118,9 +125,10 @@ def describe(exc: BaseException) -> tuple[int, str] | None:
         return EXIT_DATA_IO, str(exc)
     if isinstance(exc, ClusterError):
         return EXIT_DATA_IO, str(exc)
-    # An OSError, or a full disk behind another error (a full disk breaks clean-up code too); other
-    # errors raised while handling an OSError may be bugs and keep their traceback.
-    os_error = os_error_in_chain(exc, FULL_DISK)
+    # An OSError, or a full disk or an open-file limit behind another error (they break clean-up
+    # code and worker pools too); other errors raised while handling an OSError may be bugs and keep
+    # their traceback.
+    os_error = os_error_in_chain(exc, MACHINE_LIMITS)
     if os_error is not None and os_error.errno is not None:
         return EXIT_DATA_IO, describe_os_error(os_error)
     return None

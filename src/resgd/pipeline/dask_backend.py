@@ -17,7 +17,9 @@ Robustness (why the loop below is more than ``as_completed``):
   raised *by the task itself* is not retried and propagates to the caller unchanged.
 
 * a worker stopped (SIGSTOP), hung or cut off while it holds tasks: named on stderr once it has not
-  reported to its scheduler for :data:`SILENT_WORKER_S` seconds (:func:`_name_silent_workers`).
+  reported to its scheduler for :data:`SILENT_WORKER_S` seconds (:func:`_name_silent_workers`);
+* a scheduler stopped, hung or cut off with its connection open: named on stderr once it has left
+  a question unanswered for :data:`SILENT_SCHEDULER_S` seconds (the same watch).
 
 A task is resubmitted at most ``max_resubmits`` times; then :class:`DaskSweepError` names it.
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
@@ -71,22 +74,56 @@ SILENT_WORKER_S = 30.0
 """A worker that holds tasks and has not reported to its scheduler for this long (seconds, on the
 client's own clock) is named on stderr, once: stopped (SIGSTOP), hung or cut off."""
 SILENT_POLL_S = 2.0
+SILENT_SCHEDULER_S = 20.0
+"""A scheduler that has left the watch's question unanswered this long (seconds, on the client's
+clock) is named on stderr, once: stopped (SIGSTOP), hung or cut off with its connection open (a
+closed one ends the sweep at once)."""
 
 
-def _name_silent_workers(client):
+def _name_silent_workers(client, address: Any = None):
     """While the block runs, ask the scheduler every :data:`SILENT_POLL_S` seconds when each worker
     last reported (its ``last_seen``) and name each one holding tasks whose report has not changed
     for :data:`SILENT_WORKER_S` seconds. Only changes count, timed here: no clock of another host
-    is compared with this one's."""
+    is compared with this one's. The question is asked from a thread of its own, so a scheduler that
+    does not answer (stopped, hung, cut off: the sweep's own wait cannot tell) is named once it has
+    left one unanswered for :data:`SILENT_SCHEDULER_S` seconds, instead of blocking the watch."""
     seen: dict[str, tuple[Any, float]] = {}  # address -> (its last_seen, when it last changed here)
     told: set[str] = set()
+    asked: dict[str, Any] = {}  # the question in flight: its thread, when it was asked, its answer
+
+    def ask(answer: dict[str, Any]) -> None:
+        try:
+            answer["workers"] = client.scheduler_info()["workers"]
+            answer["busy"] = client.processing()
+        except Exception:  # noqa: BLE001 - the sweep itself reports a lost scheduler
+            answer["failed"] = True
+
+    def scheduler_answered() -> dict[str, Any] | None:
+        """The answer to the question in flight (a new one asked when none is), or None while it waits."""
+        now = time.monotonic()
+        if "thread" not in asked:
+            answer: dict[str, Any] = {}
+            thread = threading.Thread(target=ask, args=(answer,), name="resgd-ask-scheduler", daemon=True)
+            asked.update(thread=thread, since=now, answer=answer)
+            thread.start()
+        asked["thread"].join(min(1.0, SILENT_POLL_S))
+        if asked["thread"].is_alive():
+            waited = time.monotonic() - asked["since"]
+            if waited >= SILENT_SCHEDULER_S and "scheduler" not in told:
+                told.add("scheduler")
+                print(f"the Dask scheduler at {address!r} has not answered for {waited:.0f} s (stopped, hung or cut "
+                      f"off): the sweep waits for it; resume it (kill -CONT) or end it (the sweep then stops in one "
+                      f"line; the results that arrived are cached)", file=sys.stderr, flush=True)
+            return None
+        answer = asked["answer"]
+        asked.clear()
+        return None if answer.get("failed") else answer
 
     def check() -> None:
-        try:
-            workers = client.scheduler_info()["workers"]
-            busy = client.processing()
-        except Exception:  # noqa: BLE001 - the sweep itself reports a lost scheduler
+        answer = scheduler_answered()
+        if answer is None:
             return
+        workers, busy = answer["workers"], answer["busy"]
         now = time.monotonic()
         for address, info in workers.items():
             last = info.get("last_seen")
@@ -140,7 +177,7 @@ def execute_dask(tasks: Sequence[Any], address: Any, *, max_resubmits: int = MAX
                            f"({type(err).__name__}); start it, or drop --scheduler to run locally") from None
     watching = ExitStack()
     try:
-        watching.enter_context(_name_silent_workers(client))
+        watching.enter_context(_name_silent_workers(client, address))
         attempts = dict.fromkeys(by_key, 0)
         owner: dict[str, str] = {}  # Dask future key -> task key
 

@@ -46,6 +46,7 @@ def execute_local(tasks: Sequence[Any], n_jobs: int) -> Iterator[tuple[str, Any]
     from joblib.externals.loky.process_executor import TerminatedWorkerError
 
     remaining = {task.key: task for task in tasks}
+    _ensure_open_files(n_jobs)
     _start_tracker_deaf_to_sighup()
     for attempt in range(LOCAL_RETRIES + 1):
         jobs = [delayed(_in_worker)(task) for task in remaining.values()]
@@ -65,6 +66,29 @@ def execute_local(tasks: Sequence[Any], n_jobs: int) -> Iterator[tuple[str, Any]
                     f"--jobs or more free memory") from None
             print(f"a local worker process died; running its {len(remaining)} undelivered task(s) again "
                   f"(retry {attempt + 1} of {LOCAL_RETRIES})", file=sys.stderr, flush=True)
+
+
+FILES_PER_WORKER = 16
+FILES_BASE = 32
+"""Open files a pool needs, about: this process's own (data, cache, locks) plus each worker's pipes,
+semaphores and files (a pool of 2 failed under ``ulimit -n 24`` and ran under 40)."""
+
+
+def _ensure_open_files(n_jobs: int) -> None:
+    """Raise this process's open-file limit to what a pool of ``n_jobs`` workers needs when its hard
+    limit allows; else stop in one line before any worker starts (a pool started short of files dies
+    half-made, each worker printing its own traceback)."""
+    import resource
+
+    need = FILES_BASE + FILES_PER_WORKER * max(1, n_jobs)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    if hard == resource.RLIM_INFINITY or hard >= need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+        return
+    raise ClusterError(f"this process may open at most {soft} files (`ulimit -n`, hard limit {hard}), too few for "
+                       f"{n_jobs} local worker processes (about {need}): raise it (ulimit -n 1024), or run with --jobs 1")
 
 
 def _start_tracker_deaf_to_sighup() -> None:
