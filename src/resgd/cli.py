@@ -73,7 +73,7 @@ def build_parser(names: Sequence[str] = PARTS) -> argparse.ArgumentParser:
     rep = commands.add_parser("reproduce", help="regenerate figures, tables and claim verdicts")
     rep.add_argument("--debug", **debug, default=argparse.SUPPRESS)  # before or after the command
     rep.add_argument("--quick", action="store_const", const="quick", dest="mode", default=None,
-                     help="the quick smoke sizes (about two minutes) instead of the full ones (default: $RESGD_MODE, else full)")
+                     help="the quick smoke sizes (a few minutes) instead of the full ones (default: $RESGD_MODE, else full)")
     rep.add_argument("--only", nargs="+", metavar="NAME", choices=list(names),
                      help=f"only these parts (choose from: {', '.join(names)}); default: all")
     rep.add_argument("--figures-dir", metavar="DIR", default=None,

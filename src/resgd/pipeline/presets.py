@@ -3,7 +3,7 @@
 The notebooks and ``python -m resgd reproduce`` read these same functions (through each
 study's ``preset``/``settings``), so a figure made from the command line matches the book's.
 ``quick`` is the smoke build for CI and tests (every code path at tiny sizes, the whole book in
-about two minutes of notebooks on 2 cores); full is what the book shows. Every value here that the
+about two and a half minutes of notebooks on 2 cores); full is what the book shows. Every value here that the
 paper does not fix is a companion's choice, listed in ``book/choices.md``.
 """
 
