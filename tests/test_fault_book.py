@@ -155,11 +155,9 @@ EVENTS = ("kill -9", "SIGHUP", "SIGTERM", "SIGINT")
 
 @pytest.mark.parametrize(("first", "event"), [(first, EVENTS[(first - 1) % 4]) for first in range(1, EVERY + 1)])
 def test_a_fault_at_any_step_of_a_book_build_leaves_the_old_outputs_or_the_new_ones_whole(tmp_path, first, event):
-    """Before: a book build wrote its notebooks' figures at today's paths as they ran and its report
-    after each notebook: stopped between two steps, figures, results, pages and report mixed two
-    builds. After: at every step of its outputs' life (stage, workspace, the notebook's publish,
-    the switch), a reader sees the old build or the new one, whole; the next build leaves one
-    build and no stage."""
+    """A book build stopped at any step of its outputs' life (stage, workspace, the notebook's publish,
+    the switch) leaves a reader the old build or the new one, whole, never figures, results, pages and
+    report of two builds; the next build leaves one build and no stage."""
     old = {k: "OLDTAG" for k in VIEW}
     assert _view(_fresh(tmp_path, 0)) == old
     at, outcomes = first, set()
@@ -202,9 +200,9 @@ def _outputs(root: Path) -> dict[str, str]:
 
 
 def test_a_cell_failing_after_a_figure_leaves_the_previous_outputs_whole(tmp_path, monkeypatch, capsys):
-    """Before: a cell failing after one ``glue_figure`` left figures/ half rewritten (the build said only
-    that the previous notebook was kept). After: the failed notebook's workspace is dropped whole:
-    figures, results, executed notebook as the last good build left them; the report says it failed."""
+    """A cell failing after one ``glue_figure`` leaves no figure half rewritten: the failed notebook's
+    workspace is dropped whole (figures, results, executed notebook as the last good build left them)
+    and the report says it failed."""
     root = make_book(tmp_path, {"01_a": WRITES})
     assert bb.main(["--root", str(root), "--mode", "quick", "--timeout", "120"]) == 0
     before = {**_outputs(root), "nb": (root / "notebooks" / "01_a.ipynb").read_text()}
@@ -222,9 +220,9 @@ def test_a_cell_failing_after_a_figure_leaves_the_previous_outputs_whole(tmp_pat
 
 
 def test_two_book_builds_at_once_publish_a_report_that_matches_their_pages(tmp_path):
-    """Before: two builds at once left the report and book/execution.md saying 01 failed while the new
-    01 was good. After: each build publishes in one switch; a build whose 01 failed after another
-    build published a good 01 keeps that one's record: the report describes the pages there."""
+    """Two builds at once each publish in one switch; a build whose 01 failed after another build
+    published a good 01 keeps that one's record, so the report and book/execution.md describe the
+    pages there."""
     root = make_book(tmp_path, {"01_a": WRITES})
     go = tmp_path / "go"
     base = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(bb.__file__).parents[2]),
@@ -253,9 +251,9 @@ def test_two_book_builds_at_once_publish_a_report_that_matches_their_pages(tmp_p
 
 
 def test_a_stopped_kernel_is_named_with_what_to_do(tmp_path, monkeypatch, capsys):
-    """Before: SIGSTOP to a notebook's kernel: 150 s and more without a word, until the timeout (30 min
-    quick, 4 h full). After: named on stderr once it has been stopped for STOPPED_KERNEL_S (30 s;
-    shortened here), with its pid and kill -CONT / kill -9; resumed, the notebook finishes."""
+    """A notebook's kernel stopped with SIGSTOP is named on stderr once it has been stopped for
+    STOPPED_KERNEL_S (30 s; shortened here), with its pid and kill -CONT / kill -9, long before the
+    notebook timeout; resumed, the notebook finishes."""
     monkeypatch.setattr(notebook_run, "STOPPED_KERNEL_S", 1.0)
     monkeypatch.setattr(notebook_run, "WATCH_S", 0.3)
     src = "import os, pathlib, time\npathlib.Path('kernel.pid').write_text(str(os.getpid()))\ntime.sleep(4)"
@@ -283,8 +281,8 @@ def test_a_stopped_kernel_is_named_with_what_to_do(tmp_path, monkeypatch, capsys
 
 
 def test_a_broken_notebook_header_is_one_error_line(tmp_path, capsys):
-    """Before: a broken MyST/YAML header in a notebook gave a 69-line YAML traceback. After: one
-    ``error:`` line naming the file, the line and the problem; exit 2, nothing run or published."""
+    """A broken MyST/YAML header in a notebook is one ``error:`` line naming the file, the line and the
+    problem, not a YAML traceback; exit 2, nothing run or published."""
     root = make_book(tmp_path, {"01_a": "x = 1"})
     md = root / "notebooks" / "01_a.md"
     md.write_text(md.read_text().replace("kernelspec:\n", "kernelspec: [\n", 1))

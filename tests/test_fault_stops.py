@@ -26,9 +26,9 @@ raise SystemExit(cli.main(["reproduce", "--only", "setup", "--figures-dir", sys.
 
 
 def test_sighup_to_the_process_group_mid_sweep_is_one_line_and_no_worker_outlives_it(tmp_path):
-    """Before: SIGHUP to the process group (a closed terminal) killed loky's resource tracker too; its
-    replacement printed a KeyError traceback per released resource (9 of them). After: the tracker
-    and the workers ignore SIGHUP, the run stops on it and ends them: one line, exit 129."""
+    """SIGHUP to the process group (a closed terminal) mid-sweep is one line and exit 129: loky's
+    resource tracker and the workers ignore it (no KeyError traceback per released resource), and the
+    run, which stops on it, ends them."""
     proc = subprocess.Popen([sys.executable, "-c", SWEEPING_CLI, str(tmp_path / "figures")], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True,
                             env={**os.environ, "RESGD_OFFLINE": "1"})
@@ -54,8 +54,8 @@ def test_sighup_to_the_process_group_mid_sweep_is_one_line_and_no_worker_outlive
 
 
 def test_a_worker_pool_that_dies_again_and_again_is_one_line(monkeypatch):
-    """Before: a local worker killed 4 times ended the run in a 14-frame traceback (a RuntimeError).
-    After: the error says how often, what is kept and what to do, in one line, exit status 1."""
+    """A local worker killed again and again ends the run in one line saying how often, what is kept
+    and what to do, exit status 1, not a traceback."""
     from fault_helpers import always_dies
 
     from resgd.pipeline import local_backend, sweep
