@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from test_book_build import make_book
-from test_fault_publish import STEPS
+from test_fault_publish import with_fault_at_step
 
 from resgd.infra.builds import WORKSPACE_ENV
 from resgd.pipeline.reproduce import Outputs, publish
@@ -106,46 +106,8 @@ def _leftovers(root: Path) -> list[str]:
 
 
 def _build_with_fault(root: Path, event: str, at: int) -> tuple[int, int]:
-    """The "new" book build in a forked process, ``event`` at its ``at``-th file-system step;
-    returns (exit status, steps taken): status 0 when the build ended before step ``at``."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        os.close(read)
-        status = 0
-        try:
-            from resgd.infra.user_errors import Stopped, stop_on_signals
-
-            count = [0]
-
-            def wrap(real):
-                def step(*args, **kwargs):
-                    count[0] += 1
-                    os.write(write, b".")
-                    if count[0] == at:
-                        if event == "kill -9":
-                            os._exit(9)
-                        os.kill(os.getpid(), getattr(signal, event))
-                    return real(*args, **kwargs)
-                return step
-
-            for name in STEPS:
-                setattr(os, name, wrap(getattr(os, name)))
-            try:
-                with stop_on_signals():
-                    _book_build(root, "NEWTAG")
-            except Stopped as stop:
-                status = 128 + stop.signum
-        except BaseException:  # noqa: BLE001 - the child reports by its status only
-            status = 1
-        os._exit(status)
-    os.close(write)
-    steps = 0
-    while chunk := os.read(read, 4096):
-        steps += len(chunk)
-    os.close(read)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), steps
+    """The "new" book build with ``event`` at its ``at``-th file-system step (:func:`with_fault_at_step`)."""
+    return with_fault_at_step(lambda: _book_build(root, "NEWTAG"), event, at)
 
 
 EVERY = 8

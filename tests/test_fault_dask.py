@@ -138,6 +138,19 @@ def test_a_bad_scheduler_address_in_the_environment_is_one_line_exit_2(tmp_path,
     assert "from --scheduler or $RESGD_SCHEDULER): nothing answers at 127.0.0.1:1" in err
 
 
+def _sweep_with_a_stop(cluster: Cluster, tmp_path: Path, proc: subprocess.Popen, continue_after_s: float) -> dict:
+    """Tasks 0 (0.3 s) and 1 (3 s) swept on ``cluster``; once 0 is delivered (the worker then computes
+    1), ``proc`` is stopped (SIGSTOP) and continued ``continue_after_s`` later. Returns the results."""
+
+    def after_each(key: str) -> None:
+        if key == "0":
+            os.killpg(proc.pid, signal.SIGSTOP)
+            threading.Timer(continue_after_s, lambda: os.killpg(proc.pid, signal.SIGCONT)).start()
+
+    return cached_sweep([Task(str(x), slow_square, x) for x in (0, 1)], ResultsCache(tmp_path / "cache"), n_jobs=1,
+                        scheduler=cluster.address, on_result=after_each)
+
+
 def test_a_stopped_worker_is_named_within_the_stated_time(cluster, tmp_path, monkeypatch, capfd):
     """A worker stopped with SIGSTOP is named once it has not reported to its scheduler for
     ``SILENT_WORKER_S`` seconds (timed on the client's clock); continued, it delivers and the sweep ends."""
@@ -146,15 +159,7 @@ def test_a_stopped_worker_is_named_within_the_stated_time(cluster, tmp_path, mon
     monkeypatch.setattr(dask_backend, "SILENT_WORKER_S", 3.0)
     monkeypatch.setattr(dask_backend, "SILENT_POLL_S", 0.5)
     worker = cluster.worker()
-
-    def after_each(key: str) -> None:
-        if key == "0":  # the worker now holds task 1 (3 s): stop it, continue it after 8 s
-            os.killpg(worker.pid, signal.SIGSTOP)
-            threading.Timer(8.0, lambda: os.killpg(worker.pid, signal.SIGCONT)).start()
-
-    got = cached_sweep([Task(str(x), slow_square, x) for x in (0, 1)], ResultsCache(tmp_path / "cache"), n_jobs=1,
-                       scheduler=cluster.address, on_result=after_each)
-    assert got == {"0": 0, "1": 1}
+    assert _sweep_with_a_stop(cluster, tmp_path, worker, 8.0) == {"0": 0, "1": 1}
     err = capfd.readouterr().err
     # named once; how many tasks the scheduler still lists for it depends on when the stop came
     assert err.count("has not reported to its scheduler for 3 s and holds ") == 1, err
@@ -169,16 +174,7 @@ def test_a_stopped_scheduler_is_named_within_the_stated_time(cluster, tmp_path, 
     monkeypatch.setattr(dask_backend, "SILENT_SCHEDULER_S", 2.0)
     monkeypatch.setattr(dask_backend, "SILENT_POLL_S", 0.5)
     cluster.worker()
-    scheduler = cluster.procs[0]
-
-    def after_each(key: str) -> None:
-        if key == "0":  # the worker now computes task 1 (3 s): stop the scheduler, continue it after 6 s
-            os.killpg(scheduler.pid, signal.SIGSTOP)
-            threading.Timer(6.0, lambda: os.killpg(scheduler.pid, signal.SIGCONT)).start()
-
-    got = cached_sweep([Task(str(x), slow_square, x) for x in (0, 1)], ResultsCache(tmp_path / "cache"), n_jobs=1,
-                       scheduler=cluster.address, on_result=after_each)
-    assert got == {"0": 0, "1": 1}
+    assert _sweep_with_a_stop(cluster, tmp_path, cluster.procs[0], 6.0) == {"0": 0, "1": 1}  # procs[0]: the scheduler
     err = capfd.readouterr().err
     assert err.count(f"the Dask scheduler at {cluster.address!r} has not answered for ") == 1, err
     assert "resume it (kill -CONT) or end it" in err

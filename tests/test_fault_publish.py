@@ -70,9 +70,10 @@ def _old_outputs(root: Path, start: str) -> None:
     (root / "results" / "claims" / "x.json").write_text("old x")
 
 
-def _publish_with_fault(root: Path, via: Path, event: str, at: int) -> tuple[int, int]:
-    """Publish "new" in a forked process, ``event`` at its ``at``-th file-system step; returns
-    (exit status, steps taken) — the status is 0 when the publish ended before step ``at``."""
+def with_fault_at_step(action, event: str, at: int) -> tuple[int, int]:
+    """``action()`` in a forked process, ``event`` (kill -9 or a signal's name) at its ``at``-th
+    file-system step (:data:`STEPS`); returns (exit status, steps taken): the status is 0 when the
+    action ended before step ``at``. The publish's and the book build's fault sweeps share it."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns into pytest
@@ -83,7 +84,7 @@ def _publish_with_fault(root: Path, via: Path, event: str, at: int) -> tuple[int
 
             count = [0]
 
-            def wrap(name, real):
+            def wrap(real):
                 def step(*args, **kwargs):
                     count[0] += 1
                     os.write(write, b".")
@@ -95,10 +96,10 @@ def _publish_with_fault(root: Path, via: Path, event: str, at: int) -> tuple[int
                 return step
 
             for name in STEPS:
-                setattr(os, name, wrap(name, getattr(os, name)))
+                setattr(os, name, wrap(getattr(os, name)))
             try:
                 with stop_on_signals():
-                    publish(_outputs("new"), via / "figures", via / "results", mode="full")
+                    action()
             except Stopped as stop:
                 status = 128 + stop.signum
         except BaseException:  # noqa: BLE001 - the child reports by its status only
@@ -110,8 +111,12 @@ def _publish_with_fault(root: Path, via: Path, event: str, at: int) -> tuple[int
         steps += len(chunk)
     os.close(read)
     _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    return code, steps
+    return os.waitstatus_to_exitcode(status), steps
+
+
+def _publish_with_fault(root: Path, via: Path, event: str, at: int) -> tuple[int, int]:
+    """Publish "new" through ``via`` with ``event`` at its ``at``-th file-system step (:func:`with_fault_at_step`)."""
+    return with_fault_at_step(lambda: publish(_outputs("new"), via / "figures", via / "results", mode="full"), event, at)
 
 
 FAULT_CASES = [(event, start) for event in ("kill -9", "SIGHUP") for start in ("build", "legacy", "second path")]

@@ -80,7 +80,7 @@ clock) is named on stderr, once: stopped (SIGSTOP), hung or cut off with its con
 closed one ends the sweep at once)."""
 
 
-def _name_silent_workers(client, address: Any = None):
+def _name_silent_workers(client, scheduler: Any = None):
     """While the block runs, ask the scheduler every :data:`SILENT_POLL_S` seconds when each worker
     last reported (its ``last_seen``) and name each one holding tasks whose report has not changed
     for :data:`SILENT_WORKER_S` seconds. Only changes count, timed here: no clock of another host
@@ -111,7 +111,7 @@ def _name_silent_workers(client, address: Any = None):
             waited = time.monotonic() - asked["since"]
             if waited >= SILENT_SCHEDULER_S and "scheduler" not in told:
                 told.add("scheduler")
-                print(f"the Dask scheduler at {address!r} has not answered for {waited:.0f} s (stopped, hung or cut "
+                print(f"the Dask scheduler at {scheduler!r} has not answered for {waited:.0f} s (stopped, hung or cut "
                       f"off): the sweep waits for it; resume it (kill -CONT) or end it (the sweep then stops in one "
                       f"line; the results that arrived are cached)", file=sys.stderr, flush=True)
             return None
