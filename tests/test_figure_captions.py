@@ -1,4 +1,4 @@
-"""Captions and labels that say what the figures draw (issue 57): the claims page's overview names
+"""Captions and labels that say what the figures draw: the claims page's overview names
 every colour it draws, and the map's (c) rows name the statistic the cells hold."""
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def test_a_count_that_is_not_a_whole_number_is_refused(n):
         count_noun(n, "seed")
 
 
-# --- the pages' sentences (issue 57: "1 are horizon-dependent", "1 decide", "(7 > 0)", "0 of 0 seeds") ---
+# --- the pages' sentences (none reads "1 are horizon-dependent", "1 decide", "(7 > 0)", "0 of 0 seeds") ---
 
 @pytest.mark.parametrize("n, holds, fails, are, checks, decide", [
     (0, "hold", "fail", "are", "checks", "decide"), (1, "holds", "fails", "is", "check", "decides"),
