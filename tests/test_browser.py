@@ -164,3 +164,75 @@ def test_wide_figures_get_at_least_the_column_the_legibility_test_assumes(driver
     widest, natural = max(shown)  # the widest figure, capped by the column
     assert natural * shown_per_saved > widest, f"{doc} at {window} px: the widest figure ({widest} px) is not capped by the column"
     assert widest >= COLUMN_PX, f"{doc} at {window} px: a wide figure is shown {widest} px wide, under {COLUMN_PX}"
+
+
+def write_page(folder: Path, body: str) -> str:
+    """A page of ``body`` in the book's article column, with the book's style sheet; its file URL."""
+    css = (ROOT / "_static" / "resgd.css").read_text()
+    page = folder / "page.html"
+    page.write_text(f'<!doctype html><html><head><meta charset="utf-8"><style>{css}</style></head>'
+                    f'<body><article class="bd-article" style="width: 661px">{body}</article></body></html>')
+    return page.as_uri()
+
+
+BROKEN_NUMBER = '<table><tr><td style="max-width: 2.5em; overflow-wrap: anywhere">0.968812</td><td>ok</td></tr></table>'
+WIDE_TABLE = ('<div style="overflow-x: auto"><table><tr><td style="white-space: nowrap">'
+              + "a long line of words " * 12 + "</td></tr></table></div>")
+
+
+def test_table_check_finds_a_broken_number_and_a_table_wider_than_its_column(driver, tmp_path):
+    """The checker the site test relies on can fail: a number drawn on two lines, a table scrolled sideways."""
+    driver.set_window_size(1280, 900)
+    driver.get(write_page(tmp_path, BROKEN_NUMBER + WIDE_TABLE))
+    fit = browser.table_fit(driver)
+    assert fit["tables"] == 2 and fit["splitCells"] == 1 and fit["splitNumbers"] == ["0.968812"], fit
+    assert len(fit["wideTables"]) == 1 and fit["wideTables"][0]["width"] > fit["wideTables"][0]["column"], fit
+    driver.get(write_page(tmp_path, BROKEN_NUMBER.replace("overflow-wrap: anywhere", "")
+                          + WIDE_TABLE.replace("white-space: nowrap", "")))
+    fit = browser.table_fit(driver)
+    assert fit["tables"] == 2 and fit["splitCells"] == 0 and not fit["wideTables"], fit
+
+
+def test_a_wide_table_of_numbers_is_shown_in_parts_that_fit_with_every_number_whole(driver, tmp_path):
+    """resgd.plots.tables.table_html and _static/resgd.css: fourteen columns of long numbers, in a
+    column as narrow as the book's (661 px), in a narrow cell too: no number broken, no part scrolls."""
+    import numpy as np
+    import pandas as pd
+
+    from resgd.plots.tables import table_html
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(4, 14)) * 1e-7, columns=[f"sigma_min_of_{i}" for i in range(14)])
+    frame.insert(0, "note", ["a sentence long enough to wrap inside its cell, at 95 % and 12,345 runs"] * 4)
+    shown = table_html(frame)
+    assert shown.count("<table") > 1
+    for window in (1280, 768):
+        driver.set_window_size(window, 900)
+        driver.get(write_page(tmp_path, shown))
+        fit = browser.table_fit(driver)
+        assert fit["tables"] == shown.count("<table"), fit
+        assert fit["splitCells"] == 0 and not fit["wideTables"], fit
+
+
+def site_docs() -> list[str]:
+    return [d for d in toc_docs(ROOT / "_toc.yml") if (SITE / f"{d}.html").is_file()]
+
+
+@pytest.mark.parametrize("window", [1280, 768])
+def test_no_table_breaks_a_number_or_scrolls_sideways(driver, base_url, window):
+    """Every page of the site, in a desktop and a tablet window: no number in a table drawn on two
+    lines, no table wider than its column (:func:`resgd.publish.browser.table_fit`)."""
+    docs = site_docs()
+    if not docs:
+        skip_or_fail("no page built")
+    driver.set_window_size(window, 900)
+    problems = []
+    for doc in docs:
+        driver.get(f"{base_url}/{doc}.html")
+        browser.wait_for_page(driver)
+        fit = browser.table_fit(driver)
+        problems += [f"{doc}: a number on two lines ({', '.join(fit['splitNumbers'])}) in {label!r}"
+                     for label in fit["splitTables"]]
+        problems += [f"{doc}: table {wide['table']!r} is {wide['width']} px in a {wide['column']}-px column"
+                     for wide in fit["wideTables"]]
+    assert not problems, f"at {window} px:\n" + "\n".join(problems)

@@ -108,3 +108,59 @@ def wait_for_page(driver) -> None:
     result = driver.execute_async_script(WAIT_FOR_PAGE)
     if result is not True:
         raise RuntimeError(f"page {driver.current_url} did not settle: {result}")
+
+
+# How the page's tables read at the window's width: (a) cells in which a number (-1.2e-3, 0.9688,
+# 12,345, 3/8, 12–0, 95 %) is drawn on more than one line, read from the line boxes of a DOM Range over the
+# number; (b) tables wider than their column, which the reader must scroll sideways (the table's
+# scroll box, or else the article's text column, is narrower than the table). Folded parts of the
+# page (<details>) are opened first: a reader can open them. A table of no width (not shown) is skipped.
+TABLE_FIT = r"""
+const article = document.querySelector('article.bd-article') || document.body;
+article.querySelectorAll('details').forEach(d => { d.open = true; });
+const NUMBER = /[-−+]?(?:\d+[\/–]\d+|(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:[eE][-−+]?\d+)?(?:[ \u00a0\u202f]?%)?)/g;
+const lines = rects => {
+  const tops = Array.from(rects).filter(r => r.width > 0).map(r => [r.top, r.bottom]).sort((a, b) => a[0] - b[0]);
+  let count = 0, bottom = -Infinity;
+  tops.forEach(([top, end]) => { if (top >= bottom - 1) { count += 1; bottom = end; } else bottom = Math.max(bottom, end); });
+  return count;
+};
+const broken = cell => {
+  const found = [];
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  let node;
+  while ((node = walker.nextNode())) {
+    const text = node.textContent; let m; NUMBER.lastIndex = 0;
+    while ((m = NUMBER.exec(text))) {
+      if (m[0].length < 2) continue;
+      const range = document.createRange();
+      range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
+      if (lines(range.getClientRects()) > 1) found.push(m[0]);
+    }
+  }
+  return found;
+};
+const column = (() => { const r = article.getBoundingClientRect(), s = getComputedStyle(article);
+                        return r.right - parseFloat(s.paddingRight) + 1; })();
+const scrollBox = t => { for (let p = t.parentElement; p && p !== article; p = p.parentElement)
+                           if (/auto|scroll|hidden/.test(getComputedStyle(p).overflowX)) return p; return null; };
+const label = t => t.textContent.replace(/\s+/g, ' ').trim().slice(0, 60);
+const tables = Array.from(article.querySelectorAll('table')).filter(t => t.getBoundingClientRect().width > 0);
+const out = {tables: tables.length, splitTables: [], splitCells: 0, splitNumbers: [], wideTables: []};
+tables.forEach(t => {
+  const cells = Array.from(t.querySelectorAll('td, th')).map(broken).filter(f => f.length);
+  if (cells.length) { out.splitTables.push(label(t)); out.splitCells += cells.length; out.splitNumbers.push(...cells.flat().slice(0, 3)); }
+  const box = scrollBox(t);
+  const over = (box && box.scrollWidth > box.clientWidth + 1) || t.getBoundingClientRect().right > column;
+  if (over) out.wideTables.push({table: label(t), width: Math.round(box ? box.scrollWidth : t.scrollWidth),
+                                 column: Math.round(box ? box.clientWidth : column)});
+});
+return out;
+"""
+
+
+def table_fit(driver) -> dict:
+    """:data:`TABLE_FIT` on the page loaded in ``driver``: ``tables`` (shown), ``splitTables`` and
+    ``splitCells`` (a number on more than one line; ``splitNumbers`` a few of them), ``wideTables``
+    (each with its width and its column's, px)."""
+    return driver.execute_script(TABLE_FIT)
