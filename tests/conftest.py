@@ -39,6 +39,7 @@ SLOW_FIRST = (
     "test_fault_dask.py",  # a real dask scheduler and worker processes, one killed
     "test_fault_catalogue.py",  # collects the whole suite to check the catalogue's test ids
     "test_book_build.py",  # papermill kernels, two notebook timeouts
+    "test_newcomer.py",  # a one-page quick book built in a copy of the repository, then the tests that read it
     "test_fault_book.py",  # book builds killed at every step, two at once, real kernels
     "test_fault_stops.py",  # SIGHUP to a sweep's process group, a worker pool killed again and again
     "test_dask_backend.py",  # a LocalCluster, workers killed and restarted
