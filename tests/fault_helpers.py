@@ -65,3 +65,65 @@ def always_dies(x: int) -> int:
 
     os.kill(os.getpid(), signal.SIGKILL)
     return x
+
+
+class Cluster:
+    """A ``dask scheduler`` process, and ``dask worker`` processes started on demand (a worker's
+    environment may differ: another installation of resgd on its path)."""
+
+    def __init__(self, folder):
+        import json
+        import os
+        import sys
+        from pathlib import Path
+
+        tests = Path(__file__).parent
+        self.dask = Path(sys.executable).with_name("dask")
+        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent / "src"),
+                                                                 os.environ.get("PYTHONPATH", "")])}
+        file = Path(folder) / "scheduler.json"
+        self.procs = [self._start([str(self.dask), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                   "--scheduler-file", str(file)], self.env)]
+        self.address = json.loads(wait_for(lambda: file.is_file() and file.read_text(), 120, "the scheduler file"))["address"]
+
+    @staticmethod
+    def _start(argv: list[str], env: dict[str, str]):
+        import subprocess
+
+        return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def worker(self, env: dict[str, str] | None = None):
+        proc = self._start([str(self.dask), "worker", self.address, "--nthreads", "1", "--no-dashboard", "--host",
+                            "127.0.0.1", "--no-nanny"], self.env if env is None else env)
+        self.procs.append(proc)
+        return proc
+
+    @staticmethod
+    def kill(proc) -> None:
+        import os
+        import signal
+
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=60)
+
+    def close(self) -> None:
+        for proc in self.procs:
+            self.kill(proc)
+
+
+def toy_configs(n: int, iterations: int = 8) -> list:
+    """``n`` runs (seeds 0 to n - 1) on the tiny ``toy`` data: each a fraction of a second."""
+    from dataclasses import replace
+
+    from resgd.core.model import ModelConfig
+    from resgd.core.trainer import GDConfig
+    from resgd.data.spec import DatasetSpec
+    from resgd.experiments import study as ex
+
+    spec = DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
+    base = ex.RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
+                        GDConfig(lr=0.05, iterations=iterations, reduction="mean", record_every=iterations // 2))
+    return [replace(base, seed=s) for s in range(n)]
