@@ -11,8 +11,10 @@ differs refuses the task before it trains (:func:`check_code`, :class:`CodeMisma
 naming the worker and both identities), and the client checks the identity each result reports once
 more. A Dask worker is sent each task as Python source and plain values (:func:`plain_task`): it
 compares identities before it unpickles anything of ours, so a worker of another version, where our
-classes may have moved or changed, refuses the task in that one line instead of failing to unpickle it. Engine identity: a worker on another engine path (:func:`resgd.core.engine.engine_path`)
-refuses it too (:func:`check_engine`, :class:`EngineMismatchError`).
+classes may have moved or changed, refuses the task in that one line instead of failing to unpickle
+it (a worker ends on a message it cannot unpickle, and the sweep would wait for ever). Engine
+identity: a worker on another engine path (:func:`resgd.core.engine.engine_path`) refuses it too
+(:func:`check_engine`, :class:`EngineMismatchError`).
 
 Scheduler: :func:`resolve_scheduler` (the argument, else ``$RESGD_SCHEDULER``) and
 :func:`check_scheduler` (the address parses and a Dask scheduler answers there, within seconds).
