@@ -34,18 +34,20 @@ pytest_plugins = [
 ]
 
 SLOW_FIRST = (
-    "test_faults.py",  # Dask clusters, worker processes and signals
-    "test_fault_runs.py",  # python -m resgd reproduce killed and resumed, as another user, under a file-size limit
-    "test_fault_dask.py",  # a real dask scheduler and worker processes, one killed
+    "test_local_backend.py",  # SIGHUP to a sweep's process group, worker pools killed and stopped, sweeps killed
+    "test_reproduce_publish.py",  # a publish faulted at every step, in forked processes
+    "test_book_outputs.py",  # book builds faulted at every step, two at once, real kernels
+    "test_identity.py",  # a real dask worker of another version; LocalClusters of other code and other data
+    "test_reproduce.py",  # python -m resgd reproduce killed and resumed, as another user, under a file-size limit
+    "test_dask_processes.py",  # a real dask scheduler and worker processes, killed and stopped
     "test_fault_catalogue.py",  # collects the whole suite to check the catalogue's test ids
     "test_book_build.py",  # papermill kernels, two notebook timeouts
     "test_newcomer.py",  # a one-page quick book built in a copy of the repository, then the tests that read it
-    "test_fault_book.py",  # book builds killed at every step, two at once, real kernels
-    "test_fault_stops.py",  # SIGHUP to a sweep's process group, a worker pool killed again and again
-    "test_dask_backend.py",  # a LocalCluster, workers killed and restarted
+    "test_dask_backend.py",  # a LocalCluster, workers killed and restarted, one over its memory limit
     "test_lab.py",  # a JupyterLab server running notebooks/01_setup.md, and a Chromium
-    "test_pipeline.py",  # sweeps in subprocesses, killed
-    "test_cli.py",  # python -m resgd in subprocesses
+    "test_cli.py",  # python -m resgd in subprocesses, stopped by signals
+    "test_sweep.py",  # two sweeps in subprocesses on one results folder
+    "test_results_cache.py",  # locks of stopped and killed runs, entries read as another user
     "test_output_guard.py",  # pytest in subprocesses, one with two workers
     "test_collapse.py",
     "test_browser.py",

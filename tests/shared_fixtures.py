@@ -32,6 +32,15 @@ def offline_data(monkeypatch, tmp_path):
 
 
 @pytest.fixture
+def client_standin(monkeypatch, tmp_path):
+    """The client runs Jena on the stand-in of its own cache folder (offline, no data folder)."""
+    monkeypatch.delenv("RESGD_DATA_DIR", raising=False)
+    monkeypatch.setenv("RESGD_OFFLINE", "1")
+    monkeypatch.setenv("RESGD_CACHE_DIR", str(tmp_path / "client-cache"))
+    return tmp_path
+
+
+@pytest.fixture
 def sst2_shared() -> Path:
     """The read-only data folder holding the real GLUE SST-2 files and the GloVe subset (the test
     skips without them)."""

@@ -4,6 +4,8 @@ notebook_run, schedule, report): TOC order, mode resolution, execution and its f
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -431,3 +433,39 @@ def test_every_stopping_signal_takes_the_one_stop_path(signame, status):
         time.sleep(5)  # interrupted by the handler
     code, line = describe_stop(stop.value, "book_build")
     assert code == status and line.startswith(f"book_build stopped by {signame}")
+
+
+def test_a_broken_notebook_header_is_one_error_line(tmp_path, capsys):
+    """A broken MyST/YAML header in a notebook is one ``error:`` line naming the file, the line and the
+    problem, not a YAML traceback; exit 2, nothing run or published."""
+    root = make_book(tmp_path, {"01_a": "x = 1"})
+    md = root / "notebooks" / "01_a.md"
+    md.write_text(md.read_text().replace("kernelspec:\n", "kernelspec: [\n", 1))
+    assert bb.main(["--root", str(root), "--mode", "quick"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    line = md.read_text().splitlines().index("  language: python") + 1
+    assert err.startswith(f"book_build: error: {md}, line {line}: the notebook's header is not valid YAML")
+    assert not (root / "notebooks" / "01_a.ipynb").exists()
+
+
+def test_a_book_build_in_a_read_only_checkout_is_one_line(tmp_path, monkeypatch, capsys):
+    """A book build in a read-only checkout is one line and exit 1, not an OSError traceback."""
+    import errno
+
+    from resgd.publish import build
+
+    shutil.copy(ROOT / "_toc.yml", tmp_path / "_toc.yml")
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns("*.ipynb"))
+    real = os.mkdir
+
+    def read_only(path, *args, **kwargs):
+        if str(path).startswith(str(tmp_path)):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", read_only)
+    assert build.main(["--root", str(tmp_path), "--only", "01", "--mode", "quick"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"book_build: error: {tmp_path / 'figures'}: Read-only file system; ")

@@ -1,10 +1,13 @@
-"""``python -m resgd``: argument errors are clear, the named parts are called with one signature."""
+"""``python -m resgd``: argument errors are clear, the named parts are called with one signature, a
+signal stops a run in one line, and a standard output that cannot be written is one line, exit 1."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -373,3 +376,73 @@ def test_mkl_intel_path_yes_is_one_line_exit_2_from_python_m_resgd(tmp_path):
     done = subprocess.run([sys.executable, "-m", "resgd", "info"], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip() == "error: $RESGD_MKL_INTEL_PATH='yes': expected 1 (use MKL's Intel path) or 0/unset (MKL's default)"
+
+
+STOPPABLE_CLI = """
+import sys, time
+from resgd import cli
+def reproduce(quick, figures_dir, *, n_jobs, scheduler):
+    print("started", flush=True)
+    time.sleep(600)
+raise SystemExit(cli.main(["reproduce", "--only", "setup", "--figures-dir", sys.argv[1]], parts={"setup": reproduce}))
+"""
+
+
+@pytest.mark.parametrize("signame, status", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_reproduce_stops_on_a_signal_in_one_line(tmp_path, signame, status):
+    """A signal stops reproduce in one line, without a traceback: exit 143 for SIGTERM, 130 for SIGINT."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RESGD_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", STOPPABLE_CLI, str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "started"
+        proc.send_signal(getattr(signal, signame))
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    lines = [line for line in err.splitlines() if line.strip() and "reproduce (" not in line and "%|" not in line]
+    assert proc.returncode == status and "Traceback" not in err
+    assert lines == [f"python -m resgd reproduce stopped by {signame}; its worker processes were ended; "
+                     f"the results computed so far are cached and a new run resumes from them"]
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _closed_pipe() -> int:
+    read, write = os.pipe()
+    os.close(read)
+    return write
+
+
+@pytest.mark.parametrize("where, said", [
+    ("/dev/full", "standard output cannot be written (No space left on device)"),
+    ("a closed pipe", "standard output cannot be written (Broken pipe)"),
+    ("closed", "standard output is closed (started with >&-?)"),
+], ids=["dev-full", "closed-pipe", "closed"])
+def test_a_standard_output_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, where, said):
+    """Standard output that cannot be written (``> /dev/full``, a closed pipe, a closed stdout ``>&-``)
+    is one line naming standard output and what to do, exit 1 (as documented), not a message about
+    "writing a file" or a silent exit 0."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RESGD_OFFLINE": "1"}
+    command = [sys.executable, "-m", "resgd", "info"]
+    if where == "/dev/full":
+        with open("/dev/full", "w") as full:
+            out = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=300)
+    elif where == "a closed pipe":
+        fd = _closed_pipe()
+        try:
+            out = subprocess.run(command, stdout=fd, stderr=subprocess.PIPE, text=True, env=env, timeout=300)
+        finally:
+            os.close(fd)
+    else:
+        out = subprocess.run(command, stderr=subprocess.PIPE, text=True, env=env, timeout=300, preexec_fn=lambda: os.close(1))
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {said}"), out.stderr[-2000:]
+    assert "/dev/null" in lines[0]

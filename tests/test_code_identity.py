@@ -137,3 +137,17 @@ def test_a_worker_whose_imported_code_differs_from_the_client_s_refuses_the_task
         source_hash.imported_hash.cache_clear()
     assert not ran and "\n" not in str(caught.value)
     assert f"the client runs resgd {client[1]['version']} with sources sha256 {client[1]['source']}" in str(caught.value)
+
+
+def test_a_worker_s_identity_covers_the_cached_runs_and_its_task_s_own_code():
+    """The identity a worker reports: the version and the hash of the code, as imported, of the cached
+    runs' modules and of the module that defines its task (the Theorem 1 sweep's is outside the cache's)."""
+    from resgd.infra import source_hash
+    from resgd.theorem1 import sweep
+
+    assert source_hash.entries_of([abs]) == source_hash.COMPUTE_ENTRIES
+    entries = source_hash.entries_of([sweep.sweep_chunk])
+    assert set(entries) == {*source_hash.COMPUTE_ENTRIES, "theorem1/sweep.py"}
+    identity = source_hash.code_identity(entries)
+    assert identity == {"version": source_hash.package_version(), "source": source_hash.imported_hash(entries)}
+    assert identity["source"] != source_hash.compute_hash() == source_hash.code_identity()["source"]

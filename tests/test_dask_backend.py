@@ -145,3 +145,23 @@ def test_cached_sweep_on_the_cluster_equals_the_local_sweep(cluster, tmp_path):
 
 def test_error_type_is_runtime_error():
     assert issubclass(DaskSweepError, RuntimeError)
+
+
+def test_a_dask_worker_over_its_memory_limit_ends_the_sweep_in_one_line(tmp_path):
+    """A Dask worker over its memory limit ends the sweep with a cluster error in one line, exit 1,
+    saying what to check."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    from fault_helpers import allocate
+    from resgd.pipeline.dask_backend import DaskSweepError, execute_dask
+    from resgd.pipeline.sweep import Task
+    from resgd.infra.user_errors import describe
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                      memory_limit="200MB") as cluster:
+            with pytest.raises(DaskSweepError) as caught:
+                list(execute_dask([Task("big", allocate, 1200)], cluster.scheduler_address, max_resubmits=0))
+    status, message = describe(caught.value)
+    assert status == 1 and "\n" not in message and "over its memory limit" in message and "--memory-limit" in message

@@ -1,4 +1,6 @@
-"""Jena climate loader: parser errors, cleaning, stand-in, downloads, windows, caching.
+"""Jena climate loader: parser errors, cleaning, stand-in, downloads, windows, caching; a malformed,
+oversized or odd file (a FIFO, a device, a folder) is one line naming the file, the line and the
+field (exit 1 from the command line), never replaced by the stand-in.
 
 Never touches the network (``fetch_url`` is replaced for every test) and writes only below
 ``tmp_path``. Tests that need the real 19-row sample skip when the shared data is absent.
@@ -7,6 +9,7 @@ Never touches the network (``fetch_url`` is replaced for every test) and writes 
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import zipfile
 from pathlib import Path
@@ -24,6 +27,7 @@ from resgd.data.jena_schema import CANONICAL_HEADER, FEATURE_NAMES, JENA_FILE_NA
 
 from shared_data import serve
 from shared_data import shared_data_dir as find_shared_data
+from fault_helpers import one_line, re_file, sparse_file
 SAMPLE_NAME = "jena_first19rows_sample.csv"
 
 
@@ -563,3 +567,141 @@ def test_a_full_file_beside_the_excerpt_must_agree_with_it_over_the_task_period(
     message = str(caught.value)
     assert "\n" not in message and JENA_RELATIVE_PATH.split("/")[-1] in message and "jena_climate_2009_excerpt.csv" in message
     assert "hourly values differ, the first at 2009-01-" in message
+
+
+def jena_text(days: int = 2) -> str:
+    frame = standin_frame(days=days, seed=1)
+    return CANONICAL_HEADER + "\n" + frame.to_csv(header=False, index=False, float_format="%.2f", lineterminator="\n")
+
+
+def with_line(text: str, number: int, edit) -> str:
+    lines = text.split("\n")
+    lines[number - 1] = edit(lines[number - 1])
+    return "\n".join(lines)
+
+
+def decimal_commas(text: str) -> str:
+    header, *rows = text.split("\n")
+    def german(row: str) -> str:  # a spreadsheet's export with decimal commas: '996,52' for 996.52
+        date, _, numbers = row.partition(",")
+        return f"{date},{numbers.replace('.', ',')}" if row else row
+
+    return "\n".join([header, *map(german, rows)])
+
+
+JENA_FAULTS = {
+    "byte-order mark": (lambda t: "\ufeff" + t, r"line 1 \(header\), column 1: got '\\ufeff\"Date Time\"', expected 'Date Time'"),
+    "UTF-16": (None, r"line 1 \(header\) is not UTF-8 text"),
+    "semicolons": (lambda t: t.replace(",", ";"), r"line 1 \(header\), column 1: got 'Date Time;"),
+    "decimal commas": (decimal_commas, r"line 2 has 29 comma-separated fields, expected 15 \(written with decimal commas"),
+    "two rows swapped": (lambda t: with_line(with_line(t, 4, lambda _: t.split("\n")[4]), 5, lambda _: t.split("\n")[3]),
+                         r"line 5, field 'Date Time': got 01\.01\.2009 00:30:00, a timestamp earlier than line 4's \(out of order\)"),
+    "ISO dates": (lambda t: with_line(t, 4, lambda line: line.replace("01.01.2009", "2009-01-01")),
+                  r"line 4, field 'Date Time': got '2009-01-01 00:30:00', expected a date dd\.mm\.yyyy HH:MM:SS"),
+    "two-digit year": (lambda t: with_line(t, 4, lambda line: line.replace(".2009", ".09")),
+                       r"line 4, field 'Date Time': got '01\.01\.09 00:30:00', expected a date"),
+    "month 13": (lambda t: with_line(t, 4, lambda line: line.replace("01.01.2009", "01.13.2009")),
+                 r"line 4, field 'Date Time': got '01\.13\.2009 00:30:00', expected a date"),
+    "cut mid-line": (lambda t: t[: t.index("\n", len(t) // 2) + 30], r"line 146, field '[^']+': got an empty field, expected a number"),
+    "infinite pressure": (lambda t: with_line(t, 7, lambda line: line.split(",", 1)[0] + ",inf," + line.split(",", 2)[2]),
+                          r"line 7, field 'p \(mbar\)': got inf, expected a number"),
+}
+
+
+@pytest.mark.parametrize("fault", list(JENA_FAULTS))
+def test_a_malformed_jena_file_names_file_line_and_field(tmp_path, fault):
+    edit, pattern = JENA_FAULTS[fault]
+    path = tmp_path / "jena.csv"
+    text = jena_text()
+    if edit is None:  # UTF-16
+        path.write_bytes(text.encode("utf-16"))
+    else:
+        path.write_text(edit(text), encoding="utf-8")
+    with pytest.raises(DataError, match=re_file(path) + pattern) as caught:
+        parse_jena_csv(path)
+    one_line(caught)
+
+
+def test_windows_line_ends_parse_as_the_same_rows(tmp_path):
+    """Not a fault: a file saved with CRLF line ends gives the same rows as with LF."""
+    text = jena_text()
+    (tmp_path / "lf.csv").write_text(text, encoding="utf-8")
+    (tmp_path / "crlf.csv").write_bytes(text.replace("\n", "\r\n").encode())
+    assert parse_jena_csv(tmp_path / "crlf.csv").equals(parse_jena_csv(tmp_path / "lf.csv"))
+
+
+def test_a_corrupt_jena_file_from_the_command_line_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
+    from resgd import cli
+
+    data = tmp_path / "data"
+    (data / "jena").mkdir(parents=True)
+    (data / "jena" / "jena_climate_2009_2016.csv").write_text(decimal_commas(jena_text()), encoding="utf-8")
+    for name, value in {"RESGD_DATA_DIR": data, "RESGD_OFFLINE": 1, "RESGD_CACHE_DIR": tmp_path / "cache"}.items():
+        monkeypatch.setenv(name, str(value))
+    status = cli.main(["reproduce", "--quick", "--only", "jena", "--figures-dir", str(tmp_path / "figures"),
+                       "--results-dir", str(tmp_path / "results")])
+    err = capsys.readouterr().err
+    assert status == 1 and "Traceback" not in err
+    errors = [x for x in err.splitlines() if x.startswith("error: ")]
+    assert len(errors) == 1 and "jena_climate_2009_2016.csv: line 2 has 29 comma-separated fields" in errors[0]
+    assert not list((tmp_path / "results").rglob("*.pkl"))
+    shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+
+
+def test_a_jena_file_edited_with_its_mtime_restored_is_parsed_again(tmp_path):
+    """The parsed-data cache is keyed by the file's content: an edit with size and mtime restored is
+    parsed again (and the data's digest follows)."""
+    from resgd.data.jena import load_jena
+    from resgd.data.jena_schema import JENA_FILE_NAME
+    from resgd.data.standin import write_standin_csv
+
+    path = tmp_path / "data" / "jena" / JENA_FILE_NAME
+    write_standin_csv(path, days=20, seed=2)
+    options = dict(n_tokens=4, n_train=8, n_test=8, data_dir=tmp_path / "data", cache_dir=tmp_path / "cache",
+                   allow_download=False, check_canonical=False)
+    first = load_jena(**options)
+    stat = path.stat()
+    lines = path.read_text().splitlines(keepends=True)
+    fields = lines[6].split(",")  # 01:00, an hour's reading
+    fields[2] = fields[2].replace(fields[2].strip()[-1], "0" if fields[2].strip()[-1] != "0" else "1")  # T (degC), same length
+    lines[6] = ",".join(fields)
+    path.write_text("".join(lines))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    second = load_jena(**options)
+    assert len(list((tmp_path / "cache" / "processed").glob("jena_hourly_*.npz"))) == 2
+    assert second.info["train_mean"] != first.info["train_mean"]
+
+
+def _jena_options(tmp_path: Path) -> dict:
+    return dict(n_tokens=4, n_train=8, n_test=8, data_dir=tmp_path / "data", cache_dir=tmp_path / "cache",
+                allow_download=False, check_canonical=False)
+
+
+def test_a_5_gb_jena_file_without_line_ends_is_refused_in_one_line_before_it_is_read(tmp_path):
+    """A huge Jena file without line ends is refused in one line, naming the header's length, before it
+    is read into memory."""
+    from resgd.data import DataError, load_jena
+    from resgd.data.jena_schema import JENA_FILE_NAME
+
+    sparse_file(tmp_path / "data" / "jena" / JENA_FILE_NAME, 5 << 30)
+    with pytest.raises(DataError) as caught:
+        load_jena(**_jena_options(tmp_path))
+    assert "\n" not in str(caught.value) and "line 1 (header) is longer than 64 KiB" in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "/dev/zero", "folder"])
+def test_a_jena_path_that_is_not_a_regular_file_is_refused_not_replaced_by_the_standin(tmp_path, kind):
+    """A FIFO, ``/dev/zero`` or a folder given as the Jena file is refused in one line naming it; the run
+    does not fall back to the synthetic stand-in."""
+    from resgd.data import DataError, load_jena
+    from resgd.data.jena_schema import JENA_FILE_NAME
+
+    path = tmp_path / "data" / "jena" / JENA_FILE_NAME
+    path.parent.mkdir(parents=True)
+    {"FIFO": os.mkfifo, "/dev/zero": lambda p: os.symlink("/dev/zero", p), "folder": os.mkdir}[kind](path)
+    with pytest.raises(DataError) as caught:
+        load_jena(**_jena_options(tmp_path))
+    what = {"FIFO": "a FIFO (named pipe)", "/dev/zero": "a character device", "folder": "a folder"}[kind]
+    assert str(caught.value) == (f"{path}: is {what}, not a regular file; expected a Jena climate CSV: "
+                                 f"put the file there or remove {path}")

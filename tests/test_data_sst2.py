@@ -1,4 +1,6 @@
-"""SST-2 loader: TSV parsing, checksums, downloads, GloVe lookup, balanced seeded samples.
+"""SST-2 loader: TSV parsing, checksums, downloads, GloVe lookup, balanced seeded samples; a
+malformed, oversized or odd file (a FIFO, a device, a folder, CRLF line ends) is one line naming
+the file, the line and the field, exit 1 from the command line.
 
 Never touches the network (``fetch_url`` is replaced for every test) and writes only below
 ``tmp_path``. Tests on the real GLUE files skip when the shared data is absent.
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import zipfile
 from pathlib import Path
 
@@ -22,6 +25,7 @@ from resgd.data.glove import GLOVE_SUBSET_NAME, GLOVE_URL
 from resgd.data.sst2 import SHA256, SST2_URL, balanced_rows
 
 from shared_data import serve
+from fault_helpers import one_line, sparse_file
 
 
 @pytest.fixture(autouse=True)
@@ -354,3 +358,111 @@ def test_a_damaged_official_file_is_reported_with_its_line_and_field(sst2_shared
     (data / "glove" / GLOVE_SUBSET_NAME).symlink_to(sst2_shared / "glove" / GLOVE_SUBSET_NAME)
     with pytest.raises(DataError, match=r"dev\.tsv: line 6, field 'label': got 'positive', expected 0 or 1; the official file has sha256 " + SHA256["dev"]):
         load_sst2(data_dir=data, cache_dir=tmp_path / "cache", allow_download=False)
+
+
+GOOD_TSV = "sentence\tlabel\nfine film \t1\nbad film \t0\n"
+
+
+@pytest.mark.parametrize("name, data, pattern", [
+    ("bom.tsv", ("\ufeff" + GOOD_TSV).encode(), r"bom\.tsv: line 1 \(header\) is '\\ufeffsentence\\tlabel'; expected 'sentence<TAB>label'"),
+    ("utf16.tsv", GOOD_TSV.encode("utf-16"), r"utf16\.tsv: line 1 is not UTF-8"),
+    ("fraction.tsv", b"sentence\tlabel\nfine \t1.0\n", r"fraction\.tsv: line 2, field 'label': got '1\.0', expected 0 or 1"),
+    ("blank.tsv", (GOOD_TSV + "\n").encode(), r"blank\.tsv: line 4 has 1 tab-separated field\(s\), expected 2"),
+    ("train.tsv.gz", GOOD_TSV.encode(), r"train\.tsv\.gz: cannot read the file \(BadGzipFile"),
+], ids=["byte-order mark", "UTF-16", "label 1.0", "blank line", "plain text named .gz"])
+def test_a_malformed_sst2_file_names_file_line_and_field(tmp_path, name, data, pattern):
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(DataError, match=pattern) as caught:
+        parse_sst2_tsv(path)
+    one_line(caught)
+
+
+def test_a_folder_where_an_sst2_file_should_be_is_named(tmp_path):
+    (tmp_path / "dev.tsv").mkdir()
+    with pytest.raises(DataError, match=r"dev\.tsv: cannot read the file \(IsADirectoryError") as caught:
+        parse_sst2_tsv(tmp_path / "dev.tsv")
+    one_line(caught)
+
+
+def real_copy(sst2_shared: Path, tmp_path: Path) -> Path:
+    """A data folder of links to the real files (the test then replaces one with a damaged copy)."""
+    data = tmp_path / "data"
+    for relative in ("sst2/dev.tsv", "sst2/train.tsv.gz", f"glove/{GLOVE_SUBSET_NAME}"):
+        (data / relative).parent.mkdir(parents=True, exist_ok=True)
+        (data / relative).symlink_to(sst2_shared / relative)
+    return data
+
+
+def test_a_duplicated_row_in_the_real_dev_file_fails_its_checksum(sst2_shared, tmp_path):
+    """A duplicated row parses (SST-2 has repeated sentences), so the checksum is what catches it."""
+    data = real_copy(sst2_shared, tmp_path)
+    lines = (sst2_shared / "sst2" / "dev.tsv").read_text(encoding="utf-8").split("\n")
+    (data / "sst2" / "dev.tsv").unlink()
+    (data / "sst2" / "dev.tsv").write_text("\n".join(lines[:10] + lines[9:]), encoding="utf-8")
+    with pytest.raises(DataError, match=r"dev\.tsv: sha256 of the \(uncompressed\) content is [0-9a-f]{64}, expected " + SHA256["dev"]) as caught:
+        load_sst2(data_dir=data, cache_dir=tmp_path / "cache", allow_download=False)
+    one_line(caught)
+
+
+def test_a_corrupt_sst2_file_from_the_command_line_is_one_line_and_exit_1(sst2_shared, tmp_path, monkeypatch, capsys):
+    """``python -m resgd reproduce --quick --only sst2`` on a data folder whose dev.tsv has a bad
+    label: the real part stops before training, one line names the file, line and field."""
+    from resgd import cli
+
+    data = real_copy(sst2_shared, tmp_path)
+    lines = (sst2_shared / "sst2" / "dev.tsv").read_text(encoding="utf-8").split("\n")
+    lines[5] = lines[5].rsplit("\t", 1)[0] + "\tpositive"
+    (data / "sst2" / "dev.tsv").unlink()
+    (data / "sst2" / "dev.tsv").write_text("\n".join(lines), encoding="utf-8")
+    for name, value in {"RESGD_DATA_DIR": data, "RESGD_OFFLINE": 1, "RESGD_CACHE_DIR": tmp_path / "cache"}.items():
+        monkeypatch.setenv(name, str(value))
+    status = cli.main(["reproduce", "--quick", "--only", "sst2", "--figures-dir", str(tmp_path / "figures"),
+                       "--results-dir", str(tmp_path / "results")])
+    err = capsys.readouterr().err
+    assert status == 1 and "Traceback" not in err
+    errors = [x for x in err.splitlines() if x.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: {data / 'sst2' / 'dev.tsv'}: line 6, field 'label': got 'positive'")
+    assert not list((tmp_path / "results").rglob("*.pkl"))  # nothing trained
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "/dev/zero"])
+def test_an_sst2_path_that_is_not_a_regular_file_is_refused_in_one_line(tmp_path, kind):
+    from resgd.data import DataError
+    from resgd.data.sst2 import locate_sst2, parse_sst2_tsv
+
+    path = tmp_path / "data" / "sst2" / "dev.tsv"
+    path.parent.mkdir(parents=True)
+    {"FIFO": os.mkfifo, "/dev/zero": lambda p: os.symlink("/dev/zero", p)}[kind](path)
+    for call in (lambda: locate_sst2(tmp_path / "data", tmp_path / "cache", allow_download=False, timeout=1),
+                 lambda: parse_sst2_tsv(path)):
+        with pytest.raises(DataError, match=r"dev\.tsv: is a (FIFO|character device).*, not a regular file") as caught:
+            call()
+        assert "\n" not in str(caught.value)
+
+
+def test_a_3_gb_sst2_file_is_refused_in_one_line_while_it_is_read(tmp_path):
+    """An oversized SST-2 file is refused in one line once the read passes the size limit, without
+    holding it all in memory."""
+    from resgd.data import DataError
+    from resgd.data.sst2 import SHA256, parse_sst2_tsv
+
+    path = sparse_file(tmp_path / "train.tsv", 3 << 30)
+    with pytest.raises(DataError) as caught:
+        parse_sst2_tsv(path, expected_sha256=SHA256["train"])
+    assert "\n" not in str(caught.value) and "train.tsv: over 64 MiB (uncompressed)" in str(caught.value)
+
+
+def test_an_sst2_file_with_windows_line_ends_says_so(tmp_path):
+    """An SST-2 file with Windows line ends is rejected with a message that names the CRLF line ends."""
+    import hashlib
+
+    from resgd.data import DataError
+    from resgd.data.sst2 import parse_sst2_tsv
+
+    text = "sentence\tlabel\na fine film \t1\na dull one \t0\n"
+    path = tmp_path / "dev.tsv"
+    path.write_bytes(text.replace("\n", "\r\n").encode())
+    with pytest.raises(DataError) as caught:
+        parse_sst2_tsv(path, expected_sha256=hashlib.sha256(text.encode()).hexdigest())
+    assert "\n" not in str(caught.value) and "Windows line ends (CRLF) where the official file has LF" in str(caught.value)

@@ -10,7 +10,7 @@ exists and that there are at least 74 entries.
 
 * ``fixed``: one of the 18 failures or of the smaller group, fixed and tested before this catalogue;
 * ``covered``: behaved as promised and was already a test elsewhere;
-* ``scripted``: behaved as promised, scripted now (``tests/test_fault_*.py``);
+* ``scripted``: behaved as promised, scripted now (in the test file of the code it is inflicted on);
 * ``bug``: found while scripting, fixed with its test (the expected behaviour is after the fix).
 
 ``node`` is a pytest node id; ``path::function[~text]`` names the parametrized case whose id
@@ -34,26 +34,26 @@ class Fault(NamedTuple):
 FAMILIES = ("interrupt", "cache", "disk", "sst2", "glove", "jena", "concurrency", "settings", "dask", "label")
 STATUSES = ("fixed", "covered", "scripted", "bug")
 
-_F, _R, _D, _K = "tests/test_faults.py", "tests/test_fault_runs.py", "tests/test_fault_data.py", "tests/test_fault_dask.py"
-_CLI, _P, _A, _E = "tests/test_cli.py", "tests/test_pipeline.py", "tests/test_atomic.py", "tests/test_experiments.py"
-_S, _J, _DB = "tests/test_data_sst2.py", "tests/test_data_jena.py", "tests/test_dask_backend.py"
-_O = "tests/test_fault_outputs.py"
-_CI, _RES, _FL = "tests/test_code_identity.py", "tests/test_fault_resources.py", "tests/test_file_lock.py"
-_OTHER_CODE = f"{_O}::test_a_worker_running_other_resgd_code_refuses_the_task_and_nothing_is_cached"
+_CLI, _A, _E, _S = "tests/test_cli.py", "tests/test_atomic.py", "tests/test_experiments.py", "tests/test_data_sst2.py"
+_J, _G, _RC, _SW = "tests/test_data_jena.py", "tests/test_data_glove.py", "tests/test_results_cache.py", "tests/test_sweep.py"
+_R, _RP, _LB, _DB = "tests/test_reproduce.py", "tests/test_reproduce_publish.py", "tests/test_local_backend.py", "tests/test_dask_backend.py"
+_DP, _ID, _CI, _MS = "tests/test_dask_processes.py", "tests/test_identity.py", "tests/test_code_identity.py", "tests/test_mode_stamp.py"
+_ST, _FL, _BB = "tests/test_settings.py", "tests/test_file_lock.py", "tests/test_book_build.py"
+_OTHER_CODE = f"{_ID}::test_a_worker_running_other_resgd_code_refuses_the_task_and_nothing_is_cached"
 _BAD_SETTING = f"{_CLI}::test_a_bad_setting_stops_reproduce_before_any_part_runs"
-_DAMAGE = f"{_R}::test_a_damaged_run_cache_entry_is_reported_and_recomputed_to_the_same_result"
+_DAMAGE = f"{_RC}::test_a_damaged_run_cache_entry_is_reported_and_recomputed_to_the_same_result"
 _TSV = f"{_S}::test_malformed_tsv_names_file_line_and_field"
-_SST2 = f"{_D}::test_a_malformed_sst2_file_names_file_line_and_field"
-_GLOVE = f"{_D}::test_a_malformed_glove_table_names_file_and_key"
-_JENA = f"{_D}::test_a_malformed_jena_file_names_file_line_and_field"
+_SST2 = f"{_S}::test_a_malformed_sst2_file_names_file_line_and_field"
+_GLOVE = f"{_G}::test_a_malformed_glove_table_names_file_and_key"
+_JENA = f"{_J}::test_a_malformed_jena_file_names_file_line_and_field"
 _ONE_LINE_1 = "one error line naming the file, line and field; exit 1 from the CLI"
 
 FAULTS: tuple[Fault, ...] = (
     # ------------------------------------------------------------------ interrupts
     Fault("I1", "interrupt", "SIGTERM to python -m resgd reproduce mid-part", "one line, exit 143, workers ended",
-          f"{_F}::test_reproduce_stops_on_a_signal_in_one_line[SIGTERM-143]", "fixed"),
+          f"{_CLI}::test_reproduce_stops_on_a_signal_in_one_line[SIGTERM-143]", "fixed"),
     Fault("I2", "interrupt", "Ctrl-C (SIGINT) to python -m resgd reproduce mid-part", "one line, exit 130, workers ended",
-          f"{_F}::test_reproduce_stops_on_a_signal_in_one_line[SIGINT-130]", "fixed"),
+          f"{_CLI}::test_reproduce_stops_on_a_signal_in_one_line[SIGINT-130]", "fixed"),
     Fault("I3", "interrupt", "SIGTERM to the book build", "papermill and its kernel ended, one line, exit 143",
           "tests/test_book_build.py::test_sigterm_to_the_build_ends_papermill_and_its_kernel_in_one_line", "fixed"),
     Fault("I16", "interrupt", "SIGHUP to the book build (a closed terminal)", "the SIGTERM path: papermill and its kernel "
@@ -61,23 +61,23 @@ FAULTS: tuple[Fault, ...] = (
           "tests/test_book_build.py::test_every_stopping_signal_takes_the_one_stop_path[SIGHUP-129]", "fixed"),
     Fault('I4', 'interrupt', "kill -9 between the renames of a part's publish",
           'old outputs or new ones, whole, after the kill and after the next publish (one rename switches the build)',
-          'tests/test_fault_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[kill -9-build]', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[kill -9-build]', 'fixed'),
     Fault('I17', 'interrupt', "a stage record holding '..' or absolute paths (damaged, or forged)",
           "no record exists: an earlier version's stage folder is removed unread, nothing outside is moved or written (was: followed, moving a file from outside the output folders in and writing one outside them)",
-          'tests/test_fault_publish.py::test_no_record_is_read_a_forged_stage_or_pointer_moves_nothing_from_outside', 'bug'),
+          'tests/test_reproduce_publish.py::test_no_record_is_read_a_forged_stage_or_pointer_moves_nothing_from_outside', 'bug'),
     Fault("I18", "interrupt", "--jobs 100000 on a 2-core machine", "as many processes as cores, said in one line "
           "(was: accepted, a worker forked per job)",
           f"{_CLI}::test_more_jobs_than_cores_run_as_many_as_the_cores_and_say_so", "bug"),
     Fault("I5", "interrupt", "a local worker process killed mid-sweep", "its tasks run again on a fresh pool; results complete",
-          f"{_F}::test_a_dead_local_worker_s_tasks_are_run_again", "fixed"),
+          f"{_LB}::test_a_dead_local_worker_s_tasks_are_run_again", "fixed"),
     Fault("I6", "interrupt", "SIGTERM to a parallel sweep", "no worker process outlives it",
-          f"{_P}::test_no_worker_outlives_a_stopped_sweep[SIGTERM]", "covered"),
+          f"{_LB}::test_no_worker_outlives_a_stopped_sweep[SIGTERM]", "covered"),
     Fault("I7", "interrupt", "kill -9 of a parallel sweep", "its workers exit by themselves",
-          f"{_P}::test_no_worker_outlives_a_stopped_sweep[SIGKILL]", "covered"),
+          f"{_LB}::test_no_worker_outlives_a_stopped_sweep[SIGKILL]", "covered"),
     Fault("I8", "interrupt", "an exception mid-sweep, then a rerun", "the rerun resumes from the cached entries",
           f"{_E}::test_sweep_resumes_after_an_interruption", "covered"),
     Fault("I9", "interrupt", "a part failing while publishing", "every earlier output left as it was",
-          f"{_P}::test_a_failure_while_publishing_leaves_every_earlier_output_as_it_was", "covered"),
+          f"{_RP}::test_a_failure_while_publishing_leaves_every_earlier_output_as_it_was", "covered"),
     Fault("I10", "interrupt", "kill -9 of python -m resgd reproduce between two cache entries",
           "the entries written are kept, nothing half-written, no table published",
           f"{_R}::test_kill_9_then_sigterm_mid_sweep_then_two_reruns_at_once_give_the_bytes_of_an_uninterrupted_run", "scripted"),
@@ -86,27 +86,27 @@ FAULTS: tuple[Fault, ...] = (
           f"{_R}::test_kill_9_then_sigterm_mid_sweep_then_two_reruns_at_once_give_the_bytes_of_an_uninterrupted_run", "scripted"),
     Fault('I12', 'interrupt', "SIGTERM between the renames of a part's publish (after its manifest)",
           'old outputs or new ones, whole, at every step; exit 143',
-          'tests/test_fault_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[SIGTERM-build]', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[SIGTERM-build]', 'fixed'),
     Fault('I13', 'interrupt', "Ctrl-C (SIGINT) between the renames of a part's publish",
           'old outputs or new ones, whole, at every step; exit 130',
-          'tests/test_fault_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[SIGINT-build]', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[SIGINT-build]', 'fixed'),
     Fault('I14', 'interrupt', "kill -9 right after a publish's manifest, figures and results folders both written",
           'old outputs or new ones, whole, at every step (no commit record to roll forward)',
-          'tests/test_fault_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[kill -9-build]', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[kill -9-build]', 'fixed'),
     Fault('I15', 'interrupt', 'kill -9 while a publish stages its files',
           'old outputs, whole; the killed build is removed by the next publish',
-          'tests/test_fault_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[kill -9-build]', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[kill -9-build]', 'fixed'),
     # ------------------------------------------------------------------ damaged cache entries
     Fault("C1", "cache", "an entry truncated", "reported once, recomputed",
-          f"{_F}::test_a_rejected_cache_entry_is_reported_once", "fixed"),
+          f"{_RC}::test_a_rejected_cache_entry_is_reported_once", "fixed"),
     Fault("C2", "cache", "an entry without the digest of its data", "every entry holds the digest of the data it used",
-          f"{_F}::test_every_cache_entry_holds_the_digest_of_its_data", "fixed"),
+          f"{_RC}::test_every_cache_entry_holds_the_digest_of_its_data", "fixed"),
     Fault("C3", "cache", "another key's valid entry copied over an entry", "rejected (wrong key), recomputed",
-          f"{_P}::test_another_runs_entry_copied_over_is_rejected_and_recomputed", "covered"),
+          f"{_RC}::test_another_runs_entry_copied_over_is_rejected_and_recomputed", "covered"),
     Fault("C4", "cache", "an entry's content edited (wrong sha)", "fails its checksum, recomputed",
-          f"{_P}::test_edited_entry_fails_its_checksum_and_is_recomputed", "covered"),
+          f"{_RC}::test_edited_entry_fails_its_checksum_and_is_recomputed", "covered"),
     Fault("C5", "cache", "an entry of the old, unverified format", "rejected, recomputed",
-          f"{_P}::test_unverified_old_format_entry_is_rejected", "covered"),
+          f"{_RC}::test_unverified_old_format_entry_is_rejected", "covered"),
     Fault("C6", "cache", "a damaged entry", "recomputed", f"{_E}::test_damaged_entry_is_recomputed", "covered"),
     Fault("C7", "cache", "a temporary file left by a killed writer", "removed by the next run",
           f"{_A}::test_a_temporary_left_by_a_killed_writer_is_removed_by_the_next_run", "covered"),
@@ -129,18 +129,18 @@ FAULTS: tuple[Fault, ...] = (
     Fault("C19", "cache", "an entry of a class that no longer exists", "content unreadable (ModuleNotFoundError), recomputed",
           f"{_DAMAGE}[content of a class that no longer exists]", "scripted"),
     Fault("C20", "cache", "a folder where an entry should be", "one line (a folder stands where a file is needed), exit 1, the folder kept",
-          f"{_R}::test_a_folder_where_a_cache_entry_should_be_is_one_line_exit_1_and_the_other_entries_are_kept", "scripted"),
+          f"{_RC}::test_a_folder_where_a_cache_entry_should_be_is_one_line_exit_1_and_the_other_entries_are_kept", "scripted"),
     Fault("C21", "cache", "an entry made unreadable (chmod 000)", "reported as unreadable, recomputed, readable again",
-          f"{_R}::test_an_unreadable_cache_entry_is_reported_and_recomputed", "scripted"),
+          f"{_RC}::test_an_unreadable_cache_entry_is_reported_and_recomputed", "scripted"),
     Fault("C22", "cache", "the run cache read-only (chmod 555)", "one line naming it, exit 1, before any part",
           f"{_R}::test_a_read_only_output_folder_stops_the_run_before_any_work[results/cache]", "scripted"),
     Fault("C23", "cache", "the cache's locks/ folder read-only", "one line naming it, exit 1, no traceback",
-          f"{_R}::test_a_read_only_lock_folder_is_one_line_not_a_traceback", "scripted"),
+          f"{_RC}::test_a_read_only_lock_folder_is_one_line_not_a_traceback", "scripted"),
     Fault("C24", "cache", "a file where the run cache folder should be", "one line, exit 1, before any part",
           f"{_CLI}::test_an_unwritable_output_folder_stops_the_run_before_any_part", "covered"),
     Fault("C25", "cache", "a Jena file edited with its mtime restored", "parsed again: the parsed-data cache is keyed by "
           "the file's content (was: the old parse and digest kept)",
-          f"{_O}::test_a_jena_file_edited_with_its_mtime_restored_is_parsed_again", "fixed"),
+          f"{_J}::test_a_jena_file_edited_with_its_mtime_restored_is_parsed_again", "fixed"),
     # ------------------------------------------------------------------ full disk, unwritable outputs
     Fault("W1", "disk", "full disk (ENOSPC) while writing a table", "one line, exit 1", f"{_CLI}::test_full_disk_while_writing_a_table", "covered"),
     Fault("W2", "disk", "full disk while writing a PDF figure", "ENOSPC named, not a zlib error",
@@ -158,16 +158,16 @@ FAULTS: tuple[Fault, ...] = (
     Fault("W8", "disk", "a file where the results folder should be", "one line (Not a directory), exit 1",
           f"{_CLI}::test_results_path_that_is_a_file", "covered"),
     Fault("W9", "disk", "an unwritable output folder", "reported before any work",
-          f"{_P}::test_unwritable_output_folder_is_reported_before_any_work", "covered"),
+          f"{_R}::test_unwritable_output_folder_is_reported_before_any_work", "covered"),
     Fault("W10", "disk", "the figures folder read-only for real (chmod 555)", "one line naming it, exit 1, before any part",
           f"{_R}::test_a_read_only_output_folder_stops_the_run_before_any_work[figures]", "scripted"),
     Fault("W11", "disk", "the results folder read-only for real (chmod 555)", "one line naming it, exit 1, before any part",
           f"{_R}::test_a_read_only_output_folder_stops_the_run_before_any_work[results]", "scripted"),
     Fault("W12", "disk", "a --quick run into a folder of full-mode figures", "refused in one line before any work, the "
           "figures kept (was: overwritten with no mode on them)",
-          f"{_O}::test_a_run_of_the_other_mode_does_not_overwrite_a_folder_s_figures", "fixed"),
+          f"{_MS}::test_a_run_of_the_other_mode_does_not_overwrite_a_folder_s_figures", "fixed"),
     Fault("W13", "disk", "the book build in a read-only checkout (EROFS)", "one line naming the folder, exit 1 (was: a traceback)",
-          f"{_O}::test_a_book_build_in_a_read_only_checkout_is_one_line", "fixed"),
+          f"{_BB}::test_a_book_build_in_a_read_only_checkout_is_one_line", "fixed"),
     # ------------------------------------------------------------------ SST-2
     Fault("S1", "sst2", "wrong header (a column missing or renamed)", _ONE_LINE_1, f"{_TSV}[~expected 'sentence<TAB>label']", "covered"),
     Fault("S2", "sst2", "a bad label ('positive')", _ONE_LINE_1, f"{_TSV}[~got 'positive']", "covered"),
@@ -189,19 +189,19 @@ FAULTS: tuple[Fault, ...] = (
     Fault("S15", "sst2", "a label written 1.0", _ONE_LINE_1, f"{_SST2}[label 1.0]", "scripted"),
     Fault("S16", "sst2", "a blank line at the end", _ONE_LINE_1, f"{_SST2}[blank line]", "scripted"),
     Fault("S17", "sst2", "plain text named train.tsv.gz", "one line: cannot read the file (not gzip)", f"{_SST2}[plain text named .gz]", "scripted"),
-    Fault("S18", "sst2", "a folder named dev.tsv", "one line naming it", f"{_D}::test_a_folder_where_an_sst2_file_should_be_is_named", "scripted"),
+    Fault("S18", "sst2", "a folder named dev.tsv", "one line naming it", f"{_S}::test_a_folder_where_an_sst2_file_should_be_is_named", "scripted"),
     Fault("S19", "sst2", "a duplicated row in the real dev.tsv", "fails its checksum (duplicates parse)",
-          f"{_D}::test_a_duplicated_row_in_the_real_dev_file_fails_its_checksum", "scripted"),
+          f"{_S}::test_a_duplicated_row_in_the_real_dev_file_fails_its_checksum", "scripted"),
     Fault("S20", "sst2", "a bad label, through python -m resgd reproduce --only sst2", "exit 1, one line with file, line and field; nothing trained",
-          f"{_D}::test_a_corrupt_sst2_file_from_the_command_line_is_one_line_and_exit_1", "scripted"),
+          f"{_S}::test_a_corrupt_sst2_file_from_the_command_line_is_one_line_and_exit_1", "scripted"),
     Fault("S21", "sst2", "a 3 GB file as train.tsv", "one line once past 64 MiB, never read whole (was: MemoryError)",
-          f"{_O}::test_a_3_gb_sst2_file_is_refused_in_one_line_while_it_is_read", "fixed"),
+          f"{_S}::test_a_3_gb_sst2_file_is_refused_in_one_line_while_it_is_read", "fixed"),
     Fault("S22", "sst2", "a FIFO as dev.tsv", "one line: not a regular file (was: skipped as missing; a read blocks)",
-          f"{_O}::test_an_sst2_path_that_is_not_a_regular_file_is_refused_in_one_line[FIFO]", "fixed"),
+          f"{_S}::test_an_sst2_path_that_is_not_a_regular_file_is_refused_in_one_line[FIFO]", "fixed"),
     Fault("S23", "sst2", "/dev/zero as dev.tsv", "one line: not a regular file",
-          f"{_O}::test_an_sst2_path_that_is_not_a_regular_file_is_refused_in_one_line[/dev/zero]", "fixed"),
+          f"{_S}::test_an_sst2_path_that_is_not_a_regular_file_is_refused_in_one_line[/dev/zero]", "fixed"),
     Fault("S24", "sst2", "the official file with Windows line ends (CRLF)", "the checksum message names the CRLF line ends "
-          "(was: 'corrupt' without a word on them)", f"{_O}::test_an_sst2_file_with_windows_line_ends_says_so", "fixed"),
+          "(was: 'corrupt' without a word on them)", f"{_S}::test_an_sst2_file_with_windows_line_ends_says_so", "fixed"),
     # ------------------------------------------------------------------ GloVe
     Fault("G1", "glove", "a truncated GloVe table", "one line: truncated or corrupt, replace it", f"{_S}::test_corrupt_glove_file_is_reported", "covered"),
     Fault("G2", "glove", "vectors shuffled against their words", "fails the content checksum",
@@ -213,9 +213,9 @@ FAULTS: tuple[Fault, ...] = (
     Fault("G7", "glove", "the vectors key missing", "one line naming the missing key", f"{_GLOVE}[no vectors key]", "scripted"),
     Fault("G8", "glove", "numbers where the words belong", "one line naming file, key and dtype", f"{_GLOVE}[numbers as words]", "scripted"),
     Fault("G9", "glove", "a duplicated word", "fails the content checksum",
-          f"{_D}::test_a_glove_table_with_a_duplicated_or_missing_word_fails_its_content_checksum[duplicated word]", "scripted"),
+          f"{_G}::test_a_glove_table_with_a_duplicated_or_missing_word_fails_its_content_checksum[duplicated word]", "scripted"),
     Fault("G10", "glove", "a missing word", "fails the content checksum",
-          f"{_D}::test_a_glove_table_with_a_duplicated_or_missing_word_fails_its_content_checksum[missing word]", "scripted"),
+          f"{_G}::test_a_glove_table_with_a_duplicated_or_missing_word_fails_its_content_checksum[missing word]", "scripted"),
     # ------------------------------------------------------------------ Jena
     Fault("J1", "jena", "a wrong header column", _ONE_LINE_1, f"{_J}::test_wrong_header_names_file_and_column", "covered"),
     Fault("J2", "jena", "a header column missing", _ONE_LINE_1, f"{_J}::test_missing_header_column_is_reported", "covered"),
@@ -252,44 +252,44 @@ FAULTS: tuple[Fault, ...] = (
     Fault("J25", "jena", "month 13", _ONE_LINE_1, f"{_JENA}[month 13]", "scripted"),
     Fault("J26", "jena", "a file cut mid-line", _ONE_LINE_1, f"{_JENA}[cut mid-line]", "scripted"),
     Fault("J27", "jena", "an infinite value", "'got inf' (was: 'got np.float64(inf)')", f"{_JENA}[infinite pressure]", "bug"),
-    Fault("J28", "jena", "Windows line ends", "not a fault: the same rows as with LF", f"{_D}::test_windows_line_ends_parse_as_the_same_rows", "scripted"),
+    Fault("J28", "jena", "Windows line ends", "not a fault: the same rows as with LF", f"{_J}::test_windows_line_ends_parse_as_the_same_rows", "scripted"),
     Fault("J29", "jena", "a non-canonical file, through python -m resgd reproduce --only jena", "exit 1, one line, advice that works there",
           f"{_CLI}::test_jena_advice_works_from_the_command_line", "covered"),
     Fault("J30", "jena", "decimal commas, through python -m resgd reproduce --only jena", "exit 1, one line; nothing trained",
-          f"{_D}::test_a_corrupt_jena_file_from_the_command_line_is_one_line_and_exit_1", "bug"),
+          f"{_J}::test_a_corrupt_jena_file_from_the_command_line_is_one_line_and_exit_1", "bug"),
     Fault("J31", "jena", "a 5 GB file without line ends", "one line: the header is over 64 KiB, before any read or hash "
-          "(was: MemoryError after 35 s)", f"{_O}::test_a_5_gb_jena_file_without_line_ends_is_refused_in_one_line_before_it_is_read", "fixed"),
+          "(was: MemoryError after 35 s)", f"{_J}::test_a_5_gb_jena_file_without_line_ends_is_refused_in_one_line_before_it_is_read", "fixed"),
     Fault("J32", "jena", "a FIFO as the Jena file", "one line: not a regular file (was: the synthetic stand-in, silently)",
-          f"{_O}::test_a_jena_path_that_is_not_a_regular_file_is_refused_not_replaced_by_the_standin[FIFO]", "fixed"),
+          f"{_J}::test_a_jena_path_that_is_not_a_regular_file_is_refused_not_replaced_by_the_standin[FIFO]", "fixed"),
     Fault("J33", "jena", "/dev/zero as the Jena file", "one line: not a regular file (was: the synthetic stand-in, silently)",
-          f"{_O}::test_a_jena_path_that_is_not_a_regular_file_is_refused_not_replaced_by_the_standin[/dev/zero]", "fixed"),
+          f"{_J}::test_a_jena_path_that_is_not_a_regular_file_is_refused_not_replaced_by_the_standin[/dev/zero]", "fixed"),
     Fault("J34", "jena", "a folder as the Jena file", "one line: not a regular file (was: the synthetic stand-in, silently)",
-          f"{_O}::test_a_jena_path_that_is_not_a_regular_file_is_refused_not_replaced_by_the_standin[folder]", "fixed"),
+          f"{_J}::test_a_jena_path_that_is_not_a_regular_file_is_refused_not_replaced_by_the_standin[folder]", "fixed"),
     # ------------------------------------------------------------------ concurrent runs and locks
     Fault("R1", "concurrency", "two sweeps on one results folder at once", "each run computed once, the same results",
-          f"{_P}::test_two_runs_on_one_results_folder_compute_each_run_once", "covered"),
+          f"{_SW}::test_two_runs_on_one_results_folder_compute_each_run_once", "covered"),
     Fault("R2", "concurrency", "an entry being computed by another run", "waited for and reused",
-          f"{_P}::test_a_second_sweep_waits_for_a_running_entry_and_reuses_it", "covered"),
+          f"{_SW}::test_a_second_sweep_waits_for_a_running_entry_and_reuses_it", "covered"),
     Fault("R3", "concurrency", "an entry's lock released without the entry", "computed after the wait",
-          f"{_P}::test_an_entry_whose_owner_died_is_computed_after_the_wait", "covered"),
+          f"{_SW}::test_an_entry_whose_owner_died_is_computed_after_the_wait", "covered"),
     Fault("R4", "concurrency", "a run stopped (Ctrl-Z) while it holds locks", "named, then given up on after the stated time",
-          f"{_F}::test_a_stopped_run_does_not_block_a_second_one_forever", "fixed"),
-    Fault("R5", "concurrency", "lock files after a run", "removed when released", f"{_F}::test_lock_files_are_removed_when_released", "fixed"),
+          f"{_RC}::test_a_stopped_run_does_not_block_a_second_one_forever", "fixed"),
+    Fault("R5", "concurrency", "lock files after a run", "removed when released", f"{_RC}::test_lock_files_are_removed_when_released", "fixed"),
     Fault("R6", "concurrency", "a released lock file removed while another takes it", "never two holders",
-          f"{_F}::test_removing_a_released_lock_file_never_lets_two_holders_in", "fixed"),
+          f"{_RC}::test_removing_a_released_lock_file_never_lets_two_holders_in", "fixed"),
     Fault("R7", "concurrency", "locks left by a run killed with kill -9 (a dead pid)", "taken over at once",
-          f"{_R}::test_locks_of_a_run_killed_with_kill_9_are_taken_over_at_once", "scripted"),
+          f"{_RC}::test_locks_of_a_run_killed_with_kill_9_are_taken_over_at_once", "scripted"),
     Fault("R8", "concurrency", "two python -m resgd reproduce on one results folder at once",
           "each entry computed once, the waiter names the owner, the same table bytes",
           f"{_R}::test_kill_9_then_sigterm_mid_sweep_then_two_reruns_at_once_give_the_bytes_of_an_uninterrupted_run", "scripted"),
     Fault('R9', 'concurrency', 'two runs publishing other outputs into one results folder at once',
           'the second waits (and says so when the wait lasts), then publishes all of its own (was: a mix)',
-          'tests/test_fault_publish.py::test_two_runs_publishing_into_one_folder_take_turns[~1.5]', 'fixed'),
+          'tests/test_reproduce_publish.py::test_two_runs_publishing_into_one_folder_take_turns[~1.5]', 'fixed'),
     Fault("R10", "concurrency", "a lock held by a stopped process on another host",
           "given up on once its lock is not refreshed for the stated time, the message says why (was: waited on for ever)",
-          f"{_O}::test_a_lock_held_on_another_host_and_no_longer_refreshed_is_given_up_on_after_the_stated_time", "fixed"),
+          f"{_RC}::test_a_lock_held_on_another_host_and_no_longer_refreshed_is_given_up_on_after_the_stated_time", "fixed"),
     Fault("R11", "concurrency", "a lock held by a live process on another host", "waited for while its heartbeat refreshes it",
-          f"{_O}::test_a_lock_of_another_host_that_is_refreshed_is_waited_for_and_held_locks_are_refreshed", "fixed"),
+          f"{_RC}::test_a_lock_of_another_host_that_is_refreshed_is_waited_for_and_held_locks_are_refreshed", "fixed"),
     # ------------------------------------------------------------------ settings
     Fault("E1", "settings", "RESGD_GRAD_BACKEND=manual (a retired engine switch)", "one line, exit 2",
           f"{_BAD_SETTING}[~RESGD_GRAD_BACKEND-manual]", "fixed"),
@@ -311,24 +311,24 @@ FAULTS: tuple[Fault, ...] = (
     Fault("E14", "settings", "a mistyped command", "usage error, exit 2", f"{_CLI}::test_argument_errors[argv4-invalid choice: 'reproduc']", "covered"),
     Fault("E15", "settings", "RESGD_RESULTS_DIR=results (relative)", "resolved against the working folder at startup; the "
           "notebooks get the absolute path (was: page 06 looked in notebooks/results)",
-          f"{_O}::test_a_relative_results_dir_reaches_the_notebooks_as_an_absolute_path", "fixed"),
+          f"{_ST}::test_a_relative_results_dir_reaches_the_notebooks_as_an_absolute_path", "fixed"),
     Fault("E16", "settings", "--results-dir ''", "one line, exit 2, nothing written (was: wrote to ./results)",
-          f"{_O}::test_an_empty_path_setting_is_refused_in_one_line[~--results-dir '']", "fixed"),
+          f"{_ST}::test_an_empty_path_setting_is_refused_in_one_line[~--results-dir '']", "fixed"),
     Fault("E17", "settings", "--figures-dir ' '", "one line, exit 2, nothing written",
-          f"{_O}::test_an_empty_path_setting_is_refused_in_one_line[~--figures-dir '']", "fixed"),
+          f"{_ST}::test_an_empty_path_setting_is_refused_in_one_line[~--figures-dir '']", "fixed"),
     Fault("E18", "settings", "RESGD_RESULTS_DIR set but empty", "one line, exit 2 (was: taken as unset)",
-          f"{_O}::test_an_empty_path_setting_is_refused_in_one_line[~RESGD_RESULTS_DIR is set but empty]", "fixed"),
+          f"{_ST}::test_an_empty_path_setting_is_refused_in_one_line[~RESGD_RESULTS_DIR is set but empty]", "fixed"),
     Fault("E19", "settings", "RESGD_FIGURES_DIR set but empty", "one line, exit 2",
-          f"{_O}::test_an_empty_path_setting_is_refused_in_one_line[~RESGD_FIGURES_DIR is set but empty]", "fixed"),
+          f"{_ST}::test_an_empty_path_setting_is_refused_in_one_line[~RESGD_FIGURES_DIR is set but empty]", "fixed"),
     Fault("E20", "settings", "RESGD_CACHE_DIR set but empty", "one line, exit 2",
-          f"{_O}::test_an_empty_path_setting_is_refused_in_one_line[~RESGD_CACHE_DIR is set but empty]", "fixed"),
+          f"{_ST}::test_an_empty_path_setting_is_refused_in_one_line[~RESGD_CACHE_DIR is set but empty]", "fixed"),
     Fault("E21", "settings", "RESGD_DATA_DIR set but empty", "one line, exit 2",
-          f"{_O}::test_an_empty_path_setting_is_refused_in_one_line[~RESGD_DATA_DIR is set but empty]", "fixed"),
+          f"{_ST}::test_an_empty_path_setting_is_refused_in_one_line[~RESGD_DATA_DIR is set but empty]", "fixed"),
     # ------------------------------------------------------------------ Dask
     Fault("K1", "dask", "a worker with other data than the client", "one line naming the worker and both digests; nothing cached",
-          f"{_F}::test_a_worker_with_other_data_fails_before_training_and_nothing_is_cached", "fixed"),
+          f"{_ID}::test_a_worker_with_other_data_fails_before_training_and_nothing_is_cached", "fixed"),
     Fault("K2", "dask", "the scheduler killed mid-run", "one line within seconds; the results so far cached",
-          f"{_F}::test_a_scheduler_killed_mid_run_is_one_line_and_the_results_so_far_are_kept", "fixed"),
+          f"{_DP}::test_a_scheduler_killed_mid_run_is_one_line_and_the_results_so_far_are_kept", "fixed"),
     Fault("K3", "dask", "a scheduler address nobody answers at", "one line, exit 2, before any work",
           f"{_CLI}::test_a_bad_scheduler_address_is_one_line_and_exit_2_before_any_work[tcp://127.0.0.1:1-nothing answers at 127.0.0.1:1]", "fixed"),
     Fault("K4", "dask", "a scheduler address that does not parse", "one line, exit 2, before any work",
@@ -338,22 +338,22 @@ FAULTS: tuple[Fault, ...] = (
     Fault("K6", "dask", "the cluster restarted mid-sweep", "tasks resubmitted, each result written once", f"{_DB}::test_restart_mid_sweep", "covered"),
     Fault("K7", "dask", "a task that raises", "its error propagates, not retried", f"{_DB}::test_task_error_propagates_and_duplicate_keys_refused", "covered"),
     Fault("K8", "dask", "a worker started after the sweep began", "the sweep waits and completes",
-          f"{_K}::test_a_late_worker_then_its_kill_9_mid_sweep_then_a_worker_s_address_as_the_scheduler", "scripted"),
+          f"{_DP}::test_a_late_worker_then_its_kill_9_mid_sweep_then_a_worker_s_address_as_the_scheduler", "scripted"),
     Fault("K9", "dask", "the only worker killed (-9) mid-sweep, a new one started", "its task resubmitted; every result right, written once",
-          f"{_K}::test_a_late_worker_then_its_kill_9_mid_sweep_then_a_worker_s_address_as_the_scheduler", "scripted"),
+          f"{_DP}::test_a_late_worker_then_its_kill_9_mid_sweep_then_a_worker_s_address_as_the_scheduler", "scripted"),
     Fault("K10", "dask", "a worker's address given as the scheduler", "one line (a Dask worker, not the scheduler), exit 2",
-          f"{_K}::test_a_late_worker_then_its_kill_9_mid_sweep_then_a_worker_s_address_as_the_scheduler", "bug"),
+          f"{_DP}::test_a_late_worker_then_its_kill_9_mid_sweep_then_a_worker_s_address_as_the_scheduler", "bug"),
     Fault("K11", "dask", "an address that accepts connections but is no scheduler (the dashboard's port)",
           "one line within seconds, exit 2 (was: the client waited for ever)",
-          f"{_K}::test_a_port_that_accepts_but_is_not_a_scheduler_is_one_line_exit_2_not_a_hang", "bug"),
+          f"{_ID}::test_a_port_that_accepts_but_is_not_a_scheduler_is_one_line_exit_2_not_a_hang", "bug"),
     Fault("K12", "dask", "a bad RESGD_SCHEDULER", "one line naming the variable, exit 2",
-          f"{_K}::test_a_bad_scheduler_address_in_the_environment_is_one_line_exit_2", "scripted"),
+          f"{_ID}::test_a_bad_scheduler_address_in_the_environment_is_one_line_exit_2", "scripted"),
     Fault("K13", "dask", "a worker running another resgd version", "one line naming the worker and both versions and "
           "source hashes, exit 2; nothing cached (was: trained, cached under the client's key)", f"{_OTHER_CODE}[version]", "fixed"),
     Fault("K14", "dask", "a worker running an edited step (same version)", "one line naming the worker and both source "
           "hashes, exit 2; nothing cached (was: trained, cached under the client's key)", f"{_OTHER_CODE}[source]", "fixed"),
     Fault("K15", "dask", "a worker over its memory limit, ended by its nanny", "one line, exit 1, saying what to check "
-          "(was: a DaskSweepError traceback)", f"{_O}::test_a_dask_worker_over_its_memory_limit_ends_the_sweep_in_one_line", "fixed"),
+          "(was: a DaskSweepError traceback)", f"{_DB}::test_a_dask_worker_over_its_memory_limit_ends_the_sweep_in_one_line", "fixed"),
     # ------------------------------------------------------------------ outputs that cannot mix (cache keys, settings)
     Fault("C26", "cache", "metrics.py (the cached test loss and accuracies) edited", "the code hash its run-cache "
           "entries record changes: the runs are computed again; a docstring or comment edit keeps it (was: served the "
@@ -373,48 +373,48 @@ FAULTS: tuple[Fault, ...] = (
           "tests/test_mkl_path.py::test_a_cache_folder_that_cannot_be_written_is_one_line", "fixed"),
     Fault("K16", "dask", "a worker on another engine path (instruction set, MKL path) than the client", "one line "
           "naming both paths before the task runs; nothing cached (was: its rows stored under the client's engine key)",
-          f"{_O}::test_a_worker_on_another_engine_path_refuses_the_task", "fixed"),
+          f"{_ID}::test_a_worker_on_another_engine_path_refuses_the_task", "fixed"),
     Fault("R12", "concurrency", "a publish lock held by a stopped run (SIGSTOP)", "given up after 120 s on the "
-          "waiter's clock, one line naming the holder; nothing published (was: a wait without end)", "tests/test_fault_outputs.py::test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line", "fixed"),
+          "waiter's clock, one line naming the holder; nothing published (was: a wait without end)", "tests/test_reproduce_publish.py::test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line", "fixed"),
     Fault("R13", "concurrency", "another host's publish lock with an mtime an hour ahead (clock skew)", "the same: only the "
-          "waiter's monotonic clock counts (was: still waiting at 241 s after saying 120 s)", "tests/test_fault_outputs.py::test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line", "fixed"),
+          "waiter's monotonic clock counts (was: still waiting at 241 s after saying 120 s)", "tests/test_reproduce_publish.py::test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line", "fixed"),
     Fault("R14", "concurrency", "a local worker process stopped with SIGSTOP mid-sweep", "named on stderr once after "
           "STOPPED_WORKER_S (30 s), with its pid and kill -CONT / kill -9 (was: no progress and no message for 186-215 s)",
-          "tests/test_faults.py::test_a_stopped_local_worker_is_named_within_the_stated_time", "fixed"),
+          "tests/test_local_backend.py::test_a_stopped_local_worker_is_named_within_the_stated_time", "fixed"),
     Fault('R15', 'concurrency', 'a publish fails after its commit in a process that lives on; a later publish, then another run',
           'no completion by later runs exists: a failed publish leaves the old build current; the later publish gives all of its own, one build left',
-          'tests/test_fault_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[SIGTERM-build]', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[SIGTERM-build]', 'fixed'),
     Fault('R16', 'concurrency', 'a file written after a commit that is completed later',
           'nothing completes an earlier publish, so no later file is ever replaced by one (the newer-file rule is gone)',
-          'tests/test_fault_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[kill -9-build]', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[kill -9-build]', 'fixed'),
     Fault('R22', 'concurrency', 'an old output whose mtime is ahead of the clock, then a publish',
           'replaced: mtimes are never consulted; a kill at any step leaves old or new whole',
-          'tests/test_fault_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[kill -9-legacy]', 'bug'),
+          'tests/test_reproduce_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[kill -9-legacy]', 'bug'),
     Fault('W14', 'disk', 'results/tables a symlink to another file system',
           'its files are copied into the build where a hard link cannot be made; published whole',
-          'tests/test_fault_publish.py::test_outputs_of_another_file_system_are_taken_in_by_copy', 'fixed'),
+          'tests/test_reproduce_publish.py::test_outputs_of_another_file_system_are_taken_in_by_copy', 'fixed'),
     Fault('R17', 'concurrency', 'the output folders renamed after a publish killed past its commit',
           'links are relative and name the pointer: the moved checkout reads and publishes its own build',
-          'tests/test_fault_publish.py::test_a_moved_or_copied_checkout_reads_and_publishes_its_own_outputs', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_moved_or_copied_checkout_reads_and_publishes_its_own_outputs', 'fixed'),
     Fault('R18', 'concurrency', 'a `cp -a` copy of folders holding a committed stage, then a publish into the copy',
           'the copy publishes into its own build; the original is untouched (no copy detection needed)',
-          'tests/test_fault_publish.py::test_a_moved_or_copied_checkout_reads_and_publishes_its_own_outputs', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_moved_or_copied_checkout_reads_and_publishes_its_own_outputs', 'fixed'),
     Fault('R19', 'concurrency', 'two checkouts sharing a results folder through a symlink, one publish killed past its commit',
           'old or new, whole, at every step of a publish through the second path',
-          'tests/test_fault_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[kill -9-second path]', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[kill -9-second path]', 'fixed'),
     Fault('R20', 'concurrency', 'a left stage whose pid is alive on this host (pid reuse, or a stage of another host)',
           'no stage is judged by its pid: builds no pointer names are removed under the publish lock',
-          'tests/test_fault_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[SIGHUP-build]', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[SIGHUP-build]', 'fixed'),
     Fault("E23", "settings", "a damaged mode stamp (`full\\xff`)", "one line naming the stamp; nothing written (was: "
           "read as no stamp, so a quick run overwrote full figures and restamped the folder)",
-          f"{_O}::test_a_damaged_mode_stamp_is_refused_not_read_as_no_stamp", "fixed"),
+          f"{_MS}::test_a_damaged_mode_stamp_is_refused_not_read_as_no_stamp", "fixed"),
     Fault("R21", "concurrency", "two first runs (quick and full) into a new folder at once", "exactly one stamps it, the "
           "other is refused (was: both published in 1 of 5 tries)",
-          f"{_O}::test_two_first_runs_of_both_modes_cannot_both_stamp_a_new_folder", "fixed"),
+          f"{_MS}::test_two_first_runs_of_both_modes_cannot_both_stamp_a_new_folder", "fixed"),
     Fault("K17", "dask", "a Dask worker stopped with SIGSTOP while it holds a task", "named on stderr once it has not "
           "reported to its scheduler for SILENT_WORKER_S (30 s, the client's clock); continued, it delivers (was: no "
           "progress and no message for 186-215 s)",
-          "tests/test_fault_dask.py::test_a_stopped_worker_is_named_within_the_stated_time", "fixed"),
+          "tests/test_dask_processes.py::test_a_stopped_worker_is_named_within_the_stated_time", "fixed"),
     Fault("J35", "jena", "a full file whose January 2009 differs from the checksummed excerpt, both present", "one line "
           "naming both files and the first differing hour (was: the full file silently won, labelled as real data)",
           f"{_J}::test_a_full_file_beside_the_excerpt_must_agree_with_it_over_the_task_period[False]", "fixed"),
@@ -439,7 +439,7 @@ FAULTS: tuple[Fault, ...] = (
           f"{_CI}::test_a_worker_whose_imported_code_differs_from_the_client_s_refuses_the_task", "bug"),
     Fault("C34", "cache", "a 6 GB sparse file as a cache entry", "refused by its size before it is read (256 MiB, "
           "over a thousand times the largest entry), one warning line, recomputed (was: read whole into memory)",
-          f"{_RES}::test_a_cache_entry_larger_than_any_resgd_writes_is_refused_before_it_is_read", "bug"),
+          f"{_RC}::test_a_cache_entry_larger_than_any_resgd_writes_is_refused_before_it_is_read", "bug"),
     Fault("R23", "concurrency", "another host's cache lock dated an hour ahead (its clock)", "named at once with what to "
           "do (NTP); given up once unrefreshed for STOPPED_GIVE_UP_S on the waiter's own clock (was: waited an hour "
           "and more, silently)", f"{_FL}::test_a_lock_dated_in_the_future_is_named_at_once_and_not_waited_for_past_the_bound",
@@ -452,107 +452,107 @@ FAULTS: tuple[Fault, ...] = (
           "other; one folder twice waited for itself)", f"{_FL}::test_folders_are_locked_in_one_order_by_their_real_paths",
           "bug"),
     Fault("E24", "settings", "a group-shared figures folder (umask 002)", "the mode stamp is created by the umask, 0664 "
-          "(was: always 0600, unreadable to the group)", f"{_RES}::test_the_mode_stamp_is_created_with_the_umask_s_mode[002]",
+          "(was: always 0600, unreadable to the group)", f"{_MS}::test_the_mode_stamp_is_created_with_the_umask_s_mode[002]",
           "bug"),
     Fault("W16", "disk", "python -m resgd info > /dev/full", "one line naming standard output and what to do, exit 1 "
           "(was: 'writing a file: No space left on device; the disk is full ... --results-dir')",
-          f"{_RES}::test_a_standard_output_that_cannot_be_written_is_one_line_and_exit_1[dev-full]", "bug"),
+          f"{_CLI}::test_a_standard_output_that_cannot_be_written_is_one_line_and_exit_1[dev-full]", "bug"),
     Fault("W17", "disk", "standard output a closed pipe", "one line naming standard output, exit 1 (was: 'writing a "
-          "file: Broken pipe')", f"{_RES}::test_a_standard_output_that_cannot_be_written_is_one_line_and_exit_1[closed-pipe]",
+          "file: Broken pipe')", f"{_CLI}::test_a_standard_output_that_cannot_be_written_is_one_line_and_exit_1[closed-pipe]",
           "bug"),
     Fault("W18", "disk", "standard output closed (>&-)", "one line before any work, exit 1 (was: ran with no output, exit "
           "0, a later file could take fd 1; with RESGD_MKL_INTEL_PATH=1 a traceback)",
-          f"{_RES}::test_a_standard_output_that_cannot_be_written_is_one_line_and_exit_1[closed]",
+          f"{_CLI}::test_a_standard_output_that_cannot_be_written_is_one_line_and_exit_1[closed]",
           "bug"),
     # ------------------------------------------------------------------ labels of the data on figures
     Fault("L1", "label", "Jena loaded with check_canonical=False, then plotted", "the figure carries the NOT-canonical banner",
-          "tests/test_fault_stamp.py::test_a_jena_file_loaded_with_check_canonical_false_is_stamped_on_the_figure", "bug"),
+          "tests/test_data_banner.py::test_a_jena_file_loaded_with_check_canonical_false_is_stamped_on_the_figure", "bug"),
     Fault("L2", "label", "SST-2 loaded with verify_checksums=False", "labelled as not verified (was: as the real SST-2), stamped",
-          "tests/test_fault_stamp.py::test_sst2_files_loaded_without_their_checksums_are_labelled_and_stamped", "bug"),
+          "tests/test_data_banner.py::test_sst2_files_loaded_without_their_checksums_are_labelled_and_stamped", "bug"),
     Fault("L3", "label", "Jena on the stand-in (no file)", "said on the console before the work",
           f"{_CLI}::test_jena_on_the_standin_is_said_on_the_console", "covered"),
     Fault('P2', 'interrupt', "SIGHUP between a publish's file-system steps",
           'old or new, whole, at every step (was: results new, figures old)',
-          'tests/test_fault_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[SIGHUP-build]', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[SIGHUP-build]', 'fixed'),
     Fault('P3', 'interrupt', 'SIGTERM while a publish completes an earlier one',
           'nothing completes an earlier publish; SIGTERM at every step: old or new, whole',
-          'tests/test_fault_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[SIGTERM-legacy]', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[SIGTERM-legacy]', 'fixed'),
     Fault('P5', 'interrupt', 'an emptied commit record after kill -9 mid-publish',
           'no commit record exists; a forged or emptied one is removed unread (was: figures moved, new results deleted)',
-          'tests/test_fault_publish.py::test_no_record_is_read_a_forged_stage_or_pointer_moves_nothing_from_outside', 'fixed'),
+          'tests/test_reproduce_publish.py::test_no_record_is_read_a_forged_stage_or_pointer_moves_nothing_from_outside', 'fixed'),
     Fault('P6', 'interrupt', 'an emptied stage record',
           "no stage record exists; an earlier version's stage folder is removed unread (was: deleted unmoved)",
-          'tests/test_fault_publish.py::test_no_record_is_read_a_forged_stage_or_pointer_moves_nothing_from_outside', 'fixed'),
+          'tests/test_reproduce_publish.py::test_no_record_is_read_a_forged_stage_or_pointer_moves_nothing_from_outside', 'fixed'),
     Fault('P7', 'interrupt', 'old outputs dated +2 h (clock stepped back), kill -9 mid-publish',
           'old or new, whole, at every step: no mtime is consulted (was: 5 of 7 old files kept)',
-          'tests/test_fault_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[kill -9-legacy]', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[kill -9-legacy]', 'fixed'),
     Fault('P8', 'concurrency', 'the output folders reached through a second path (bind mount), publish killed',
           'old or new, whole, at every step (was: taken for a copy, figures new and 3 of 5 results old)',
-          'tests/test_fault_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[kill -9-second path]', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_fault_at_any_step_of_a_publish_leaves_the_old_outputs_or_the_new_ones_whole[kill -9-second path]', 'fixed'),
     Fault('P9', 'disk', 'a read-only claims/ folder of an earlier version',
           'its files taken into the build, published whole (was: failure after the commit point, tables new, figures old)',
-          'tests/test_fault_publish.py::test_a_read_only_or_misplaced_output_folder_fails_before_the_switch_or_not_at_all', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_read_only_or_misplaced_output_folder_fails_before_the_switch_or_not_at_all', 'fixed'),
     Fault('P10', 'disk', 'a full disk while a publish writes its files',
           'one error naming the path at its real place before the switch; old outputs whole; later runs not blocked',
-          'tests/test_fault_publish.py::test_a_read_only_or_misplaced_output_folder_fails_before_the_switch_or_not_at_all', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_read_only_or_misplaced_output_folder_fails_before_the_switch_or_not_at_all', 'fixed'),
     Fault('P11', 'disk', 'a folder where an output file goes',
           'one error naming that folder before the switch; old outputs whole; other parts still publish (was: every later run blocked, the staged file named)',
-          'tests/test_fault_publish.py::test_a_read_only_or_misplaced_output_folder_fails_before_the_switch_or_not_at_all', 'fixed'),
+          'tests/test_reproduce_publish.py::test_a_read_only_or_misplaced_output_folder_fails_before_the_switch_or_not_at_all', 'fixed'),
     Fault('P12', 'interrupt', "a stage record holding '..' paths",
           'not read: removed with its folder; nothing outside moved or written (was: followed)',
-          'tests/test_fault_publish.py::test_no_record_is_read_a_forged_stage_or_pointer_moves_nothing_from_outside', 'fixed'),
+          'tests/test_reproduce_publish.py::test_no_record_is_read_a_forged_stage_or_pointer_moves_nothing_from_outside', 'fixed'),
     Fault('P19', 'disk', 'rm -rf figures (make clean) during a quick run',
           "the publish stamps the folder it writes: a later full run is refused (was: stamped 'full' over quick figures)",
-          'tests/test_fault_publish.py::test_figures_removed_mid_run_are_published_with_their_mode_stamp', 'fixed'),
+          'tests/test_reproduce_publish.py::test_figures_removed_mid_run_are_published_with_their_mode_stamp', 'fixed'),
     # ------------------------------------------------------------------ the book build by one switch
     Fault("B1", "interrupt", "a notebook cell that fails after one glue_figure and its publish",
           "the notebook's workspace is dropped whole: figures, results and its page as the last good build left "
           "them; the report says it failed (was: figures/ half rewritten, the build said only that the previous "
           "notebook was kept)",
-          "tests/test_fault_book.py::test_a_cell_failing_after_a_figure_leaves_the_previous_outputs_whole", "fixed"),
+          "tests/test_book_outputs.py::test_a_cell_failing_after_a_figure_leaves_the_previous_outputs_whole", "fixed"),
     Fault("B6", "concurrency", "two book builds at once, 01 good in one and failing in the other",
           "each publishes in one switch; the report and book/execution.md describe the pages there (was: they "
           "said 01 failed while the new 01 was good)",
-          "tests/test_fault_book.py::test_two_book_builds_at_once_publish_a_report_that_matches_their_pages", "fixed"),
+          "tests/test_book_outputs.py::test_two_book_builds_at_once_publish_a_report_that_matches_their_pages", "fixed"),
     Fault("I19", "interrupt", "kill -9 at any file-system step of a book build's outputs (stage, workspace, switch)",
           "old outputs or new ones, whole (figures, results, executed notebooks, report and its page); the next "
           "build leaves one build and no stage",
-          "tests/test_fault_book.py::test_a_fault_at_any_step_of_a_book_build_leaves_the_old_outputs_or_the_new_ones_whole[1-kill -9]",
+          "tests/test_book_outputs.py::test_a_fault_at_any_step_of_a_book_build_leaves_the_old_outputs_or_the_new_ones_whole[1-kill -9]",
           "bug"),
     Fault("I20", "interrupt", "SIGTERM, SIGHUP or SIGINT at any file-system step of a book build's outputs",
           "old outputs or new ones, whole; exit 143/129/130; the next build leaves one build and no stage",
-          "tests/test_fault_book.py::test_a_fault_at_any_step_of_a_book_build_leaves_the_old_outputs_or_the_new_ones_whole[3-SIGTERM]",
+          "tests/test_book_outputs.py::test_a_fault_at_any_step_of_a_book_build_leaves_the_old_outputs_or_the_new_ones_whole[3-SIGTERM]",
           "bug"),
     Fault("B2", "concurrency", "a notebook's kernel stopped with SIGSTOP", "named on stderr once it has been stopped "
           "for STOPPED_KERNEL_S (30 s), with its pid and kill -CONT / kill -9 (was: 150 s and more without a word, "
           "until the 30-min or 4-h timeout)",
-          "tests/test_fault_book.py::test_a_stopped_kernel_is_named_with_what_to_do", "fixed"),
+          "tests/test_notebook_run.py::test_a_stopped_kernel_is_named_with_what_to_do", "fixed"),
     Fault("B5", "settings", "a broken MyST/YAML header in a notebook", "one `error:` line naming the file, the line "
           "and the problem, exit 2 (was: a 69-line YAML traceback)",
-          "tests/test_fault_book.py::test_a_broken_notebook_header_is_one_error_line", "fixed"),
+          "tests/test_book_build.py::test_a_broken_notebook_header_is_one_error_line", "fixed"),
     Fault("I21", "interrupt", "SIGHUP to the whole process group mid-sweep (a closed terminal)", "one line, exit 129, "
           "no worker left: loky's resource tracker and the workers ignore SIGHUP, the run ends them (was: the "
           "tracker died, its replacement printed 9 KeyError tracebacks)",
-          "tests/test_fault_stops.py::test_sighup_to_the_process_group_mid_sweep_is_one_line_and_no_worker_outlives_it",
+          "tests/test_local_backend.py::test_sighup_to_the_process_group_mid_sweep_is_one_line_and_no_worker_outlives_it",
           "fixed"),
     Fault("I22", "interrupt", "a local worker process killed again and again", "one line saying how often, what is "
           "kept and what to do (fewer --jobs, more memory), exit 1 (was: a 14-frame RuntimeError traceback)",
-          "tests/test_fault_stops.py::test_a_worker_pool_that_dies_again_and_again_is_one_line", "fixed"),
+          "tests/test_local_backend.py::test_a_worker_pool_that_dies_again_and_again_is_one_line", "fixed"),
     Fault('P22', 'concurrency', 'a cache lock held by something whose owner record cannot be read',
           'named within 10 s with what to do, given up once unrefreshed for 120 s (was: waited without end or word)',
           'tests/test_file_lock.py::test_a_lock_whose_owner_record_cannot_be_read_is_named_then_given_up', 'fixed'),
     Fault('P23', 'disk', 'quick and full outputs of one figures folder',
           "each mode's build under its own pointer",
-          'tests/test_fault_publish.py::test_quick_and_full_builds_live_under_their_own_pointers', 'fixed'),
+          'tests/test_reproduce_publish.py::test_quick_and_full_builds_live_under_their_own_pointers', 'fixed'),
     Fault("K19", "dask", "the Dask scheduler stopped (SIGSTOP) mid-sweep, its connection open",
           "named on stderr once it has left the watch's question unanswered for SILENT_SCHEDULER_S (20 s), with what "
           "to do; continued, the sweep ends (was: 196 s and more without a word, the watch's own query blocked)",
-          f"{_K}::test_a_stopped_scheduler_is_named_within_the_stated_time", "fixed"),
+          f"{_DP}::test_a_stopped_scheduler_is_named_within_the_stated_time", "fixed"),
     Fault("W19", "disk", "ulimit -n 24 (soft and hard) under a pool of two local workers",
           "one `error:` line before any worker starts, naming the limit and what to do (raise it, or --jobs 1), exit 1; "
           "a low soft limit under a higher hard one is raised to what the pool needs (was: an error naming a joblib "
           "file, then each half-made worker's traceback)",
-          f"{_RES}::test_an_open_file_limit_too_low_for_the_pool_is_one_line_or_raised[hard-24]", "fixed"),
+          f"{_LB}::test_an_open_file_limit_too_low_for_the_pool_is_one_line_or_raised[hard-24]", "fixed"),
 )
 
 

@@ -6,6 +6,10 @@ compute: each task is ``fn(arg)`` with ``fn`` a picklable module-level function 
 file, and its result travels back to the calling process, which writes the cache. So a cluster
 needs no shared file system and a worker that dies leaves no half-written cache entry behind.
 
+Identity first: each task is sent as source and plain values (:func:`resgd.pipeline.identity.plain_task`),
+so a worker running another version of resgd refuses it in one line before it unpickles anything of
+ours (a class moved between versions would otherwise end the worker on its first message).
+
 Robustness (why the loop below is more than ``as_completed``):
 
 * a worker killed mid-sweep: the scheduler reruns the tasks it held on another worker (up to
@@ -151,15 +155,23 @@ def _lost(future) -> bool:
 
 
 def execute_dask(tasks: Sequence[Any], address: Any, *, max_resubmits: int = MAX_RESUBMITS,
-                 timeout: float = 30) -> Iterator[tuple[str, Any]]:
+                 timeout: float = 30, code: tuple[tuple[str, ...], dict[str, str]] | None = None) -> Iterator[tuple[str, Any]]:
     """Yield ``(task.key, task.fn(task.arg))`` for every task, computed on the cluster at ``address``.
 
     ``tasks``: objects with ``key`` (a string, unique), ``fn`` and ``arg``. ``address``: a
     scheduler address (``"tcp://host:8786"``) or a ``distributed.LocalCluster``. Results come as
     they complete, in any order. The client is closed when the generator ends, fails or is
-    closed early (then the cluster drops the remaining tasks).
+    closed early (then the cluster drops the remaining tasks). ``code``: ``(entries, identity)``
+    each worker must have before it unpickles a task (:class:`resgd.pipeline.identity.CodeMismatchError`
+    otherwise); by default the package version alone (tasks that run no cached computation).
     """
     from distributed import Client, as_completed
+
+    from ..infra.source_hash import code_identity
+    from .identity import check_refusal, plain_task
+
+    if code is None:
+        code = ((), code_identity(()))
 
     tasks = list(tasks)
     keys = [t.key for t in tasks]
@@ -183,7 +195,8 @@ def execute_dask(tasks: Sequence[Any], address: Any, *, max_resubmits: int = MAX
 
         def submit(task_key: str):
             task = by_key[task_key]
-            future = client.submit(task.fn, task.arg, key=f"resgd-{task_key}-{attempts[task_key]}", pure=False)
+            fn, args = plain_task(task.fn, task.arg, code)
+            future = client.submit(fn, *args, key=f"resgd-{task_key}-{attempts[task_key]}", pure=False)
             owner[future.key] = task_key
             return future
 
@@ -225,6 +238,7 @@ def execute_dask(tasks: Sequence[Any], address: Any, *, max_resubmits: int = MAX
                     raise _lost_scheduler(address, len(delivered), len(tasks), type(err).__name__) from None
                 raise
             future.release()
+            check_refusal(result, code[1])
             delivered.add(task_key)
             yield task_key, result
     finally:

@@ -9,8 +9,12 @@ Code identity: every task carries the client's package version and the hash of t
 the client imported it (:func:`resgd.infra.source_hash.code_identity`); a worker whose imported code
 differs refuses the task before it trains (:func:`check_code`, :class:`CodeMismatchError`, one line
 naming the worker and both identities), and the client checks the identity each result reports once
-more. Engine identity: a worker on another engine path (:func:`resgd.core.engine.engine_path`)
-refuses it too (:func:`check_engine`, :class:`EngineMismatchError`).
+more. A Dask worker is sent each task as Python source and plain values (:func:`plain_task`): it
+compares identities before it unpickles anything of ours, so a worker of another version, where our
+classes may have moved or changed, refuses the task in that one line instead of failing to unpickle
+it (a worker ends on a message it cannot unpickle, and the sweep would wait for ever). Engine
+identity: a worker on another engine path (:func:`resgd.core.engine.engine_path`) refuses it too
+(:func:`check_engine`, :class:`EngineMismatchError`).
 
 Scheduler: :func:`resolve_scheduler` (the argument, else ``$RESGD_SCHEDULER``) and
 :func:`check_scheduler` (the address parses and a Dask scheduler answers there, within seconds).
@@ -20,6 +24,8 @@ from __future__ import annotations
 
 import re
 import socket
+from collections.abc import Callable
+from typing import Any
 
 from ..validation import ConfigError
 
@@ -33,6 +39,10 @@ class CodeMismatchError(ConfigError):
 def _describe_identity(identity: object) -> str:
     if not isinstance(identity, dict):
         return "resgd code of unknown identity (older than this check)"
+    if identity.get("version") is None:
+        return f"no importable resgd ({identity.get('error')})"
+    if identity.get("source") is None:
+        return f"resgd {identity.get('version')} (the hash of its sources unknown: {identity.get('error')})"
     return f"resgd {identity.get('version')} with sources sha256 {identity.get('source')}"
 
 
@@ -43,6 +53,69 @@ def check_code(theirs: object, mine: dict[str, str], worker: str) -> None:
             f"{worker} runs {_describe_identity(theirs)}, the client runs {_describe_identity(mine)}: "
             f"install the client's resgd on every worker (then restart them); nothing was cached"
         )
+
+
+REFUSED = "resgd: this worker runs other code"
+"""The first item of a worker's refusal: ``(REFUSED, worker, its identity)``, plain values."""
+
+WORKER_CHECK = '''
+def _worker_name():
+    try:
+        from distributed import get_worker
+
+        return f"Dask worker {get_worker().address}"
+    except Exception:
+        import os, socket
+
+        return f"process {os.getpid()} on {socket.gethostname()}"
+
+
+def _worker_identity(entries):
+    try:
+        from resgd.infra.source_hash import code_identity
+
+        return code_identity(tuple(entries))
+    except Exception as err:
+        try:
+            import resgd
+
+            version = str(resgd.__version__)
+        except Exception:
+            version = None
+        return {"version": version, "source": None, "error": " ".join(f"{type(err).__name__}: {err}".split())}
+
+
+def _checked_task(entries, identity, payload, refused):
+    mine = _worker_identity(entries)
+    if mine != identity:
+        return (refused, _worker_name(), mine)
+    import pickle
+
+    fn, arg = pickle.loads(payload)
+    return fn(arg)
+'''
+"""What a Dask worker runs before a task, sent as source: it works with the resgd of any version (or none)."""
+
+_WORKER_CALL = "exec(check) or _checked_task(entries, identity, payload, refused)"
+
+
+def plain_task(fn: Callable[[Any], Any], arg: Any, code: tuple[tuple[str, ...], dict[str, str]]) -> tuple[Callable, tuple]:
+    """``(function, args)`` to submit for ``fn(arg)``: :func:`eval` of :data:`WORKER_CHECK`'s call, with
+    ``fn`` and ``arg`` pickled into bytes. A worker unpickles only builtins, strings, bytes and dicts
+    until it has found its identity for ``code`` (``(entries, the client's identity)``) equal to the
+    client's; else it returns ``(REFUSED, worker, its identity)`` (:func:`check_refusal`)."""
+    import cloudpickle
+
+    entries, identity = code
+    scope = {"check": WORKER_CHECK, "entries": tuple(entries), "identity": dict(identity),
+             "payload": cloudpickle.dumps((fn, arg)), "refused": REFUSED}
+    return eval, (_WORKER_CALL, scope)
+
+
+def check_refusal(result: Any, identity: dict[str, str]) -> None:
+    """Raise :class:`CodeMismatchError` when ``result`` is a worker's refusal of a :func:`plain_task`."""
+    if isinstance(result, tuple) and len(result) == 3 and result[0] == REFUSED:
+        check_code(result[2], identity, str(result[1]))
 
 
 class EngineMismatchError(CodeMismatchError):

@@ -24,8 +24,9 @@ and the tasks' own, with everything they import); a worker whose imported code d
 version, an edited step, a file edited after the client started) refuses the task before it trains
 (:class:`resgd.pipeline.identity.CodeMismatchError`, one line naming the worker and both identities),
 and the client checks the identity each result reports once more. The checks themselves are in
-:mod:`resgd.pipeline.identity`; :func:`_checked_call`, the wrapper every task travels in, stays here
-so that a worker of an older version still finds it and refuses the task in one line.
+:mod:`resgd.pipeline.identity`; a Dask worker compares identities before it unpickles the task
+(:func:`resgd.pipeline.identity.plain_task`), so a worker of another version, where our classes may
+have moved, refuses it in the same one line.
 
 Backends: local processes (:func:`resgd.pipeline.local_backend.execute_local`: joblib's loky, one
 torch thread per worker, retries and clean shutdown; ``n_jobs == 1`` runs in-process) unless a
@@ -112,7 +113,7 @@ def execute_checked(tasks: list[Task | Group], *, n_jobs: int, scheduler: str | 
         if keys is not None:
             members[task.key] = keys
     try:
-        for key, reply in _execute(plain, n_jobs=n_jobs, scheduler=scheduler):
+        for key, reply in _execute(plain, n_jobs=n_jobs, scheduler=scheduler, code=(entries, identity)):
             value, used, worker, theirs, seconds = (*reply, None, None)[:5]
             check_code(theirs, identity, worker)
             data = _client_check(used, worker)
@@ -165,7 +166,8 @@ def _client_check(used: dict, worker: str) -> dict[str, str]:
     return checked
 
 
-def _execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) -> Iterator[tuple[str, Any]]:
+def _execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None,
+             code: tuple[tuple[str, ...], dict[str, str]] | None = None) -> Iterator[tuple[str, Any]]:
     tasks = list(tasks)
     check_n_jobs(n_jobs)
     address = resolve_scheduler(scheduler)
@@ -183,7 +185,7 @@ def _execute(tasks: list[Task], *, n_jobs: int, scheduler: str | None = None) ->
                 f"{SCHEDULER_ENV} / drop --scheduler to run locally"
             ) from None
         check_scheduler(address)
-        yield from execute_dask(tasks, address)
+        yield from execute_dask(tasks, address, code=code)
         return
     if not tasks:
         return

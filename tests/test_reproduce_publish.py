@@ -5,7 +5,9 @@ process, at every one of the publish's file-system steps in turn (every ``replac
 ``symlink``, ``link``, ``fsync`` and ``mkdir``): kill -9, SIGHUP (default action: the process ends
 at once) and SIGTERM (the CLI's stop path: an exception, then clean-up). After each, what a reader
 sees at today's paths is checked, then a later publish must give its own outputs whole and leave
-one build."""
+one build. A failure while publishing and a publish lock held by a stopped or far run leave
+the old outputs too.
+"""
 
 from __future__ import annotations
 
@@ -16,13 +18,13 @@ import time
 from pathlib import Path
 
 import pytest
+from fault_helpers import with_fault_at_step
 
 from resgd.infra import builds as builds_module
 from resgd.pipeline import reproduce
 from resgd.pipeline.reproduce import Outputs, publish
 
 NAMES = ("a", "b", "c")
-STEPS = ("replace", "rename", "symlink", "link", "fsync", "mkdir")
 
 
 def _outputs(tag: str, names=NAMES) -> Outputs:
@@ -70,56 +72,14 @@ def _old_outputs(root: Path, start: str) -> None:
     (root / "results" / "claims" / "x.json").write_text("old x")
 
 
-def with_fault_at_step(action, event: str, at: int) -> tuple[int, int]:
-    """``action()`` in a forked process, ``event`` (kill -9 or a signal's name) at its ``at``-th
-    file-system step (:data:`STEPS`); returns (exit status, steps taken): the status is 0 when the
-    action ended before step ``at``. The publish's and the book build's fault sweeps share it."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        os.close(read)
-        status = 0
-        try:
-            from resgd.infra.user_errors import Stopped, stop_on_signals
-
-            count = [0]
-
-            def wrap(real):
-                def step(*args, **kwargs):
-                    count[0] += 1
-                    os.write(write, b".")
-                    if count[0] == at:
-                        if event == "kill -9":
-                            os._exit(9)
-                        os.kill(os.getpid(), getattr(signal, event))
-                    return real(*args, **kwargs)
-                return step
-
-            for name in STEPS:
-                setattr(os, name, wrap(getattr(os, name)))
-            try:
-                with stop_on_signals():
-                    action()
-            except Stopped as stop:
-                status = 128 + stop.signum
-        except BaseException:  # noqa: BLE001 - the child reports by its status only
-            status = 1
-        os._exit(status)
-    os.close(write)
-    steps = 0
-    while chunk := os.read(read, 4096):
-        steps += len(chunk)
-    os.close(read)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), steps
-
-
 def _publish_with_fault(root: Path, via: Path, event: str, at: int) -> tuple[int, int]:
     """Publish "new" through ``via`` with ``event`` at its ``at``-th file-system step (:func:`with_fault_at_step`)."""
     return with_fault_at_step(lambda: publish(_outputs("new"), via / "figures", via / "results", mode="full"), event, at)
 
 
 FAULT_CASES = [(event, start) for event in ("kill -9", "SIGHUP") for start in ("build", "legacy", "second path")]
+
+
 FAULT_CASES += [("SIGTERM", "build"), ("SIGTERM", "legacy"), ("SIGINT", "build")]
 """kill -9 and SIGHUP from every starting state; SIGTERM and SIGINT, which take SIGHUP's path
 (``stop_on_signals`` raises :class:`Stopped` for all three), from a build (SIGTERM also from an older
@@ -224,6 +184,30 @@ def test_a_read_only_or_misplaced_output_folder_fails_before_the_switch_or_not_a
     assert (root / "figures" / "d.txt").read_text() == "v4 d" and _view(root)["figures/a.txt"] == "v1"
 
 
+def test_a_failure_while_publishing_leaves_every_earlier_output_as_it_was(tmp_path):
+    import matplotlib.pyplot as plt
+
+    figures, results = tmp_path / "figures", tmp_path / "results"
+    publish(Outputs(result_files={"t": ("tables/t.csv", lambda p: Path(p).write_text("old\n"))}), figures, results)
+
+    class Broken:
+        def savefig(self, *args, **kwargs):
+            raise OSError(28, "No space left on device (simulated)")
+
+    fig = plt.figure()
+    outputs = Outputs(figures={"good": fig, "broken": Broken()},
+                      result_files={"t": ("tables/t.csv", lambda p: Path(p).write_text("new\n"))})
+    with pytest.raises(OSError, match="No space left"):
+        publish(outputs, figures, results)
+    plt.close(fig)
+    assert (results / "tables" / "t.csv").read_text() == "old\n"  # not half-updated
+    assert not (figures / "good.png").exists()
+    builds = list((figures / ".resgd-builds" / "builds").iterdir())
+    assert [b.name for b in builds] == [os.readlink(figures / ".resgd-builds" / "current-full").split("/")[-1]]  # the failed build is gone
+    leftovers = [p for p in tmp_path.rglob("*") if p.suffix == ".part" or ".resgd-link-" in p.name]
+    assert leftovers == []
+
+
 def test_figures_removed_mid_run_are_published_with_their_mode_stamp(tmp_path, monkeypatch, capsys):
     """Figures removed during a quick run (``rm -rf figures``, as ``make clean``) are published with the
     mode stamp the publish writes under its lock, so a later full run is refused rather than stamping
@@ -277,6 +261,41 @@ def test_two_runs_publishing_into_one_folder_take_turns(tmp_path, capsys, monkey
     second.join(timeout=60)
     assert done and set(_view(root).values()) == {"second"} and _leftovers(root) == []
     assert ("which publishes there now" in capsys.readouterr().err) == (held_s > 0.5)
+
+
+def test_a_publish_lock_held_by_a_stopped_or_far_run_is_given_up_in_one_line(tmp_path):
+    """A publish lock held by a stopped run (SIGSTOP), or by a run on a host whose clock is an hour
+    ahead, is given up after the stated time on the waiter's own monotonic clock, in one line naming the
+    holder; nothing of that run is published."""
+    import fcntl
+    import time
+
+    from resgd.infra import builds
+    from resgd.infra.user_errors import describe
+    from resgd.pipeline import reproduce
+
+    path = tmp_path / reproduce.LOCK_NAME
+    holder = open(path, "a+b")  # another open file: flock conflicts as with another process
+    try:
+        fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
+        holder.write(b"4242 far-host\n")  # what every lock holder writes (resgd.infra.file_lock)
+        holder.flush()
+        os.utime(path, (time.time() + 3600, time.time() + 3600))  # the holder's clock an hour ahead
+        start = time.monotonic()
+        with pytest.raises(OSError) as caught:
+            builds.lock_file(path, give_up_s=0.5)
+        assert time.monotonic() - start < 5
+    finally:
+        holder.close()
+    message = str(caught.value)
+    assert "\n" not in message and "run 4242 on far-host has held its publish lock" in message
+    assert "nothing of this run was published" in message and describe(caught.value)[0] == 1
+    lock = builds.lock_file(path, give_up_s=0.5)  # free again: taken at once
+    try:
+        assert path.read_text().startswith(f"{os.getpid()} ")
+    finally:
+        lock.close()
+    assert not path.exists()  # a released lock's file is removed
 
 
 def test_a_moved_or_copied_checkout_reads_and_publishes_its_own_outputs(tmp_path):

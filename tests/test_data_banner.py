@@ -1,6 +1,6 @@
-"""Figures made from a file the loaders did not check against the published one carry a banner,
-as those made from the synthetic stand-in do (before, "NOT canonical" was only in the
-data's source label, never on a figure)."""
+"""Figures made from a file the loaders did not check against the published one carry a banner on
+the figure itself (:func:`resgd.plots.style.banner_text`), as those made from the synthetic
+stand-in do; verified real data get none."""
 
 from __future__ import annotations
 

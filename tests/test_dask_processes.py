@@ -1,67 +1,26 @@
-"""Dask faults against real ``dask scheduler`` and ``dask worker`` processes on 127.0.0.1:
-a worker started late, the only worker killed mid-sweep and replaced, and scheduler addresses that
-answer but are not a Dask scheduler (a port that says nothing, a worker's port). A worker killed
-while another one remains, a cluster restart and a lost scheduler are in test_dask_backend.py and
-test_faults.py.
+"""The Dask backend (:mod:`resgd.pipeline.dask_backend`) against real ``dask scheduler`` and ``dask
+worker`` processes on 127.0.0.1: a worker started late, the only worker killed mid-sweep and
+replaced, a worker's address given as the scheduler, a worker or the scheduler stopped (SIGSTOP) and
+named within the stated time, the scheduler killed mid-run (one line, the results so far kept). A
+worker killed while another one remains and a cluster restart are in test_dask_backend.py.
 """
 
 from __future__ import annotations
-
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import threading
-import time
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("distributed")
 
-from fault_helpers import slow_square, wait_for  # noqa: E402
-from resgd import cli  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import threading  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from fault_helpers import Cluster, run_cli_with_scheduler, slow_square  # noqa: E402
+
 from resgd.pipeline.cache import ResultsCache  # noqa: E402
 from resgd.pipeline.sweep import Task, cached_sweep  # noqa: E402
-
-TESTS = Path(__file__).parent
-DASK = Path(sys.executable).with_name("dask")
-
-
-class Cluster:
-    """A ``dask scheduler`` process, and ``dask worker`` processes started on demand."""
-
-    def __init__(self, folder: Path):
-        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent / "src"),
-                                                                 os.environ.get("PYTHONPATH", "")])}
-        file = folder / "scheduler.json"
-        self.procs = [self._start([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                                   "--scheduler-file", str(file)])]
-        self.address = json.loads(wait_for(lambda: file.is_file() and file.read_text(), 120, "the scheduler file"))["address"]
-
-    def _start(self, argv: list[str]) -> subprocess.Popen:
-        return subprocess.Popen(argv, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
-
-    def worker(self) -> subprocess.Popen:
-        proc = self._start([str(DASK), "worker", self.address, "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1",
-                            "--no-nanny"])
-        self.procs.append(proc)
-        return proc
-
-    @staticmethod
-    def kill(proc: subprocess.Popen) -> None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=60)
-
-    def close(self) -> None:
-        for proc in self.procs:
-            self.kill(proc)
 
 
 @pytest.fixture
@@ -104,40 +63,6 @@ def test_a_late_worker_then_its_kill_9_mid_sweep_then_a_worker_s_address_as_the_
     assert status == 2 and "is a Dask worker, not the scheduler" in line
 
 
-def run_cli_with_scheduler(address: str, tmp_path: Path, capsys) -> tuple[int, str, float]:
-    called = []
-    start = time.monotonic()
-    status = cli.main(["reproduce", "--only", "setup", "--figures-dir", str(tmp_path), "--scheduler", address],
-                      parts={"setup": lambda *a, **kw: called.append(1)})
-    took = time.monotonic() - start
-    assert called == []  # before any work
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    errors = [x for x in err.splitlines() if x.startswith("error: ")]
-    assert len(errors) == 1, err
-    return status, errors[0], took
-
-
-def test_a_port_that_accepts_but_is_not_a_scheduler_is_one_line_exit_2_not_a_hang(tmp_path, capsys):
-    """A port that accepts connections and says nothing is refused as a scheduler in one line within
-    seconds, exit 2 (the Dask client would wait for ever)."""
-    with socket.create_server(("127.0.0.1", 0)) as silent:
-        accepted: list = []
-        threading.Thread(target=lambda: accepted.append(silent.accept()), daemon=True).start()
-        status, line, took = run_cli_with_scheduler(f"tcp://127.0.0.1:{silent.getsockname()[1]}", tmp_path, capsys)
-    assert status == 2 and "does not answer as a Dask scheduler within 5 s" in line and took < 30, (line, took)
-
-
-def test_a_bad_scheduler_address_in_the_environment_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("RESGD_SCHEDULER", "tcp://127.0.0.1:1")
-    called = []
-    status = cli.main(["reproduce", "--only", "setup", "--figures-dir", str(tmp_path)],
-                      parts={"setup": lambda *a, **kw: called.append(1)})
-    err = capsys.readouterr().err
-    assert status == 2 and called == [] and "Traceback" not in err
-    assert "from --scheduler or $RESGD_SCHEDULER): nothing answers at 127.0.0.1:1" in err
-
-
 def _sweep_with_a_stop(cluster: Cluster, tmp_path: Path, proc: subprocess.Popen, continue_after_s: float) -> dict:
     """Tasks 0 (0.3 s) and 1 (3 s) swept on ``cluster``; once 0 is delivered (the worker then computes
     1), ``proc`` is stopped (SIGSTOP) and continued ``continue_after_s`` later. Returns the results."""
@@ -178,3 +103,59 @@ def test_a_stopped_scheduler_is_named_within_the_stated_time(cluster, tmp_path, 
     err = capfd.readouterr().err
     assert err.count(f"the Dask scheduler at {cluster.address!r} has not answered for ") == 1, err
     assert "resume it (kill -CONT) or end it" in err
+
+
+def test_a_scheduler_killed_mid_run_is_one_line_and_the_results_so_far_are_kept(tmp_path):
+    """A scheduler killed mid-run is a ClusterError in one line naming the scheduler and how many results
+    were kept; those results are in the cache."""
+    pytest.importorskip("distributed")
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from fault_helpers import slow_square, wait_for
+
+    from resgd.infra.user_errors import ClusterError, describe
+    from resgd.pipeline.cache import ResultsCache
+    from resgd.pipeline.sweep import Task, cached_sweep
+
+    dask = Path(sys.executable).with_name("dask")
+    tests = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent / "src"), os.environ.get("PYTHONPATH", "")])}
+    file = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                               "--scheduler-file", str(file)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)]
+    try:
+        address = json.loads(wait_for(lambda: file.is_file() and file.read_text(), 120, "the scheduler file"))["address"]
+        procs.append(subprocess.Popen([str(dask), "worker", address, "--nthreads", "1", "--no-dashboard",
+                                       "--host", "127.0.0.1"], env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True))
+        cache = ResultsCache(tmp_path / "cache")
+        tasks = [Task(str(x), slow_square, x) for x in range(4)]
+
+        killed = []
+
+        def kill_scheduler(key: str) -> None:  # after the first result is cached
+            os.killpg(procs[0].pid, signal.SIGKILL)
+            killed.append(time.monotonic())
+
+        with pytest.raises(ClusterError) as caught:
+            cached_sweep(tasks, cache, n_jobs=1, scheduler=address, on_result=kill_scheduler)
+        took = time.monotonic() - killed[0]
+    finally:
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=60)
+    message = str(caught.value)
+    assert "\n" not in message and f"the Dask scheduler at {address!r} was lost mid-run" in message
+    assert "the 1 of 4 results that arrived are cached" in message
+    assert cache.read("0") == 0 and describe(caught.value)[0] == 1
+    assert took < 30, took  # reported at once, not after the client's reconnect timeout

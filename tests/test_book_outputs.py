@@ -4,8 +4,8 @@ The outputs of a book build are its notebooks' figures and results files, the ex
 the execution report and its page (:mod:`resgd.publish.book_outputs`). The first test inflicts
 kill -9, SIGHUP, SIGTERM and SIGINT at every file-system step of a book build's outputs (its
 stage, a notebook's workspace and publish, the switch) in a forked process; the others run real
-notebooks: a cell that fails after one figure is saved, two builds at once, a stopped kernel, a
-broken header.
+notebooks: a cell that fails after one figure is saved, two builds at once.
+
 """
 
 from __future__ import annotations
@@ -16,18 +16,16 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from fault_helpers import with_fault_at_step
 from test_book_build import make_book
-from test_fault_publish import with_fault_at_step
 
 from resgd.infra.builds import WORKSPACE_ENV
 from resgd.pipeline.reproduce import Outputs, publish
 from resgd.publish import build as bb
-from resgd.publish import notebook_run
 from resgd.publish.book_outputs import BookOutputs
 from resgd.publish.report import REPORT, Record
 
@@ -38,7 +36,10 @@ def _book_results_in_the_book(monkeypatch):
     suite's own per-test ``$RESGD_RESULTS_DIR`` would take the build's results elsewhere."""
     monkeypatch.delenv("RESGD_RESULTS_DIR", raising=False)
 
+
 TAGS = ("OLDTAG", "NEWTAG", "LATERTAG")
+
+
 VIEW = ("figures/f.txt", "figures/g.txt", "results/tables/t.csv", "results/claims/c.json",
         "notebooks/01_a.ipynb", str(REPORT), "book/execution.md")
 
@@ -112,6 +113,8 @@ def _build_with_fault(root: Path, event: str, at: int) -> tuple[int, int]:
 
 EVERY = 8
 """Each case faults every eighth step from its own first one: the eight cases together fault every step."""
+
+
 EVENTS = ("kill -9", "SIGHUP", "SIGTERM", "SIGINT")
 
 
@@ -139,8 +142,6 @@ def test_a_fault_at_any_step_of_a_book_build_leaves_the_old_outputs_or_the_new_o
         at += EVERY
     assert at > 100 and "OLDTAG" in outcomes  # faults came both before and after the switch
 
-
-# ---------------------------------------------------------------- real notebooks
 
 WRITES = (  # what a notebook of the book does: a glue_figure's file, then its results published
     "import os, pathlib\nfrom resgd.infra.atomic import write_text\nfrom resgd.pipeline.reproduce import Outputs, publish\n"
@@ -210,47 +211,3 @@ def test_two_book_builds_at_once_publish_a_report_that_matches_their_pages(tmp_p
     assert [(r["notebook"], r["ok"]) for r in report["notebooks"]] == [("notebooks/01_a", True)]
     assert "every notebook ran to the end" in (root / "book" / "execution.md").read_text()
     assert "NEWTAG" in (root / "notebooks" / "01_a.ipynb").read_text()  # the good build's page, as its record says
-
-
-def test_a_stopped_kernel_is_named_with_what_to_do(tmp_path, monkeypatch, capsys):
-    """A notebook's kernel stopped with SIGSTOP is named on stderr once it has been stopped for
-    STOPPED_KERNEL_S (30 s; shortened here), with its pid and kill -CONT / kill -9, long before the
-    notebook timeout; resumed, the notebook finishes."""
-    monkeypatch.setattr(notebook_run, "STOPPED_KERNEL_S", 1.0)
-    monkeypatch.setattr(notebook_run, "WATCH_S", 0.3)
-    src = "import os, pathlib, time\npathlib.Path('kernel.pid').write_text(str(os.getpid()))\ntime.sleep(4)"
-    root = make_book(tmp_path, {"01_slow": src})
-    pid_file = root / "notebooks" / "kernel.pid"
-
-    def stop_then_resume():
-        deadline = time.monotonic() + 90
-        while not (pid_file.is_file() and pid_file.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        kernel = int(pid_file.read_text())
-        os.kill(kernel, signal.SIGSTOP)
-        time.sleep(3)
-        os.kill(kernel, signal.SIGCONT)
-
-    helper = threading.Thread(target=stop_then_resume)
-    helper.start()
-    records = bb.build(root, "quick", timeout=120, log=lambda *a: None)
-    helper.join()
-    kernel = int(pid_file.read_text())
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if "has been stopped" in ln]
-    assert len(lines) == 1 and f"process {kernel}" in lines[0]
-    assert f"kill -CONT {kernel}" in lines[0] and f"kill -9 {kernel}" in lines[0]
-    assert records[0].ok
-
-
-def test_a_broken_notebook_header_is_one_error_line(tmp_path, capsys):
-    """A broken MyST/YAML header in a notebook is one ``error:`` line naming the file, the line and the
-    problem, not a YAML traceback; exit 2, nothing run or published."""
-    root = make_book(tmp_path, {"01_a": "x = 1"})
-    md = root / "notebooks" / "01_a.md"
-    md.write_text(md.read_text().replace("kernelspec:\n", "kernelspec: [\n", 1))
-    assert bb.main(["--root", str(root), "--mode", "quick"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err
-    line = md.read_text().splitlines().index("  language: python") + 1
-    assert err.startswith(f"book_build: error: {md}, line {line}: the notebook's header is not valid YAML")
-    assert not (root / "notebooks" / "01_a.ipynb").exists()
