@@ -108,7 +108,9 @@ def test_restart_mid_sweep(cluster, tmp_path, caplog):
 
     def restart():
         with Client(cluster.scheduler_address, set_as_default=False) as other:
-            other.restart(wait_for_workers=False)
+            # a nanny that has not shut its worker down within the timeout has it removed, not restarted,
+            # and the sweep would wait for a worker forever: on two busy cores that takes more than Dask's 30 s
+            other.restart(timeout=120, wait_for_workers=False)
         restarted.set()
 
     delivered = _sweep_with_caller_cache(tasks, cluster.scheduler_address, tmp_path, restart)

@@ -1,7 +1,7 @@
 """The Dask backend (:mod:`resgd.pipeline.dask_backend`) against real ``dask scheduler`` and ``dask
 worker`` processes on 127.0.0.1: a worker started late, the only worker killed mid-sweep and
 replaced, a worker's address given as the scheduler, a worker or the scheduler stopped (SIGSTOP) and
-named within the stated time, the scheduler killed mid-run (one line, the results so far kept). A
+named within the stated time, a scheduler without a worker named, the scheduler killed mid-run (one line, the results so far kept). A
 worker killed while another one remains and a cluster restart are in test_dask_backend.py.
 """
 
@@ -103,6 +103,27 @@ def test_a_stopped_scheduler_is_named_within_the_stated_time(cluster, tmp_path, 
     err = capfd.readouterr().err
     assert err.count(f"the Dask scheduler at {cluster.address!r} has not answered for ") == 1, err
     assert "resume it (kill -CONT) or end it" in err
+
+
+def test_a_scheduler_without_a_worker_is_named_with_the_command_that_starts_one(cluster, tmp_path, monkeypatch,
+                                                                             capfd):
+    """A sweep on a scheduler that has no worker names it once it has had none for ``NO_WORKER_S``
+    seconds, with the command that starts one; once a worker joins, the sweep ends with every result."""
+    from resgd.pipeline import dask_backend
+
+    monkeypatch.setattr(dask_backend, "NO_WORKER_S", 1.0)
+    monkeypatch.setattr(dask_backend, "SILENT_POLL_S", 0.5)
+    late = threading.Timer(4.0, cluster.worker)
+    late.start()
+    try:
+        got = cached_sweep([Task(str(x), slow_square, x) for x in (0, 1)], ResultsCache(tmp_path / "cache"), n_jobs=1,
+                           scheduler=cluster.address)
+    finally:
+        late.join()
+    assert got == {"0": 0, "1": 1}
+    err = capfd.readouterr().err
+    assert err.count(f"the Dask scheduler at {cluster.address!r} has had no worker for 1 s") == 1, err
+    assert f"start one (dask worker {cluster.address})" in err
 
 
 def test_a_scheduler_killed_mid_run_is_one_line_and_the_results_so_far_are_kept(tmp_path):

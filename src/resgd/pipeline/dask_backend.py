@@ -23,7 +23,9 @@ Robustness (why the loop below is more than ``as_completed``):
 * a worker stopped (SIGSTOP), hung or cut off while it holds tasks: named on stderr once it has not
   reported to its scheduler for :data:`SILENT_WORKER_S` seconds (:func:`_name_silent_workers`);
 * a scheduler stopped, hung or cut off with its connection open: named on stderr once it has left
-  a question unanswered for :data:`SILENT_SCHEDULER_S` seconds (the same watch).
+  a question unanswered for :data:`SILENT_SCHEDULER_S` seconds (the same watch);
+* a scheduler without a worker (none started yet, or every one gone and not back): named on stderr
+  once it has had none for :data:`NO_WORKER_S` seconds (the same watch), with the command that starts one.
 
 A task is resubmitted at most ``max_resubmits`` times; then :class:`DaskSweepError` names it.
 
@@ -79,6 +81,7 @@ SILENT_WORKER_S = 30.0
 client's own clock) is named on stderr, once: stopped (SIGSTOP), hung or cut off."""
 SILENT_POLL_S = 2.0
 SILENT_SCHEDULER_S = 20.0
+NO_WORKER_S = 30.0
 """A scheduler that has left the watch's question unanswered this long (seconds, on the client's
 clock) is named on stderr, once: stopped (SIGSTOP), hung or cut off with its connection open (a
 closed one ends the sweep at once)."""
@@ -93,6 +96,7 @@ def _name_silent_workers(client, scheduler: Any = None):
     left one unanswered for :data:`SILENT_SCHEDULER_S` seconds, instead of blocking the watch."""
     seen: dict[str, tuple[Any, float]] = {}  # address -> (its last_seen, when it last changed here)
     told: set[str] = set()
+    no_worker: dict[str, float] = {}  # "since": when the scheduler was first seen without a worker
     asked: dict[str, Any] = {}  # the question in flight: its thread, when it was asked, its answer
 
     def ask(answer: dict[str, Any]) -> None:
@@ -129,6 +133,14 @@ def _name_silent_workers(client, scheduler: Any = None):
             return
         workers, busy = answer["workers"], answer["busy"]
         now = time.monotonic()
+        if workers:
+            no_worker.clear()
+            told.discard("no worker")  # a worker came: a later loss of every worker is named again
+        elif now - no_worker.setdefault("since", now) >= NO_WORKER_S and "no worker" not in told:
+            told.add("no worker")
+            print(f"the Dask scheduler at {scheduler!r} has had no worker for {NO_WORKER_S:g} s: the sweep waits "
+                  f"for one; start one (dask worker {scheduler}) or end the sweep (the results that arrived are "
+                  f"cached)", file=sys.stderr, flush=True)
         for address, info in workers.items():
             last = info.get("last_seen")
             if address not in seen or seen[address][0] != last:
