@@ -33,24 +33,35 @@ pytest_plugins = [
     "output_guard",  # no test writes into, or reads the mode of, the user's own output folders
 ]
 
-SLOW_FIRST = (
-    "test_faults.py",  # Dask clusters, worker processes and signals
-    "test_fault_runs.py",  # python -m resgd reproduce killed and resumed, as another user, under a file-size limit
-    "test_fault_dask.py",  # a real dask scheduler and worker processes, one killed
-    "test_fault_catalogue.py",  # collects the whole suite to check the catalogue's test ids
-    "test_book_build.py",  # papermill kernels, two notebook timeouts
-    "test_fault_book.py",  # book builds killed at every step, two at once, real kernels
-    "test_fault_stops.py",  # SIGHUP to a sweep's process group, a worker pool killed again and again
-    "test_dask_backend.py",  # a LocalCluster, workers killed and restarted
-    "test_lab.py",  # a JupyterLab server running notebooks/01_setup.md, and a Chromium
-    "test_pipeline.py",  # sweeps in subprocesses, killed
-    "test_cli.py",  # python -m resgd in subprocesses
-    "test_output_guard.py",  # pytest in subprocesses, one with two workers
+SLOW_FIRST = (  # by each file's summed test time, measured (the site's files from a run with the site)
+    "test_fault_publish.py",  # publishes killed at every step
+    "test_figure_legibility.py",  # every figure of the book drawn and measured
+    "test_fault_resources.py",  # open-file and output limits, each in a subprocess
+    "test_null_rates.py",  # without a built site: the rules' null simulation, 800 sets
     "test_collapse.py",
-    "test_browser.py",
+    "test_fault_book.py",  # book builds killed at every step, two at once, real kernels
+    "test_faults.py",  # Dask clusters, worker processes and signals
+    "test_cache_keys.py",  # each computing module edited, its keys computed again
+    "test_experiments.py",
+    "test_output_guard.py",  # pytest in subprocesses, one with two workers
+    "test_book_build.py",  # papermill kernels, two notebook timeouts
+    "test_fault_runs.py",  # python -m resgd reproduce killed and resumed, as another user, under a file-size limit
+    "test_fault_outputs.py",
     "test_pdf.py",
+    "test_fault_dask.py",  # a real dask scheduler and worker processes, one killed
     "test_dtype_check.py",
+    "test_benchmarks.py",
     "test_theory.py",
+    "test_engine_reference.py",
+    "test_pipeline.py",  # sweeps in subprocesses, killed
+    "test_site.py",
+    "test_browser.py",
+    "test_stack_identity.py",
+    "test_dask_backend.py",  # a LocalCluster, workers killed and restarted
+    "test_cli.py",  # python -m resgd in subprocesses
+    "test_fault_catalogue.py",  # collects the whole suite to check the catalogue's test ids
+    "test_fault_stops.py",  # SIGHUP to a sweep's process group, a worker pool killed again and again
+    "test_lab.py",  # a JupyterLab server running notebooks/01_setup.md, and a Chromium
 )
 
 
