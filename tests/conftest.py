@@ -33,27 +33,35 @@ pytest_plugins = [
     "output_guard",  # no test writes into, or reads the mode of, the user's own output folders
 ]
 
-SLOW_FIRST = (
-    "test_local_backend.py",  # SIGHUP to a sweep's process group, worker pools killed and stopped, sweeps killed
+SLOW_FIRST = (  # by each file's summed test time, measured on two busy cores (the site's files from a run with the site)
     "test_reproduce_publish.py",  # a publish faulted at every step, in forked processes
+    "test_figure_legibility.py",  # every figure of the book drawn and measured
+    "test_local_backend.py",  # SIGHUP to a sweep's process group, worker pools killed and stopped, sweeps killed
     "test_book_outputs.py",  # book builds faulted at every step, two at once, real kernels
     "test_identity.py",  # a real dask worker of another version; LocalClusters of other code and other data
+    "test_null_rates.py",  # without a built site: the rules' null simulation, 800 sets
     "test_reproduce.py",  # python -m resgd reproduce killed and resumed, as another user, under a file-size limit
     "test_dask_processes.py",  # a real dask scheduler and worker processes, killed and stopped
-    "test_fault_catalogue.py",  # collects the whole suite to check the catalogue's test ids
+    "test_collapse.py",
+    "test_cache_keys.py",  # each computing module edited, its keys computed again
+    "test_experiments.py",
+    "test_output_guard.py",  # pytest in subprocesses, one with two workers
     "test_book_build.py",  # papermill kernels, two notebook timeouts
     "test_newcomer.py",  # a one-page quick book built in a copy of the repository, then the tests that read it
+    "test_fault_catalogue.py",  # collects the whole suite to check the catalogue's test ids
     "test_dask_backend.py",  # a LocalCluster, workers killed and restarted, one over its memory limit
-    "test_lab.py",  # a JupyterLab server running notebooks/01_setup.md, and a Chromium
-    "test_cli.py",  # python -m resgd in subprocesses, stopped by signals
-    "test_sweep.py",  # two sweeps in subprocesses on one results folder
     "test_results_cache.py",  # locks of stopped and killed runs, entries read as another user
-    "test_output_guard.py",  # pytest in subprocesses, one with two workers
-    "test_collapse.py",
-    "test_browser.py",
+    "test_sweep.py",  # two sweeps in subprocesses on one results folder
+    "test_cli.py",  # python -m resgd in subprocesses, stopped by signals
     "test_pdf.py",
     "test_dtype_check.py",
+    "test_benchmarks.py",
     "test_theory.py",
+    "test_engine_reference.py",
+    "test_site.py",
+    "test_browser.py",
+    "test_stack_identity.py",
+    "test_lab.py",  # a JupyterLab server running notebooks/01_setup.md, and a Chromium
 )
 
 

@@ -3,6 +3,7 @@ direction (design.ALPHA), measured on simulated data as the pages apply the rule
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from pathlib import Path
@@ -18,6 +19,7 @@ from resgd.experiments.null_rates import CORRELATIONS, REPLAYED, RULES, null_rat
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
+@functools.cache  # the tests only read it: one simulation for the file
 def rates_table() -> pd.DataFrame:
     """The full build's table (notebook 07, 1000 sets) when there is one: the rules as the book
     applied them, without simulating them again; else 800 sets simulated here (the site is

@@ -127,8 +127,8 @@ def reproduce_command(args: argparse.Namespace, parts: Mapping[str, Part] | None
     if args.figures_dir is not None:
         args.figures_dir = os.path.abspath(os.path.expanduser(args.figures_dir))
     settings.absolute_paths()  # once, here: every later reader (and child process) sees absolute folders
+    check_environment()  # the settings first: a typo is named before the parts' imports (torch: seconds)
     functions = study_parts() if parts is None else parts
-    check_environment()
     mode = settings.mode(args.mode)  # --quick, else $RESGD_MODE, else full
     quick = mode == "quick"
     writes_results = any(name in WRITES_RESULTS for name in names)

@@ -113,23 +113,28 @@ def decode(data: bytes) -> pd.DataFrame:
                     derived.append(column)
                     columns[column["name"]] = None  # its place; computed once the others are read
                     continue
+                dtype = column["dtype"]
                 if "range" in column:
                     values = np.arange(column["range"], column["range"] + rows)
                 elif "value" in column:
                     value = np.nan if column["value"] is None else column["value"]
-                    values = np.array([value] * rows) if column["dtype"] not in _STRING_DTYPES else [value] * rows
+                    values = [value] * rows if dtype in _STRING_DTYPES else np.full(rows, value)
                 else:
                     values = archive[f"c{i}"]
                 if len(values) != rows:
                     raise FrameFormatError(f"column {column['name']!r} has {len(values)} rows, the table {rows}")
-                dtype = column["dtype"]
+                # numbers as arrays (a Series per column and the frame's alignment of them cost a
+                # store's read more than its I/O), text as a Series of its pandas dtype
                 columns[column["name"]] = (pd.Series(list(values), dtype=dtype) if dtype in _STRING_DTYPES
-                                           else pd.Series(values, dtype=dtype))
+                                           else np.asarray(values, dtype=dtype))
             for column in derived:
                 if column["name"] not in DERIVED or DERIVED[column["name"]][0] != column["derived"]:
                     raise FrameFormatError(f"column {column['name']!r}: no rule derives it from {column['derived']!r}")
-                columns[column["name"]] = pd.Series(DERIVED[column["name"]][1](pd.DataFrame(
-                    {k: v for k, v in columns.items() if v is not None})), dtype=column["dtype"])
+                source = DERIVED[column["name"]][0]
+                if columns.get(source) is None:
+                    raise FrameFormatError(f"column {column['name']!r}: derived from {source!r}, which is not stored")
+                columns[column["name"]] = np.asarray(DERIVED[column["name"]][1](pd.DataFrame(
+                    {source: columns[source]})), dtype=column["dtype"])
     except FrameFormatError:
         raise
     except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
