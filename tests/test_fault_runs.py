@@ -33,16 +33,17 @@ from resgd import cli
 from resgd.core.model import ModelConfig
 from resgd.core.trainer import GDConfig
 from resgd.data.spec import DatasetSpec
-from resgd.experiments import study as ex
+from resgd.experiments import runs
+from resgd.experiments.configuration import RunConfig, config_key
 from resgd.pipeline.cache import ENTRY_FORMAT, CacheEntryRejected, ResultsCache
 
 TESTS = Path(__file__).parent
 SCRIPT = TESTS / "faults" / "toy_reproduce.py"
 
 
-def toy_configs(n: int) -> list[ex.RunConfig]:
+def toy_configs(n: int) -> list[RunConfig]:
     spec = DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
-    base = ex.RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
+    base = RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
                         GDConfig(lr=0.05, iterations=8, reduction="mean", record_every=4))
     return [replace(base, seed=s) for s in range(n)]
 
@@ -162,15 +163,15 @@ DAMAGES = {  # damage: (the entry's bytes, its key) -> new bytes; the reason the
 @pytest.mark.parametrize("damage", list(DAMAGES))
 def test_a_damaged_run_cache_entry_is_reported_and_recomputed_to_the_same_result(tmp_path, damage):
     configs = toy_configs(2)
-    first = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+    first = runs.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     cache = ResultsCache(tmp_path)
-    key = ex.config_key(configs[0])
+    key = config_key(configs[0])
     damaged, problem = DAMAGES[damage]
     data = damaged(cache.path(key).read_bytes(), key)
     cache.path(key).write_bytes(data)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        again = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+        again = runs.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     messages = [str(w.message) for w in caught if issubclass(w.category, CacheEntryRejected)]
     assert len(messages) == 1 and str(cache.path(key)) in messages[0] and problem in messages[0], messages
     assert again.equals(first)
@@ -212,7 +213,7 @@ def test_locks_of_a_run_killed_with_kill_9_are_taken_over_at_once(tmp_path):
     import time
 
     configs = toy_configs(2)
-    keys = [ex.config_key(c) for c in configs]
+    keys = [config_key(c) for c in configs]
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path), *keys], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
@@ -220,7 +221,7 @@ def test_locks_of_a_run_killed_with_kill_9_are_taken_over_at_once(tmp_path):
     holder.wait(timeout=60)
     assert sorted(p.stem for p in (tmp_path / "locks").iterdir()) == sorted(keys)  # left behind
     start = time.monotonic()
-    table = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+    table = runs.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     assert time.monotonic() - start < 60 and sorted(table["seed"].unique()) == [0, 1]
     assert list((tmp_path / "locks").iterdir()) == []
 
@@ -233,10 +234,10 @@ def test_an_unreadable_cache_entry_is_reported_and_recomputed(tmp_path):
     with shared_folder() as root:
         configs = toy_configs(1)
         cache_dir = root / "cache"
-        first = ex.sweep(configs, n_jobs=1, cache_dir=cache_dir)
+        first = runs.sweep(configs, n_jobs=1, cache_dir=cache_dir)
         for path in [cache_dir, *cache_dir.rglob("*")]:
             path.chmod(0o777 if path.is_dir() else 0o666)
-        key = ex.config_key(configs[0])
+        key = config_key(configs[0])
         entry = ResultsCache(cache_dir).path(key)
         entry.chmod(0o000)
 

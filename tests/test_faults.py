@@ -15,12 +15,13 @@ from resgd.core.model import ModelConfig
 from resgd.core.trainer import GDConfig
 from resgd.data.spec import DataMismatchError, DatasetSpec, data_fingerprint
 from resgd.data.standin import DEFAULT_STANDIN_DAYS, standin_file_name, write_standin_csv
-from resgd.experiments import study as ex
+from resgd.experiments import runs
+from resgd.experiments.configuration import RunConfig, config_key
 
 
-def jena_config(seed: int) -> ex.RunConfig:
+def jena_config(seed: int) -> RunConfig:
     spec = DatasetSpec("jena", n_train=8, n_tokens=4, n_test=4, seed=seed)
-    return ex.RunConfig(spec, ModelConfig(d=11, d_qk=3, m=5, beta=1.0),
+    return RunConfig(spec, ModelConfig(d=11, d_qk=3, m=5, beta=1.0),
                         GDConfig(lr=0.01, iterations=5, reduction="mean", record_every=5))
 
 
@@ -47,7 +48,7 @@ def test_a_worker_with_other_data_fails_before_training_and_nothing_is_cached(cl
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
                                   env={"RESGD_CACHE_DIR": str(worker_cache)}) as cluster:
         with pytest.raises(DataMismatchError) as caught:
-            ex.sweep([config], cache_dir=tmp_path / "runs", scheduler=cluster.scheduler_address)
+            runs.sweep([config], cache_dir=tmp_path / "runs", scheduler=cluster.scheduler_address)
     message = str(caught.value)
     assert "\n" not in message and "Dask worker tcp://127.0.0.1:" in message
     assert f"the client's have {client_digest}" in message and "have digest " in message
@@ -57,7 +58,7 @@ def test_a_worker_with_other_data_fails_before_training_and_nothing_is_cached(cl
 def test_every_cache_entry_holds_the_digest_of_its_data(client_standin):
     tmp_path = client_standin
     config = jena_config(seed=9102)
-    ex.sweep([config, replace(config, seed=1)], n_jobs=1, cache_dir=tmp_path / "runs")
+    runs.sweep([config, replace(config, seed=1)], n_jobs=1, cache_dir=tmp_path / "runs")
     entries = list((tmp_path / "runs").glob("*.pkl"))
     assert len(entries) == 2
     digest = data_fingerprint(config.dataset, config.dtype)
@@ -79,9 +80,9 @@ sys.stdin.readline()
 """
 
 
-def toy_configs(n: int) -> list[ex.RunConfig]:
+def toy_configs(n: int) -> list[RunConfig]:
     spec = DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
-    base = ex.RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
+    base = RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
                         GDConfig(lr=0.05, iterations=6, reduction="mean", record_every=3))
     return [replace(base, seed=s) for s in range(n)]
 
@@ -97,12 +98,12 @@ def test_a_stopped_run_does_not_block_a_second_one_forever(tmp_path, monkeypatch
 
     monkeypatch.setattr(cache_module, "STOPPED_GIVE_UP_S", 1.0)
     configs = toy_configs(3)
-    keys = [ex.config_key(c) for c in configs]
+    keys = [config_key(c) for c in configs]
     holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCKS, str(tmp_path), *keys], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        table = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+        table = runs.sweep(configs, n_jobs=1, cache_dir=tmp_path)
         assert sorted(table["seed"].unique()) == [0, 1, 2]
         err = capfd.readouterr().err
         assert f"waiting for process {holder.pid} on " in err and "has been stopped for 1 s" in err
@@ -114,7 +115,7 @@ def test_a_stopped_run_does_not_block_a_second_one_forever(tmp_path, monkeypatch
 
 def test_lock_files_are_removed_when_released(tmp_path):
     """A sweep leaves no lock file behind once its entries are written."""
-    ex.sweep(toy_configs(3), n_jobs=1, cache_dir=tmp_path)
+    runs.sweep(toy_configs(3), n_jobs=1, cache_dir=tmp_path)
     assert len(list(tmp_path.glob("*.pkl"))) == 3
     assert list((tmp_path / "locks").glob("*")) == []
 
@@ -281,10 +282,10 @@ def test_a_rejected_cache_entry_is_reported_once(tmp_path):
     from resgd.pipeline.cache import CacheEntryRejected
 
     configs = toy_configs(1)
-    ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+    runs.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     entry = next(tmp_path.glob("*.pkl"))
     entry.write_bytes(entry.read_bytes()[:-10])  # damaged
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+        runs.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     assert len([w for w in caught if issubclass(w.category, CacheEntryRejected)]) == 1

@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from resgd.experiments import rules
+from resgd.experiments import decisions
 from resgd.experiments.claims import FACTORIAL_RULE
 from resgd.experiments.design import ALPHA
-from resgd.experiments.null_rates import CORRELATIONS, REPLAYED, RULES, null_rates, null_rates_path
+from resgd.experiments.claims import CORRELATIONS, NULL_RULES, REPLAYED, null_rates, null_rates_path
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -37,10 +37,10 @@ def _rows(rules) -> int:
 
 def test_every_rule_decides_by_chance_at_most_alpha_each_way_at_every_within_seed_correlation():
     table = rates_table()
-    assert len(table) == _rows(RULES + REPLAYED) and (table["sets"] >= 800).all()
+    assert len(table) == _rows(NULL_RULES + REPLAYED) and (table["sets"] >= 800).all()
     design = table[~table["replayed"].astype(bool)]
     assert set(zip(design["check"], design["rule"])) == {
-        (check, FACTORIAL_RULE if experiment == "factorial" else rule) for check, rule, experiment in RULES}
+        (check, FACTORIAL_RULE if experiment == "factorial" else rule) for check, rule, experiment in NULL_RULES}
     assert set(design.loc[design["check"].str.startswith("(c)"), "correlation"]) == set(CORRELATIONS)
     for row in design.itertuples():
         assert row.rate <= ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / row.sets), (row.check, row.rule, row.correlation,
@@ -60,7 +60,7 @@ def test_the_earlier_pooled_depth_rule_breaks_under_dependence():
 def test_the_simulation_counts_each_direction():
     """The simulation itself, on a few sets (the rates above come from the book's)."""
     table = null_rates(40, seed=2)
-    assert len(table) == _rows(RULES + REPLAYED) and (table["sets"] == 40).all()
+    assert len(table) == _rows(NULL_RULES + REPLAYED) and (table["sets"] == 40).all()
     assert set(table["direction"]) == {"holds", "fails"}
     assert ((table["rate"] >= 0) & (table["rate"] <= 1)).all()
     assert table.equals(null_rates(40, seed=2))  # seeded
@@ -68,11 +68,11 @@ def test_the_simulation_counts_each_direction():
 
 def test_the_exact_rates_behind_them():
     # the sign rule at 8 seeds is the interval rule: 7 of 8, 9/256 each way
-    assert 2 * rules.binomial_tail(8, rules.sign_threshold(8)) == pytest.approx(2 * 9 / 256)
+    assert 2 * decisions.binomial_tail(8, decisions.sign_threshold(8)) == pytest.approx(2 * 9 / 256)
     # (c) over 3 x 3 pairs: 8 of 9, 10/512 each way
-    assert rules.binomial_tail(9, rules.sign_threshold(9)) == pytest.approx(10 / 512)
+    assert decisions.binomial_tail(9, decisions.sign_threshold(9)) == pytest.approx(10 / 512)
     # (b) on medians of five β: |ρ| ≥ 0.9 for 5 of 120 orders each way
-    assert rules.spearman_chance(5) / 2 == pytest.approx(5 / 120)
+    assert decisions.spearman_chance(5) / 2 == pytest.approx(5 / 120)
     assert max(5 / 120, 9 / 256, 10 / 512) <= ALPHA
 
 

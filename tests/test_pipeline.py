@@ -20,8 +20,11 @@ matplotlib.use("Agg")  # tests only; never in a notebook
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from resgd.experiments import study as ex  # noqa: E402
 from resgd.experiments import runs  # noqa: E402
+from resgd.experiments.configuration import RunConfig, config_key  # noqa: E402
+from resgd.experiments.study import reproduce  # noqa: E402
+from resgd.data.spec import DatasetSpec  # noqa: E402
+from resgd.pipeline.cache import RESULTS_ENV  # noqa: E402
 from resgd.core.model import ModelConfig  # noqa: E402
 from resgd.pipeline.cache import CacheEntryRejected, ResultsCache  # noqa: E402
 from resgd.pipeline.reproduce import OutputError, Outputs, check_writable, publish  # noqa: E402
@@ -33,9 +36,9 @@ from resgd.validation import ConfigError  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def toy_config(seed: int = 0) -> ex.RunConfig:
-    spec = ex.DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
-    return ex.RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
+def toy_config(seed: int = 0) -> RunConfig:
+    spec = DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
+    return RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
                         GDConfig(lr=0.05, iterations=8, reduction="mean", record_every=4), seed=seed)
 
 
@@ -53,15 +56,15 @@ class Counting:
 
 def test_another_runs_entry_copied_over_is_rejected_and_recomputed(tmp_path, monkeypatch):
     a, b = toy_config(0), toy_config(1)
-    ex.sweep([a, b], n_jobs=1, cache_dir=tmp_path)
+    runs.sweep([a, b], n_jobs=1, cache_dir=tmp_path)
     cache = ResultsCache(tmp_path)
-    key_a, key_b = ex.config_key(a), ex.config_key(b)
+    key_a, key_b = config_key(a), config_key(b)
     truth = cache.read(key_a)
     cache.path(key_a).write_bytes(cache.path(key_b).read_bytes())  # b's valid entry under a's name
     counter = Counting()
     monkeypatch.setattr(runs, "_compute_stack", counter)
     with pytest.warns(CacheEntryRejected, match=f"holds the entry of key '{key_b}'"):
-        table = ex.sweep([a, b], n_jobs=1, cache_dir=tmp_path)
+        table = runs.sweep([a, b], n_jobs=1, cache_dir=tmp_path)
     assert [c.seed for c in counter.calls] == [0]
     pd.testing.assert_frame_equal(table[table["key"] == key_a].drop(columns="key").reset_index(drop=True), truth)
     assert cache.read(key_a).equals(truth)  # repaired
@@ -69,8 +72,8 @@ def test_another_runs_entry_copied_over_is_rejected_and_recomputed(tmp_path, mon
 
 def test_edited_entry_fails_its_checksum_and_is_recomputed(tmp_path, monkeypatch):
     config = toy_config()
-    key = ex.config_key(config)
-    original = ex.run(config, tmp_path)
+    key = config_key(config)
+    original = runs.run(config, tmp_path)
     path = ResultsCache(tmp_path).path(key)
     record = pickle.loads(path.read_bytes())
     frame = pickle.loads(record["content"])
@@ -80,16 +83,16 @@ def test_edited_entry_fails_its_checksum_and_is_recomputed(tmp_path, monkeypatch
     counter = Counting()
     monkeypatch.setattr(runs, "_compute_stack", counter)
     with pytest.warns(CacheEntryRejected, match="does not match its checksum"):
-        again = ex.run(config, tmp_path)
+        again = runs.run(config, tmp_path)
     assert len(counter.calls) == 1
     pd.testing.assert_frame_equal(again, original)
 
 
 def test_unverified_old_format_entry_is_rejected(tmp_path):
     config = toy_config()
-    key = ex.config_key(config)
+    key = config_key(config)
     ResultsCache(tmp_path).path(key).parent.mkdir(parents=True, exist_ok=True)
-    ex.run(config, tmp_path).to_pickle(ResultsCache(tmp_path).path(key))  # a bare pickled table
+    runs.run(config, tmp_path).to_pickle(ResultsCache(tmp_path).path(key))  # a bare pickled table
     with pytest.warns(CacheEntryRejected, match="not a verified entry"):
         assert ResultsCache(tmp_path).read(key) is None
 
@@ -99,11 +102,11 @@ def test_unverified_old_format_entry_is_rejected(tmp_path):
 def test_unwritable_output_folder_is_reported_before_any_work(tmp_path, monkeypatch):
     blocked = tmp_path / "figures"
     blocked.write_text("a file where the figures folder should be")
-    monkeypatch.setenv(ex.RESULTS_ENV, str(tmp_path / "results"))
+    monkeypatch.setenv(RESULTS_ENV, str(tmp_path / "results"))
     counter = Counting()
     monkeypatch.setattr(runs, "_compute_stack", counter)
     with pytest.raises(OutputError, match=f"output folder {blocked} is not writable"):
-        ex.reproduce("toy", True, blocked, n_jobs=1, progress=False)
+        reproduce("toy", True, blocked, n_jobs=1, progress=False)
     assert counter.calls == [] and not (tmp_path / "results" / "tables").exists()
     check_writable([tmp_path / "ok" / "nested"])  # a missing folder is made, not an error
 
@@ -158,7 +161,7 @@ def test_a_scheduler_without_the_dask_backend_names_the_setting(monkeypatch):
 def test_a_second_sweep_waits_for_a_running_entry_and_reuses_it(tmp_path, monkeypatch):
     configs = [toy_config(s) for s in range(3)]
     cache = ResultsCache(tmp_path)
-    busy = ex.config_key(configs[0])
+    busy = config_key(configs[0])
     holder = cache.try_lock(busy)  # another run is computing configs[0] right now
     computed_elsewhere = runs._compute(configs[0])
 
@@ -171,7 +174,7 @@ def test_a_second_sweep_waits_for_a_running_entry_and_reuses_it(tmp_path, monkey
     thread.start()
     counter = Counting()
     monkeypatch.setattr(runs, "_compute_stack", counter)
-    table = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+    table = runs.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     thread.join()
     assert sorted(c.seed for c in counter.calls) == [1, 2]  # not configs[0]: it waited and reused it
     assert sorted(table["seed"].unique()) == [0, 1, 2]
@@ -180,17 +183,19 @@ def test_a_second_sweep_waits_for_a_running_entry_and_reuses_it(tmp_path, monkey
 def test_an_entry_whose_owner_died_is_computed_after_the_wait(tmp_path, monkeypatch):
     config = toy_config()
     cache = ResultsCache(tmp_path)
-    holder = cache.try_lock(ex.config_key(config))
+    holder = cache.try_lock(config_key(config))
     threading.Timer(0.5, holder.close).start()  # released without writing the entry
     counter = Counting()
     monkeypatch.setattr(runs, "_compute_stack", counter)
-    ex.sweep([config], n_jobs=1, cache_dir=tmp_path)
+    runs.sweep([config], n_jobs=1, cache_dir=tmp_path)
     assert len(counter.calls) == 1
 
 
 SLOW_SWEEP = textwrap.dedent("""
     import sys, time
-    from resgd.experiments import runs, study as ex
+    from resgd.experiments import runs
+    from resgd.experiments.configuration import RunConfig
+    from resgd.data.spec import DatasetSpec
     from resgd.core.model import ModelConfig
     from resgd.core.trainer import GDConfig
     computed = []
@@ -201,12 +206,12 @@ SLOW_SWEEP = textwrap.dedent("""
             time.sleep(0.4)
         return original(configs)
     runs._compute_stack = slow
-    spec = ex.DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
-    configs = [ex.RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
+    spec = DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
+    configs = [RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
                             GDConfig(lr=0.05, iterations=8, reduction="mean", record_every=4), seed=s) for s in range(6)]
     print("ready", flush=True)
     sys.stdin.readline()
-    table = ex.sweep(configs, n_jobs=1, cache_dir=sys.argv[1])
+    table = runs.sweep(configs, n_jobs=1, cache_dir=sys.argv[1])
     print(len(computed), table["loss"].sum(), flush=True)
 """)
 

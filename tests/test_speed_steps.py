@@ -1,20 +1,20 @@
 """Design v6's two step rules on the toy data: the theorem's step kept along the path
-(resgd.experiments.path_step) and each configuration's own stable step (resgd.experiments.own_step)."""
+(resgd.experiments.steps) and each configuration's own stable step (resgd.experiments.study)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from resgd.data.spec import load_dataset
-from resgd.experiments import study as ex
+from resgd.experiments.configuration import settings
 from resgd.experiments.design import OWN_GRID
-from resgd.experiments.ladder import rises
-from resgd.experiments.own_step import own_steps
-from resgd.experiments.path_step import PATH_EVERY, _compute_path, path_table, train_path
+from resgd.experiments.decisions import rises
+from resgd.experiments.study import own_steps
+from resgd.experiments.steps import PATH_EVERY, _compute_path, path_table, train_path
 
 
 def test_the_path_step_keeps_mu_times_lhat_at_c_at_every_checkpoint_and_never_raises_the_loss():
-    s = ex.settings("toy", True)
+    s = settings("toy", True)
     T = 2 * PATH_EVERY + 50
     config = s.config(1.0, 1, 0, 0.5, iterations=T)
     history, _ = train_path(config, load_dataset(config.dataset, config.dtype))
@@ -27,7 +27,7 @@ def test_the_path_step_keeps_mu_times_lhat_at_c_at_every_checkpoint_and_never_ra
 
 
 def test_the_path_table_reads_the_checks_and_the_rates():
-    s = ex.settings("toy", True)
+    s = settings("toy", True)
     frame = _compute_path(s.config(1.0, 1, 0, 0.5, iterations=PATH_EVERY + 20)).assign(
         experiment="beta", protocol="p", twin_init="matched")
     table = path_table(frame, ["experiment", "protocol", "twin_init", "beta", "beta_ffn", "n_layers", "seed"])
@@ -38,7 +38,7 @@ def test_the_path_table_reads_the_checks_and_the_rates():
 
 
 def test_the_own_step_is_the_largest_grid_step_that_descends_along_the_whole_path(tmp_path):
-    s = ex.settings("toy", True)
+    s = settings("toy", True)
     points = {"beta": [(1.0, None, 1), (0.0, None, 1)]}
     table = own_steps(s, points, n_jobs=1, cache_dir=tmp_path)
     for beta, g in table.groupby("beta"):
@@ -58,7 +58,7 @@ def test_a_path_run_cut_after_its_first_segment_repeats_the_full_runs_first_segm
     re-executed alone is the stored run's first segment."""
     from resgd.core.trainer import ROW_FIELDS
 
-    s = ex.settings("toy", True)
+    s = settings("toy", True)
     full = _compute_path(s.config(0.0, 1, 1, 0.5, iterations=PATH_EVERY + 30))
     first = _compute_path(s.config(0.0, 1, 1, 0.5, iterations=PATH_EVERY))
     for column in ROW_FIELDS:

@@ -7,8 +7,8 @@ import torch
 
 from resgd.core.model import ModelConfig, init_params
 from resgd.core.smoothness import smoothness_estimate, smoothness_fast, smoothness_fast_stacked
-from resgd.experiments import step_size
-from resgd.experiments import study as ex
+from resgd.experiments import steps
+from resgd.experiments.configuration import settings
 from resgd.validation import ConfigError
 
 
@@ -46,15 +46,15 @@ def test_stacked_smoothness_is_each_runs_own_bit_for_bit(pooling):
 
 def test_warm_smoothness_stacks_a_small_shapes_seeds_into_one_task(tmp_path, monkeypatch):
     """The map's L̂ go through the sweep engine, the seeds of one shape in one stacked call."""
-    s = ex.settings("toy", True)
+    s = settings("toy", True)
     calls = []
-    real = step_size.smoothness_fast_stacked
-    monkeypatch.setattr(step_size, "smoothness_fast_stacked", lambda p, *a, **k: calls.append(len(p)) or real(p, *a, **k))
+    real = steps.smoothness_fast_stacked
+    monkeypatch.setattr(steps, "smoothness_fast_stacked", lambda p, *a, **k: calls.append(len(p)) or real(p, *a, **k))
     points = [(s, beta, 1, None, seed) for beta in (0.0, 1.0) for seed in (0, 1, 2)]
-    step_size.warm_smoothness(points, n_jobs=1, cache_dir=tmp_path)
+    steps.warm_smoothness(points, n_jobs=1, cache_dir=tmp_path)
     assert calls == [6]  # one stack: β and the twin's gains are per-run, the shape is shared
-    alone = [step_size.smoothness(s, beta, 1, seed=seed, cache_dir=tmp_path / "alone") for _, beta, _, _, seed in points]
-    assert [step_size.smoothness(s, beta, 1, seed=seed, cache_dir=tmp_path) for _, beta, _, _, seed in points] == alone
+    alone = [steps.smoothness(s, beta, 1, seed=seed, cache_dir=tmp_path / "alone") for _, beta, _, _, seed in points]
+    assert [steps.smoothness(s, beta, 1, seed=seed, cache_dir=tmp_path) for _, beta, _, _, seed in points] == alone
 
 
 def test_mean_reduction_divides_the_smoothness_by_N():
@@ -71,44 +71,44 @@ def test_mean_reduction_divides_the_smoothness_by_N():
                                          ("theory", None)])
 def test_bad_protocols_get_a_one_line_error(protocol, c):
     with pytest.raises(ConfigError) as info:
-        step_size.check_protocol(protocol, c)
+        steps.check_protocol(protocol, c)
     assert "\n" not in str(info.value)
 
 
 def test_theory_lr_is_c_over_the_smoothness_and_cached(tmp_path):
-    s = ex.settings("toy", True)
-    lhat = step_size.smoothness(s, 1.0, 2, seed=s.seeds[0], cache_dir=tmp_path)
+    s = settings("toy", True)
+    lhat = steps.smoothness(s, 1.0, 2, seed=s.seeds[0], cache_dir=tmp_path)
     assert lhat > 0
-    for c in step_size.THEORY_FACTORS:
-        assert step_size.theory_lr(s, 1.0, 2, c, seed=s.seeds[0], cache_dir=tmp_path) == pytest.approx(c / lhat)
+    for c in steps.THEORY_FACTORS:
+        assert steps.theory_lr(s, 1.0, 2, c, seed=s.seeds[0], cache_dir=tmp_path) == pytest.approx(c / lhat)
     assert len(list(tmp_path.glob("*.pkl"))) == 1
     with pytest.raises(ConfigError, match="c of μ"):
-        step_size.theory_lr(s, 1.0, 2, 0.0, seed=s.seeds[0], cache_dir=tmp_path)
+        steps.theory_lr(s, 1.0, 2, 0.0, seed=s.seeds[0], cache_dir=tmp_path)
 
 
 def test_theory_lr_belongs_to_each_seeds_own_initial_weights(tmp_path):
     """The theorem's step is a property of a run's θ⁰: two seeds get two L̂, so two μ."""
-    s = ex.settings("toy", True)
-    steps = [step_size.theory_lr(s, 1.0, 2, 0.5, seed=seed, cache_dir=tmp_path) for seed in (0, 1)]
-    for seed, lr in zip((0, 1), steps):
-        assert lr == pytest.approx(0.5 / step_size.smoothness(s, 1.0, 2, seed=seed, cache_dir=tmp_path))
-    assert steps[0] != steps[1]
+    s = settings("toy", True)
+    lrs = [steps.theory_lr(s, 1.0, 2, 0.5, seed=seed, cache_dir=tmp_path) for seed in (0, 1)]
+    for seed, lr in zip((0, 1), lrs):
+        assert lr == pytest.approx(0.5 / steps.smoothness(s, 1.0, 2, seed=seed, cache_dir=tmp_path))
+    assert lrs[0] != lrs[1]
     with pytest.raises(ConfigError, match="seed must be an integer"):
-        step_size.theory_lr(s, 1.0, 2, 0.5, seed=None, cache_dir=tmp_path)
+        steps.theory_lr(s, 1.0, 2, 0.5, seed=None, cache_dir=tmp_path)
 
 
 def test_settings_reject_unknown_twin_init_and_start():
     with pytest.raises(ConfigError, match="twin_init"):
-        ex.settings("toy", True, twin_init="dead")
+        settings("toy", True, twin_init="dead")
     with pytest.raises(ConfigError, match="start"):
-        ex.settings("toy", True, start="random")
+        settings("toy", True, start="random")
 
 
 def test_warm_smoothness_caches_one_lhat_per_seed(tmp_path, monkeypatch):
-    s = ex.settings("toy", True)
+    s = settings("toy", True)
     points = [(s, beta, 2, None, seed) for beta in (0.0, 1.0) for seed in (0, 1, 2)]
-    step_size.warm_smoothness(points, n_jobs=2, cache_dir=tmp_path)
+    steps.warm_smoothness(points, n_jobs=2, cache_dir=tmp_path)
     assert len(list(tmp_path.glob("*.pkl"))) == 6
-    monkeypatch.setattr(step_size, "smoothness_fast_stacked", lambda *a, **k: pytest.fail("L̂ recomputed"))
-    step_size.warm_smoothness(points, n_jobs=2, cache_dir=tmp_path)  # all cached: nothing to do
-    assert step_size.theory_lr(s, 1.0, 2, 0.5, seed=2, cache_dir=tmp_path) > 0
+    monkeypatch.setattr(steps, "smoothness_fast_stacked", lambda *a, **k: pytest.fail("L̂ recomputed"))
+    steps.warm_smoothness(points, n_jobs=2, cache_dir=tmp_path)  # all cached: nothing to do
+    assert steps.theory_lr(s, 1.0, 2, 0.5, seed=2, cache_dir=tmp_path) > 0
