@@ -618,7 +618,7 @@ def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick
 # correlation ``rho`` (:data:`CORRELATIONS`: 0, 0.5, 1), and so have the seed's differences at its
 # depths. The rules no longer used (:data:`REPLAYED`) are simulated beside the design's (``replayed``).
 # The design promises at most :data:`~resgd.experiments.design.ALPHA` in each direction;
-# ``tests/test_null_rates.py`` checks it and the claims page shows the table.
+# ``tests/test_claims.py`` checks it and the claims page shows the table.
 
 NULL_RULES = (
     # (check, rule, what the per-run table holds)
@@ -716,7 +716,7 @@ def null_rates_path(mode: str, directory: str | os.PathLike | None = None) -> Pa
 
 
 def write_null_rates(table: pd.DataFrame, mode: str, directory: str | os.PathLike | None = None) -> Path:
-    """Write the claims page's table atomically (``tests/test_null_rates.py`` checks the book's own)."""
+    """Write the claims page's table atomically (``tests/test_claims.py`` checks the book's own)."""
     from ..infra.atomic import write_with
 
     return write_with(null_rates_path(mode, directory), lambda tmp: table.to_csv(tmp, index=False))

@@ -156,7 +156,7 @@ def config_key(config: RunConfig, *, fingerprint: str | None = None) -> str:
 #
 # So at t = 0 every hidden state of the twin has the residual model's RMS (the last one
 # included), by construction. The gradient norm is not matched by construction; it is checked
-# (``tests/test_twins.py``: within a factor 2 at every seed and depth of the full-mode grids).
+# (``tests/test_configuration.py``: within a factor 2 at every seed and depth of the full-mode grids).
 # The gains are rounded to 6 significant digits and stored in the run's :class:`ModelConfig`
 # (``gains``), so they are part of its cache key and every engine draws the same weights.
 

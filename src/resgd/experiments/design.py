@@ -45,7 +45,7 @@ Measures (per run; :func:`resgd.experiments.results.per_run_table`), one speed f
 
 Verdict rules (:mod:`resgd.experiments.claims`), per data set and protocol, on the primary rate. Each
 decides with a false-decision rate of at most :data:`ALPHA` = 5 % under no effect, in each direction
-("holds" and "fails" separately), for the verdict as a whole (``tests/test_null_rates.py`` simulates
+("holds" and "fails" separately), for the verdict as a whole (``tests/test_claims.py`` simulates
 every rule the book uses):
 
 * per-seed statistics, oriented so that > 0 is the paper's direction: (a) d = r(β = 1) − r(β = 0);
