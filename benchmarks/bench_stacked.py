@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from report import publish_table  # benchmarks/ is on sys.path when a script runs
-from resgd.experiments import study as ex
+from resgd.experiments import configuration
 from resgd.data.spec import load_dataset
 from resgd.core.model import init_params
 from resgd.robustness.grid import map_grid
@@ -28,7 +28,7 @@ from resgd.core.trainer import train_gd, train_stacked
 
 CASES = {  # name → (settings factory, stack sizes R)
     "map": (lambda ds: map_grid(False).settings(ds, 1.0, 16), (1, 8, 32, 96)),
-    "headline": (lambda ds: ex.settings(ds, False), (1, 3, 6, 15)),
+    "headline": (lambda ds: configuration.settings(ds, False), (1, 3, 6, 15)),
 }
 
 

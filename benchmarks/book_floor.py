@@ -49,7 +49,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-import resgd.experiments.study as ex
+from resgd.experiments.configuration import settings
+from resgd.experiments.study import run_experiments
 import resgd.experiments.runs
 from bench_gd import cpu_name, matmul_rate  # this folder is on sys.path when run as a script
 from flops import step_flops
@@ -83,10 +84,10 @@ def _cache_only(configs):
 
 def page_work(dataset: str, quick: bool, cache_dir: str | Path | None = None) -> pd.DataFrame:
     """One row per trained run of the page: its shape, the iterations it ran and their FLOPs."""
-    s = ex.settings(dataset, quick)
+    s = settings(dataset, quick)
     compute, resgd.experiments.runs._compute_stack = resgd.experiments.runs._compute_stack, _cache_only  # read, never train
     try:
-        results = ex.run_experiments(s, n_jobs=1, cache_dir=cache_dir)
+        results = run_experiments(s, n_jobs=1, cache_dir=cache_dir)
     finally:
         resgd.experiments.runs._compute_stack = compute
     rows = []
@@ -103,7 +104,7 @@ def page_work(dataset: str, quick: bool, cache_dir: str | Path | None = None) ->
 
 def shape_case(dataset: str, quick: bool, n_layers: int, n_train: int, iterations: int):
     """(RunConfig, data) of one shape a page trains (β = 1, seed 0, a small step: timing only)."""
-    s = dataclasses.replace(ex.settings(dataset, quick), N=n_train)
+    s = dataclasses.replace(settings(dataset, quick), N=n_train)
     config = s.config(1.0, n_layers, seed=0, lr=1e-4, iterations=iterations)
     return config, load_dataset(config.dataset, config.dtype)
 

@@ -39,7 +39,7 @@ SLOW_FIRST = (  # by each file's summed test time, measured on two busy cores (t
     "test_local_backend.py",  # SIGHUP to a sweep's process group, worker pools killed and stopped, sweeps killed
     "test_book_outputs.py",  # book builds faulted at every step, two at once, real kernels
     "test_identity.py",  # a real dask worker of another version; LocalClusters of other code and other data
-    "test_null_rates.py",  # without a built site: the rules' null simulation, 800 sets
+    "test_claims.py",  # without a built site: the rules' null simulation, 800 sets
     "test_reproduce.py",  # python -m resgd reproduce killed and resumed, as another user, under a file-size limit
     "test_dask_processes.py",  # a real dask scheduler and worker processes, killed and stopped
     "test_collapse.py",

@@ -126,10 +126,10 @@ def toy_configs(n: int, iterations: int = 8) -> list:
     from resgd.core.model import ModelConfig
     from resgd.core.trainer import GDConfig
     from resgd.data.spec import DatasetSpec
-    from resgd.experiments import study as ex
+    from resgd.experiments.configuration import RunConfig
 
     spec = DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
-    base = ex.RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
+    base = RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
                         GDConfig(lr=0.05, iterations=iterations, reduction="mean", record_every=iterations // 2))
     return [replace(base, seed=s) for s in range(n)]
 
@@ -144,10 +144,10 @@ def jena_config(seed: int):
     from resgd.core.model import ModelConfig
     from resgd.core.trainer import GDConfig
     from resgd.data.spec import DatasetSpec
-    from resgd.experiments import study as ex
+    from resgd.experiments.configuration import RunConfig
 
     spec = DatasetSpec("jena", n_train=8, n_tokens=4, n_test=4, seed=seed)
-    return ex.RunConfig(spec, ModelConfig(d=11, d_qk=3, m=5, beta=1.0),
+    return RunConfig(spec, ModelConfig(d=11, d_qk=3, m=5, beta=1.0),
                         GDConfig(lr=0.01, iterations=5, reduction="mean", record_every=5))
 
 

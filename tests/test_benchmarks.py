@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 import torch
 
-import resgd.experiments.study as ex
+from resgd.experiments.configuration import settings
+from resgd.experiments.study import run_experiments
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
@@ -130,8 +131,8 @@ def test_jax_peer_is_skipped_with_a_message_when_jax_is_missing(monkeypatch, tmp
 def test_book_floor_counts_the_cached_runs_and_never_trains(tmp_path):
     with pytest.raises(RuntimeError, match="not in the results cache: run `make book`"):
         book_floor.page_work("toy", True, cache_dir=tmp_path)
-    s = ex.settings("toy", True)
-    results = ex.run_experiments(s, n_jobs=1, cache_dir=tmp_path)
+    s = settings("toy", True)
+    results = run_experiments(s, n_jobs=1, cache_dir=tmp_path)
     work = book_floor.page_work("toy", True, cache_dir=tmp_path)
     assert len(work) == results.runs["key"].nunique()  # each trained configuration once
     assert (work["iterations_run"] <= max(s.iterations, s.depth_iterations)).all() and (work["iterations_run"] > 0).all()
@@ -147,7 +148,7 @@ def test_book_floor_ceiling_captures_the_single_run_steps_products():
     for L in (1, 2):
         row, ops = book_floor.shape_rates("toy", True, L, 8, repeats=1, iterations=1)
         assert torch.get_num_threads() == threads
-        s = dataclasses.replace(ex.settings("toy", True), N=8)
+        s = dataclasses.replace(settings("toy", True), N=8)
         counted = step_flops(s.model(1.0, L, 1.0), 8, s.n)["total"]
         assert counted <= row["gemm_gflop_per_step"] * 1e9 <= 1.05 * counted
         assert row["gemms_per_step"] == 21 * L  # 8 products forward, 13 backward per layer, as the stacked step

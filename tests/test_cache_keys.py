@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from resgd.data import spec as data_spec
-from resgd.experiments import study as ex
-from resgd.experiments.run_config import entry_key
-from resgd.experiments.twin import matched_gains
+from resgd.experiments import configuration, runs
+from resgd.experiments.configuration import entry_key, matched_gains
+from resgd.experiments.steps import theory_lr
 
 from shared_data import shared_data_dir
 
@@ -24,9 +24,9 @@ def _forget_loaded_data():
 
 
 def _warm(tmp_path, cache):
-    s = ex.settings("jena", True, N=8, n=4, n_test=4, iterations=3, seeds=1, depth_N=8, depth_iterations=3)
-    lrs = {(beta, L): ex.theory_lr(s, beta, L, 0.5, seed=0, cache_dir=cache) for beta, L in ((1.0, 1), (0.0, 2))}
-    ex.run(s.config(0.0, 2, 0, lrs[(0.0, 2)], iterations=3), cache_dir=cache)
+    s = configuration.settings("jena", True, N=8, n=4, n_test=4, iterations=3, seeds=1, depth_N=8, depth_iterations=3)
+    lrs = {(beta, L): theory_lr(s, beta, L, 0.5, seed=0, cache_dir=cache) for beta, L in ((1.0, 1), (0.0, 2))}
+    runs.run(s.config(0.0, 2, 0, lrs[(0.0, 2)], iterations=3), cache_dir=cache)
     return lrs, {p.name for p in Path(cache).glob("*.pkl")}
 
 
@@ -52,15 +52,15 @@ def test_the_key_names_kind_data_and_arithmetic_and_not_the_code(monkeypatch, tm
     """A docstring edit (any edit of the code) keeps every key, so a results-store entry stays
     addressable and is proven by re-execution; a run-cache entry records the code that computed it
     and another code does not use it."""
-    s = ex.settings("toy", True)
+    s = configuration.settings("toy", True)
     config = s.config(1.0, 1, 0, 0.1, iterations=3)
     run, lhat = entry_key(config), entry_key(config, "smoothness/fast/20", dtype="float64")
-    assert run != lhat and run == ex.config_key(config)
+    assert run != lhat and run == configuration.config_key(config)
     assert entry_key(config, fingerprint="other data") != run
     import resgd.core.engine as engine
     import resgd.infra.source_hash as source_hash
 
-    ex.run(config, tmp_path)
+    runs.run(config, tmp_path)
     monkeypatch.setattr(engine, "engine_path_digest", lambda: "another engine")
     monkeypatch.setattr(source_hash, "compute_hash", lambda: "other code")
     assert entry_key(config) == run
@@ -73,11 +73,11 @@ def test_the_key_names_kind_data_and_arithmetic_and_not_the_code(monkeypatch, tm
 
 RUNTIME_MODULES = """
 import json, sys
-from resgd.experiments import study as ex
-from resgd.experiments.step_size import warm_smoothness
+from resgd.experiments import configuration, runs
+from resgd.experiments.steps import warm_smoothness
 from resgd.robustness import map_runs, limits  # noqa: F401
-s = ex.settings("toy", True)
-ex.run(s.config(1.0, 1, 0, 0.1), sys.argv[1])
+s = configuration.settings("toy", True)
+runs.run(s.config(1.0, 1, 0, 0.1), sys.argv[1])
 warm_smoothness([(s, 1.0, 1, None, 0)], n_jobs=1, cache_dir=sys.argv[1])
 print(json.dumps(sorted(m.__file__ for n, m in list(sys.modules.items()) if n.startswith("resgd") and getattr(m, "__file__", None))))
 """
@@ -98,17 +98,14 @@ def test_the_cache_key_covers_every_module_a_cached_number_is_computed_with(tmp_
     root = package_root()
     loaded = {Path(f).resolve().relative_to(root).as_posix() for f in json.loads(out.stdout.strip().splitlines()[-1])}
     covered = set(compute_modules())
-    readers = {m for m in loaded if m.startswith(("plots/", "experiments/study.py", "experiments/tables.py",
-                                                   "experiments/results.py", "experiments/figures.py",
-                                                   "experiments/page_tables.py", "experiments/page_numbers.py",
-                                                   "experiments/result_files.py", "experiments/choices.py",
-                                                   "experiments/claims.py", "experiments/rules.py",
-                                                   "experiments/verdict_files.py", "experiments/design.py",
-                                                   "experiments/readout_link.py", "pipeline/reproduce.py",
+    readers = {m for m in loaded if m.startswith(("plots/", "experiments/study.py", "experiments/results.py",
+                                                   "experiments/pages.py", "experiments/design.py",
+                                                   "experiments/claims.py", "experiments/decisions.py",
+                                                   "experiments/readout_closed_form.py", "pipeline/reproduce.py",
                                                    "infra/mode_stamp.py", "claim_registry.py", "words.py"))}
     readers |= set(OUTSIDE_KEY) & loaded  # the plumbing: carries numbers without computing them
     assert loaded - readers <= covered, sorted(loaded - readers - covered)
-    assert "experiments/metrics.py" in covered  # computes the cached test loss and accuracies
+    assert "experiments/runs.py" in covered  # computes the cached test loss and accuracies
     assert not covered & readers  # editing a table or a figure keeps the cache
 
 

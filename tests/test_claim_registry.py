@@ -11,7 +11,7 @@ import pytest
 
 import resgd
 from resgd import claim_registry as registry
-from resgd.experiments import claims, null_rates, verdict_files
+from resgd.experiments import claims
 from resgd.experiments.design import arms
 
 ROOT = Path(resgd.__file__).parent
@@ -55,8 +55,8 @@ def _every_sweep() -> pd.DataFrame:
 
 def test_the_registry_covers_every_claim_a_verdict_file_holds(tmp_path):
     verdicts = claims.evaluate(_every_sweep(), "jena")
-    verdict_files.write_verdicts(verdicts, tmp_path / "jena_quick.json", dataset="jena", mode="quick")
-    table = verdict_files.load_verdicts(tmp_path, mode="quick", datasets=("jena",))
+    claims.write_verdicts(verdicts, tmp_path / "jena_quick.json", dataset="jena", mode="quick")
+    table = claims.load_verdicts(tmp_path, mode="quick", datasets=("jena",))
     assert set(table["name"]) == set(registry.BY_NAME)  # every record is checked, and every check has a record
     for v in verdicts:
         assert v.claim == registry.claim(v.name).text and v.figure == f"fig-jena-{registry.claim(v.name).figure}"
@@ -81,7 +81,7 @@ def test_every_claim_has_a_check_and_distinct_names_keys_and_figures():
 
 
 def test_every_claim_has_its_curve_figure_and_its_decision_figure():
-    from resgd.experiments.figures import DRAWERS, FIGURE_KINDS
+    from resgd.experiments.pages import DRAWERS, FIGURE_KINDS
 
     assert FIGURE_KINDS[:4] == ("residual", "beta", "depth", "factorial")  # the order the figures are made in
     for c in registry.CLAIMS:
@@ -90,7 +90,7 @@ def test_every_claim_has_its_curve_figure_and_its_decision_figure():
 
 def test_the_null_simulation_keeps_the_check_names_its_stored_chunks_are_keyed_by():
     """A chunk's key holds its ``check`` name: renaming one would miss every stored chunk of it."""
-    assert [name for name, _, _ in null_rates.RULES + null_rates.REPLAYED] == [
+    assert [name for name, _, _ in claims.NULL_RULES + claims.REPLAYED] == [
         "(a) residual helps", "(a) residual helps", "(b) larger β faster", "(c) residual helps at depth",
         "(c) residual helps at depth", "factorial: some skip speeds up",
         "(c) earlier rule: pooled (L, seed) pairs", "(b) earlier rule: Spearman of the median rates"]
@@ -104,10 +104,10 @@ EXPECTED = {"(a) residual helps": ("residual_helps", "rate"), "(b) larger β fas
 """Null-simulation check → the claim its verdict is of, and the statistic (where the check names one)."""
 
 
-@pytest.mark.parametrize("name, rule, experiment", null_rates.RULES + null_rates.REPLAYED)
+@pytest.mark.parametrize("name, rule, experiment", claims.NULL_RULES + claims.REPLAYED)
 def test_each_null_check_runs_its_claims_check(name, rule, experiment):
     table = _every_sweep()
-    v = null_rates._check(name, rule, table[(table["protocol"] == "common") & (table["experiment"] == experiment)])
+    v = claims._check(name, rule, table[(table["protocol"] == "common") & (table["experiment"] == experiment)])
     claim, statistic = EXPECTED[name]
     assert v.name == claim and v.numbers.get("statistic", "rate") == statistic
     assert ("bound" in v.numbers) == name.startswith("(b) earlier")  # the replayed Spearman bound, not the interval

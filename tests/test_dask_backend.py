@@ -2,7 +2,7 @@
 
 The tasks are real training runs on the tiny ``toy`` data (``resgd.experiments.runs._compute``, what the sweep engine sends), so
 "identical results" compares whole loss histories bit for bit with the in-process computation.
-The last test runs a whole cached sweep (``resgd.experiments.study.sweep``) through the engine's
+The last test runs a whole cached sweep (``resgd.experiments.runs.sweep``) through the engine's
 ``scheduler`` seam against the local backend.
 """
 
@@ -20,8 +20,9 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from resgd.experiments import study as ex  # noqa: E402
 from resgd.experiments import runs  # noqa: E402
+from resgd.experiments.configuration import RunConfig  # noqa: E402
+from resgd.data.spec import DatasetSpec  # noqa: E402
 from resgd.infra.atomic import write_with  # noqa: E402
 from resgd.core.model import ModelConfig  # noqa: E402
 from resgd.pipeline.dask_backend import DaskSweepError, execute_dask  # noqa: E402
@@ -31,8 +32,8 @@ from resgd.core.trainer import GDConfig  # noqa: E402
 
 
 def toy_tasks(n: int, iterations: int = 30) -> list[Task]:
-    spec = ex.DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
-    base = ex.RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
+    spec = DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
+    base = RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
                         GDConfig(lr=0.05, iterations=iterations, reduction="mean", record_every=5))
     configs = [replace(base, seed=s, model=replace(base.model, beta=b)) for s in range(n // 2) for b in (0.0, 1.0)]
     return [Task(f"run{i}", runs._compute, c) for i, c in enumerate(configs)]
@@ -138,8 +139,8 @@ def test_scheduler_address_from_env(monkeypatch):
 def test_cached_sweep_on_the_cluster_equals_the_local_sweep(cluster, tmp_path):
     """The same sweep through the engine: identical tables, and the caller wrote every entry once."""
     configs = [t.arg for t in toy_tasks(6)]
-    local = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path / "local")
-    remote = ex.sweep(configs, cache_dir=tmp_path / "dask", scheduler=cluster.scheduler_address)
+    local = runs.sweep(configs, n_jobs=1, cache_dir=tmp_path / "local")
+    remote = runs.sweep(configs, cache_dir=tmp_path / "dask", scheduler=cluster.scheduler_address)
     pd.testing.assert_frame_equal(remote, local, check_exact=True)
     entries = sorted(p.name for p in (tmp_path / "dask").glob("*.pkl"))
     assert entries == sorted(p.name for p in (tmp_path / "local").glob("*.pkl")) and len(entries) == 6

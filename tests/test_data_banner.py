@@ -17,7 +17,9 @@ from resgd.data import NOT_CANONICAL_LABELS, load_jena  # noqa: E402
 from resgd.data.jena import NOT_CANONICAL_LABEL, REAL_LABEL  # noqa: E402
 from resgd.data.spec import DatasetSpec  # noqa: E402
 from resgd.data.standin import write_standin_csv  # noqa: E402
-from resgd.experiments import study as ex  # noqa: E402
+from resgd.experiments.configuration import RunConfig  # noqa: E402
+from resgd.experiments.results import loss_curves  # noqa: E402
+from resgd.experiments.runs import sweep  # noqa: E402
 from resgd.plots.experiments import plot_beta_sweep  # noqa: E402
 from resgd.plots.style import banner_text  # noqa: E402
 
@@ -27,13 +29,13 @@ def curves_of(tmp_path):
     """Loss curves of two toy runs, relabelled as if trained on data of the given source (the run
     table records ``is_standin`` and ``source_label`` of the data it was trained on)."""
     spec = DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
-    config = ex.RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
+    config = RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
                           GDConfig(lr=0.05, iterations=8, reduction="mean", record_every=4))
-    table = ex.sweep([config, config.__class__(**{**config.__dict__, "seed": 1})], n_jobs=1, cache_dir=tmp_path / "runs")
+    table = sweep([config, config.__class__(**{**config.__dict__, "seed": 1})], n_jobs=1, cache_dir=tmp_path / "runs")
     tagged = table.assign(experiment="beta", protocol="common", twin_init="living", beta_ffn=1.0)
 
     def make(is_standin: bool, label: str):
-        return ex.loss_curves(tagged.assign(is_standin=is_standin, source_label=label))
+        return loss_curves(tagged.assign(is_standin=is_standin, source_label=label))
 
     return make
 

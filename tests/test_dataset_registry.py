@@ -106,7 +106,7 @@ TINY = registry.Dataset(
 
 
 def test_a_data_set_added_to_the_registry_runs_through_the_loading_path(tmp_path):
-    from resgd.experiments import study as ex
+    from resgd.experiments.configuration import settings
     from resgd.experiments.runs import run
     from resgd.plots.experiments import _title
     from resgd.robustness.grid import map_grid
@@ -114,7 +114,7 @@ def test_a_data_set_added_to_the_registry_runs_through_the_loading_path(tmp_path
     with pytest.raises(ConfigError, match="DatasetSpec.name: expected one of"):
         DatasetSpec(TINY.name, 4, 3)
     with registry.registered(TINY):
-        s = ex.settings(TINY.name, True)
+        s = settings(TINY.name, True)
         assert (s.N, s.n, s.n_test, s.iterations, s.d_qk, s.m) == (4, 3, 2, 4, 2, 4)
         model = s.model(1.0, 1, seed=0)
         assert (model.d, model.pooling) == (3, "none")

@@ -8,7 +8,10 @@ import shutil
 import pandas as pd
 import pytest
 
-from resgd.experiments import dtype_check, study as experiments
+from resgd.experiments import dtype_check
+from resgd.experiments.configuration import settings
+from resgd.experiments.results import write_outputs
+from resgd.experiments.study import run_experiments
 from resgd.pipeline.cache import ResultsCache
 
 
@@ -22,8 +25,8 @@ def toy_runs(tmp_path_factory):
         mp.setenv("RESGD_FIGURES_DIR", str(base / "figures"))  # a publish keeps its builds there: never the user's
         for dtype in ("float64", "float32"):
             results = base / dtype
-            s = experiments.settings("toy", True, dtype=dtype)
-            experiments.write_outputs(experiments.run_experiments(s, n_jobs=1, cache_dir=results / "cache"),
+            s = settings("toy", True, dtype=dtype)
+            write_outputs(run_experiments(s, n_jobs=1, cache_dir=results / "cache"),
                                       results_dir=results)
             folders[dtype] = results
     return folders

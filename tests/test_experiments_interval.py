@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from resgd.core.stats import order_statistic_coverage
-from resgd.experiments import claims, design, rules
-from resgd.experiments import study as ex
+from resgd.experiments import claims, decisions, design
+from resgd.experiments.configuration import settings
 
 
 def _table(beta_rates: dict[float, list[float]], factorial: dict | None = None) -> pd.DataFrame:
@@ -28,7 +28,7 @@ def test_interval_arms_are_the_deciding_single_layer_arms():
     assert design.rule("beta", "common") == "interval"  # design v5
     assert design.rule("depth", "theory c=0.5") == design.rule("depth", "common") == design.rule("beta", "theory c=1") == "sign"
     for quick in (True, False):
-        s = ex.settings("jena", quick, seed=3)
+        s = settings("jena", quick, seed=3)
         assert s.interval_seeds == tuple(range(3, 11)) and s.interval_seeds[: len(s.seeds)] == s.seeds
         seeds = {(a.experiment, a.label, a.twin_init): a.seeds(s) for a in design.arms(s.betas, s.depths)}
         assert seeds[("beta", "theory c=0.5", "matched")] == seeds[("factorial", "theory c=0.5", "matched")] == s.interval_seeds
@@ -38,7 +38,7 @@ def test_interval_arms_are_the_deciding_single_layer_arms():
 
 
 def test_training_cost_counts_each_distinct_run_once():
-    s = ex.settings("jena", False)
+    s = settings("jena", False)
     one = s.N * s.iterations  # a single-layer run
     depth = sum(s.depth_N * L * s.depth_iterations for L in s.depths)  # one (model, seed) over every depth
     n, k = len(s.seeds), len(s.interval_seeds)
@@ -52,21 +52,21 @@ def test_training_cost_counts_each_distinct_run_once():
 
 def test_interval_rule_decides_by_the_exact_interval():
     level = order_statistic_coverage(8, 2)
-    up = rules.interval_rule(np.linspace(0.1, 0.8, 8), "t")
+    up = decisions.interval_rule(np.linspace(0.1, 0.8, 8), "t")
     assert up["outcome"] == "holds" and up["lo"] == pytest.approx(0.2) and up["level"] == pytest.approx(level)
     assert up["chance"] == pytest.approx(1 - level) and round(100 * level, 1) == 93.0
-    assert rules.interval_rule(-np.linspace(0.1, 0.8, 8), "t")["outcome"] == "fails"
+    assert decisions.interval_rule(-np.linspace(0.1, 0.8, 8), "t")["outcome"] == "fails"
     # one seed against out of 8 still holds (x_(2) > 0); two against do not
-    assert rules.interval_rule([-1, 1, 2, 3, 4, 5, 6, 7], "t")["outcome"] == "holds"
-    assert rules.interval_rule([-1, -0.5, 2, 3, 4, 5, 6, 7], "t")["outcome"] == "undecided"
+    assert decisions.interval_rule([-1, 1, 2, 3, 4, 5, 6, 7], "t")["outcome"] == "holds"
+    assert decisions.interval_rule([-1, -0.5, 2, 3, 4, 5, 6, 7], "t")["outcome"] == "undecided"
     # a seed whose two runs both diverged (NaN difference) is left out; ±∞ sort
-    assert rules.interval_rule([math.nan, math.inf, 1, 2, 3, 4, 5, 6], "t")["outcome"] == "holds"
+    assert decisions.interval_rule([math.nan, math.inf, 1, 2, 3, 4, 5, 6], "t")["outcome"] == "holds"
 
 
 @pytest.mark.parametrize("n", [0, 3, 7])
 def test_interval_rule_needs_eight_seeds_one_line_error(n):
     with pytest.raises(ValueError) as info:
-        rules.interval_rule(np.ones(n), "claim (a)")
+        decisions.interval_rule(np.ones(n), "claim (a)")
     assert "\n" not in str(info.value) and ">= 8 seeds" in str(info.value) and f"got {n}" in str(info.value)
 
 
@@ -74,13 +74,13 @@ def test_interval_rule_chance_rate_on_simulated_no_effect():
     """No effect (symmetric noise about 0): "holds" and "fails" each at most (1 − level)/2 = 3.5 %."""
     rng = np.random.default_rng(0)
     draws = 20000
-    outcomes = [rules.interval_rule(rng.standard_t(3, size=8), "t")["outcome"] for _ in range(draws)]
+    outcomes = [decisions.interval_rule(rng.standard_t(3, size=8), "t")["outcome"] for _ in range(draws)]
     bound = (1 - order_statistic_coverage(8, 2)) / 2
     se = math.sqrt(bound * (1 - bound) / draws)
     for side in ("holds", "fails"):
         assert abs(outcomes.count(side) / draws - bound) < 4 * se  # exact for a continuous law
     # and with an effect of 2 sd it finds it: P(at most one of 8 draws ≤ 0) = 0.987 at p = Φ(−2)
-    found = [rules.interval_rule(2.0 + rng.standard_normal(8), "t")["outcome"] for _ in range(2000)]
+    found = [decisions.interval_rule(2.0 + rng.standard_normal(8), "t")["outcome"] for _ in range(2000)]
     assert found.count("holds") / 2000 > 0.97
 
 
@@ -119,10 +119,10 @@ def test_the_costs_stated_in_our_choices_are_the_design_s():
     run = re.search(r"an \$L = 10\$ run is about ([\d.]+) single-layer runs", text)
     assert stated and run, "the Seeds paragraph of book/choices.md no longer states the costs"
     for quick, percent in ((False, stated.group(1)), (True, stated.group(2))):
-        sets = [ex.settings(ds, quick) for ds in ("jena", "sst2")]
+        sets = [settings(ds, quick) for ds in ("jena", "sst2")]
         now = sum(design.training_cost(s) for s in sets)
         before = sum(design.training_cost(replace(s, interval_seeds=s.seeds)) for s in sets)
         assert round(100 * (now / before - 1)) == int(percent)
     for ds in ("jena", "sst2"):
-        s = ex.settings(ds, False)
+        s = settings(ds, False)
         assert s.depth_N * 10 * s.depth_iterations / (s.N * s.iterations) == pytest.approx(float(run.group(1)), abs=0.1)

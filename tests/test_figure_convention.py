@@ -9,7 +9,7 @@ import inspect
 import pytest
 
 from resgd.collapse import study as collapse
-from resgd.experiments import study as experiments
+from resgd.experiments import pages as experiments
 from resgd.robustness import study as robustness
 from resgd.theorem1 import study as theorem1
 from resgd.validation import ConfigError

@@ -29,7 +29,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from resgd.experiments import study as ex  # noqa: E402
+from resgd.experiments.configuration import settings  # noqa: E402
+from resgd.experiments.pages import FIGURE_KINDS, make_figure  # noqa: E402
+from resgd.experiments.study import run_experiments  # noqa: E402
 from resgd.plots import collapse as cplots  # noqa: E402
 from resgd.plots import experiments as eplots  # noqa: E402
 from resgd.plots import robustness as rplots  # noqa: E402
@@ -191,14 +193,14 @@ def _experiments():
     """Every arm of the design on the toy data, with the full presets' β and depths (seconds)."""
     import tempfile
 
-    full = ex.settings("jena", False)
-    s = ex.settings("toy", True, seeds=len(full.seeds), iterations=10, depth_iterations=10,
+    full = settings("jena", False)
+    s = settings("toy", True, seeds=len(full.seeds), iterations=10, depth_iterations=10,
                     betas=full.betas, depths=full.depths, v6_seeds=full.v6_seeds, regime_N=4, regime_iterations=10)
-    return ex.run_experiments(s, n_jobs=1, cache_dir=tempfile.mkdtemp(prefix="legibility-"))
+    return run_experiments(s, n_jobs=1, cache_dir=tempfile.mkdtemp(prefix="legibility-"))
 
 
 FIGURES = {
-    **{f"experiments.make_figure:{kind}": (lambda kind=kind: ex.make_figure(_experiments(), kind)) for kind in ex.FIGURE_KINDS},
+    **{f"experiments.make_figure:{kind}": (lambda kind=kind: make_figure(_experiments(), kind)) for kind in FIGURE_KINDS},
     "theorem1.loss_curves": lambda: tplots.loss_curves(_history()),
     "theorem1.special_case": lambda: tplots.special_case(_special()),
     "theorem1.rate_vs_prediction": lambda: tplots.rate_vs_prediction(_sweep()),
@@ -228,11 +230,11 @@ FIGURES = {
 
 def test_every_figure_function_is_measured():
     """A new figure function of these chapters must be added to :data:`FIGURES` (an experiment
-    page's figure: a new kind of :data:`resgd.experiments.study.FIGURE_KINDS`, measured here by kind)."""
+    page's figure: a new kind of :data:`resgd.experiments.pages.FIGURE_KINDS`, measured here by kind)."""
     import inspect
 
     measured = {name.split(".")[1].split(":")[0] for name in FIGURES}  # module.function[:variant]
-    assert {name.split(":")[1] for name in FIGURES if name.startswith("experiments.make_figure:")} == set(ex.FIGURE_KINDS)
+    assert {name.split(":")[1] for name in FIGURES if name.startswith("experiments.make_figure:")} == set(FIGURE_KINDS)
     for module in (tplots, cplots, rplots):
         public = {n for n, f in inspect.getmembers(module, inspect.isfunction)
                   if f.__module__ == module.__name__ and not n.startswith("_")}

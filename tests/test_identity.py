@@ -16,7 +16,7 @@ from fault_helpers import jena_config, run_cli_with_scheduler
 from resgd import cli
 from resgd.data.spec import DataMismatchError, data_fingerprint
 from resgd.data.standin import DEFAULT_STANDIN_DAYS, standin_file_name, write_standin_csv
-from resgd.experiments import study as ex
+from resgd.experiments import runs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,7 +43,6 @@ def test_a_worker_of_another_version_is_refused_in_one_line_before_it_unpickles_
     from fault_helpers import Cluster, toy_configs
 
     import resgd
-    from resgd.experiments import study as ex
     from resgd.infra.user_errors import describe
     from resgd.pipeline.identity import CodeMismatchError
 
@@ -52,7 +51,7 @@ def test_a_worker_of_another_version_is_refused_in_one_line_before_it_unpickles_
 
     def sweep() -> None:
         try:
-            ex.sweep(toy_configs(1), cache_dir=tmp_path / "runs", scheduler=cluster.address)
+            runs.sweep(toy_configs(1), cache_dir=tmp_path / "runs", scheduler=cluster.address)
         except Exception as err:  # noqa: BLE001 - asserted below
             raised.append(err)
 
@@ -174,7 +173,7 @@ def test_a_worker_with_other_data_fails_before_training_and_nothing_is_cached(cl
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
                                   env={"RESGD_CACHE_DIR": str(worker_cache)}) as cluster:
         with pytest.raises(DataMismatchError) as caught:
-            ex.sweep([config], cache_dir=tmp_path / "runs", scheduler=cluster.scheduler_address)
+            runs.sweep([config], cache_dir=tmp_path / "runs", scheduler=cluster.scheduler_address)
     message = str(caught.value)
     assert "\n" not in message and "Dask worker tcp://127.0.0.1:" in message
     assert f"the client's have {client_digest}" in message and "have digest " in message

@@ -47,7 +47,7 @@ READERS_OF_THE_BUILD = [
     "tests/test_cli.py::test_jena_on_the_standin_is_said_on_the_console",
 ]
 """The tests that read the user's build (``_build/html``) or run the CLI's ``reproduce`` beside it (its
-default folders are the ones the quick build stamped). ``tests/test_null_rates.py`` and
+default folders are the ones the quick build stamped). The null-rate tests of ``tests/test_claims.py`` and
 ``tests/test_robustness_agreement.py`` read only a full build's tables, and without them compute
 their own (minutes): left out."""
 

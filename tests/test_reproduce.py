@@ -28,7 +28,8 @@ from faults.as_user import run_as_user, shared_folder  # noqa: E402
 import resgd.plots  # noqa: E402,F401 - imported here: a child that is `nobody` has no matplotlib config folder
 from resgd import cli  # noqa: E402
 from resgd.experiments import runs  # noqa: E402
-from resgd.experiments import study as ex  # noqa: E402
+from resgd.experiments.study import reproduce  # noqa: E402
+from resgd.pipeline.cache import RESULTS_ENV  # noqa: E402
 from resgd.pipeline.reproduce import OutputError, check_writable  # noqa: E402
 
 TESTS = Path(__file__).parent
@@ -96,11 +97,11 @@ def test_kill_9_then_sigterm_mid_sweep_then_two_reruns_at_once_give_the_bytes_of
 def test_unwritable_output_folder_is_reported_before_any_work(tmp_path, monkeypatch):
     blocked = tmp_path / "figures"
     blocked.write_text("a file where the figures folder should be")
-    monkeypatch.setenv(ex.RESULTS_ENV, str(tmp_path / "results"))
+    monkeypatch.setenv(RESULTS_ENV, str(tmp_path / "results"))
     counter = Counting()
     monkeypatch.setattr(runs, "_compute_stack", counter)
     with pytest.raises(OutputError, match=f"output folder {blocked} is not writable"):
-        ex.reproduce("toy", True, blocked, n_jobs=1, progress=False)
+        reproduce("toy", True, blocked, n_jobs=1, progress=False)
     assert counter.calls == [] and not (tmp_path / "results" / "tables").exists()
     check_writable([tmp_path / "ok" / "nested"])  # a missing folder is made, not an error
 

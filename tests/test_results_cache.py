@@ -29,21 +29,21 @@ from faults.as_user import run_as_user, shared_folder  # noqa: E402
 import resgd.plots  # noqa: E402,F401 - imported here: a child that is `nobody` has no matplotlib config folder
 from resgd.data.spec import data_fingerprint  # noqa: E402
 from resgd.experiments import runs  # noqa: E402
-from resgd.experiments import study as ex  # noqa: E402
+from resgd.experiments.configuration import config_key  # noqa: E402
 from resgd.pipeline.cache import ENTRY_FORMAT, CacheEntryRejected, ResultsCache  # noqa: E402
 
 
 def test_another_runs_entry_copied_over_is_rejected_and_recomputed(tmp_path, monkeypatch):
     a, b = toy_config(0), toy_config(1)
-    ex.sweep([a, b], n_jobs=1, cache_dir=tmp_path)
+    runs.sweep([a, b], n_jobs=1, cache_dir=tmp_path)
     cache = ResultsCache(tmp_path)
-    key_a, key_b = ex.config_key(a), ex.config_key(b)
+    key_a, key_b = config_key(a), config_key(b)
     truth = cache.read(key_a)
     cache.path(key_a).write_bytes(cache.path(key_b).read_bytes())  # b's valid entry under a's name
     counter = Counting()
     monkeypatch.setattr(runs, "_compute_stack", counter)
     with pytest.warns(CacheEntryRejected, match=f"holds the entry of key '{key_b}'"):
-        table = ex.sweep([a, b], n_jobs=1, cache_dir=tmp_path)
+        table = runs.sweep([a, b], n_jobs=1, cache_dir=tmp_path)
     assert [c.seed for c in counter.calls] == [0]
     pd.testing.assert_frame_equal(table[table["key"] == key_a].drop(columns="key").reset_index(drop=True), truth)
     assert cache.read(key_a).equals(truth)  # repaired
@@ -51,8 +51,8 @@ def test_another_runs_entry_copied_over_is_rejected_and_recomputed(tmp_path, mon
 
 def test_edited_entry_fails_its_checksum_and_is_recomputed(tmp_path, monkeypatch):
     config = toy_config()
-    key = ex.config_key(config)
-    original = ex.run(config, tmp_path)
+    key = config_key(config)
+    original = runs.run(config, tmp_path)
     path = ResultsCache(tmp_path).path(key)
     record = pickle.loads(path.read_bytes())
     frame = pickle.loads(record["content"])
@@ -62,16 +62,16 @@ def test_edited_entry_fails_its_checksum_and_is_recomputed(tmp_path, monkeypatch
     counter = Counting()
     monkeypatch.setattr(runs, "_compute_stack", counter)
     with pytest.warns(CacheEntryRejected, match="does not match its checksum"):
-        again = ex.run(config, tmp_path)
+        again = runs.run(config, tmp_path)
     assert len(counter.calls) == 1
     pd.testing.assert_frame_equal(again, original)
 
 
 def test_unverified_old_format_entry_is_rejected(tmp_path):
     config = toy_config()
-    key = ex.config_key(config)
+    key = config_key(config)
     ResultsCache(tmp_path).path(key).parent.mkdir(parents=True, exist_ok=True)
-    ex.run(config, tmp_path).to_pickle(ResultsCache(tmp_path).path(key))  # a bare pickled table
+    runs.run(config, tmp_path).to_pickle(ResultsCache(tmp_path).path(key))  # a bare pickled table
     with pytest.warns(CacheEntryRejected, match="not a verified entry"):
         assert ResultsCache(tmp_path).read(key) is None
 
@@ -112,15 +112,15 @@ DAMAGES = {  # damage: (the entry's bytes, its key) -> new bytes; the reason the
 @pytest.mark.parametrize("damage", list(DAMAGES))
 def test_a_damaged_run_cache_entry_is_reported_and_recomputed_to_the_same_result(tmp_path, damage):
     configs = toy_configs(2)
-    first = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+    first = runs.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     cache = ResultsCache(tmp_path)
-    key = ex.config_key(configs[0])
+    key = config_key(configs[0])
     damaged, problem = DAMAGES[damage]
     data = damaged(cache.path(key).read_bytes(), key)
     cache.path(key).write_bytes(data)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        again = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+        again = runs.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     messages = [str(w.message) for w in caught if issubclass(w.category, CacheEntryRejected)]
     assert len(messages) == 1 and str(cache.path(key)) in messages[0] and problem in messages[0], messages
     assert again.equals(first)
@@ -134,12 +134,12 @@ def test_a_rejected_cache_entry_is_reported_once(tmp_path):
     from resgd.pipeline.cache import CacheEntryRejected
 
     configs = toy_configs(1, iterations=6)
-    ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+    runs.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     entry = next(tmp_path.glob("*.pkl"))
     entry.write_bytes(entry.read_bytes()[:-10])  # damaged
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+        runs.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     assert len([w for w in caught if issubclass(w.category, CacheEntryRejected)]) == 1
 
 
@@ -172,10 +172,10 @@ def test_an_unreadable_cache_entry_is_reported_and_recomputed(tmp_path):
     with shared_folder() as root:
         configs = toy_configs(1)
         cache_dir = root / "cache"
-        first = ex.sweep(configs, n_jobs=1, cache_dir=cache_dir)
+        first = runs.sweep(configs, n_jobs=1, cache_dir=cache_dir)
         for path in [cache_dir, *cache_dir.rglob("*")]:
             path.chmod(0o777 if path.is_dir() else 0o666)
-        key = ex.config_key(configs[0])
+        key = config_key(configs[0])
         entry = ResultsCache(cache_dir).path(key)
         entry.chmod(0o000)
 
@@ -211,7 +211,7 @@ def test_a_folder_where_a_cache_entry_should_be_is_one_line_exit_1_and_the_other
 def test_every_cache_entry_holds_the_digest_of_its_data(client_standin):
     tmp_path = client_standin
     config = jena_config(seed=9102)
-    ex.sweep([config, replace(config, seed=1)], n_jobs=1, cache_dir=tmp_path / "runs")
+    runs.sweep([config, replace(config, seed=1)], n_jobs=1, cache_dir=tmp_path / "runs")
     entries = list((tmp_path / "runs").glob("*.pkl"))
     assert len(entries) == 2
     digest = data_fingerprint(config.dataset, config.dtype)
@@ -242,12 +242,12 @@ def test_a_stopped_run_does_not_block_a_second_one_forever(tmp_path, monkeypatch
 
     monkeypatch.setattr(cache_module, "STOPPED_GIVE_UP_S", 1.0)
     configs = toy_configs(3, iterations=6)
-    keys = [ex.config_key(c) for c in configs]
+    keys = [config_key(c) for c in configs]
     holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCKS, str(tmp_path), *keys], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        table = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+        table = runs.sweep(configs, n_jobs=1, cache_dir=tmp_path)
         assert sorted(table["seed"].unique()) == [0, 1, 2]
         err = capfd.readouterr().err
         assert f"waiting for process {holder.pid} on " in err and "has been stopped for 1 s" in err
@@ -259,7 +259,7 @@ def test_a_stopped_run_does_not_block_a_second_one_forever(tmp_path, monkeypatch
 
 def test_lock_files_are_removed_when_released(tmp_path):
     """A sweep leaves no lock file behind once its entries are written."""
-    ex.sweep(toy_configs(3, iterations=6), n_jobs=1, cache_dir=tmp_path)
+    runs.sweep(toy_configs(3, iterations=6), n_jobs=1, cache_dir=tmp_path)
     assert len(list(tmp_path.glob("*.pkl"))) == 3
     assert list((tmp_path / "locks").glob("*")) == []
 
@@ -293,7 +293,7 @@ def test_locks_of_a_run_killed_with_kill_9_are_taken_over_at_once(tmp_path):
     import time
 
     configs = toy_configs(2)
-    keys = [ex.config_key(c) for c in configs]
+    keys = [config_key(c) for c in configs]
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path), *keys], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
@@ -301,7 +301,7 @@ def test_locks_of_a_run_killed_with_kill_9_are_taken_over_at_once(tmp_path):
     holder.wait(timeout=60)
     assert sorted(p.stem for p in (tmp_path / "locks").iterdir()) == sorted(keys)  # left behind
     start = time.monotonic()
-    table = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+    table = runs.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     assert time.monotonic() - start < 60 and sorted(table["seed"].unique()) == [0, 1]
     assert list((tmp_path / "locks").iterdir()) == []
 

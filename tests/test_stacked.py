@@ -19,8 +19,9 @@ import pandas as pd
 import pytest
 import torch
 
-from resgd.experiments import study as ex
 from resgd.experiments import runs
+from resgd.experiments.configuration import RunConfig, config_key, settings
+from resgd.data.spec import DatasetSpec
 from resgd.data.spec import load_dataset
 from resgd.core.model import ModelConfig, forward, init_params
 from resgd.pipeline.cache import ResultsCache
@@ -35,7 +36,7 @@ COMPUTE_STACK = runs._compute_stack
 
 
 def _setup(dataset: str, L: int, **model_changes):
-    spec = ex.DatasetSpec(dataset, n_train=6, n_tokens=5, n_test=4, seed=0)
+    spec = DatasetSpec(dataset, n_train=6, n_tokens=5, n_test=4, seed=0)
     pooling = "mean" if dataset == "toy_cls" else "none"
     base = ModelConfig(**{"d": 6, "d_qk": 4, "m": 7, "n_layers": L, "pooling": pooling, **model_changes})
     gd = GDConfig(lr=0.05, iterations=12, reduction="mean", record_every=5)
@@ -121,23 +122,23 @@ def test_mismatched_runs_are_rejected():
 # --------------------------------------------------------------------------- one way: run == sweep
 
 def toy_config(seed=0, beta=1.0, lr=0.05, iterations=8):
-    spec = ex.DatasetSpec("toy_cls", n_train=6, n_tokens=4, n_test=4, seed=0)
-    return ex.RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=beta, pooling="mean"),
+    spec = DatasetSpec("toy_cls", n_train=6, n_tokens=4, n_test=4, seed=0)
+    return RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=beta, pooling="mean"),
                         GDConfig(lr=lr, iterations=iterations, reduction="mean", record_every=4), seed=seed)
 
 
 def test_a_single_run_equals_the_same_run_in_a_sweep(tmp_path):
     configs = [toy_config(s, b, lr) for s in range(2) for b in (0.0, 1.0) for lr in (0.05, 1e4)]
-    table = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path / "sweep")
+    table = runs.sweep(configs, n_jobs=1, cache_dir=tmp_path / "sweep")
     for config in configs:
-        alone = ex.run(config, tmp_path / "single")
-        inside = table[table["key"] == ex.config_key(config)].reset_index(drop=True)
+        alone = runs.run(config, tmp_path / "single")
+        inside = table[table["key"] == config_key(config)].reset_index(drop=True)
         pd.testing.assert_frame_equal(alone, inside, check_exact=True)
     assert table.groupby("key")["diverged"].first().sum() == 4
 
 
 def test_headline_sizes_train_one_at_a_time():
-    small, large = toy_config(), ex.settings("sst2", False).config(1.0, 1, 0, 0.01)
+    small, large = toy_config(), settings("sst2", False).config(1.0, 1, 0, 0.01)
     assert runs.stackable(small) and not runs.stackable(large)
     assert runs.stack_key(toy_config(1, 0.0, 0.3)) == runs.stack_key(small)
     assert runs.stack_key(toy_config(iterations=9)) != runs.stack_key(small)
@@ -160,15 +161,15 @@ class Recorder:
 
 def test_grouping_comes_after_the_cache_filter(tmp_path, monkeypatch):
     configs = [toy_config(s) for s in range(6)]
-    ex.sweep(configs[:2], n_jobs=1, cache_dir=tmp_path)  # a partly filled cache
+    runs.sweep(configs[:2], n_jobs=1, cache_dir=tmp_path)  # a partly filled cache
     recorder = Recorder()
     monkeypatch.setattr(runs, "_compute_stack", recorder)
     writes = []
     original_write = ResultsCache.write
     monkeypatch.setattr(ResultsCache, "write", lambda self, key, value, **kw: (writes.append(key), original_write(self, key, value, **kw)))
-    table = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+    table = runs.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     assert recorder.stacks == [[2, 3, 4, 5]]  # one stack of the missing runs only
-    assert sorted(writes) == sorted(ex.config_key(c) for c in configs[2:])  # each key written once
+    assert sorted(writes) == sorted(config_key(c) for c in configs[2:])  # each key written once
     assert sorted(table["seed"].unique()) == list(range(6))
 
 
@@ -177,16 +178,16 @@ def test_a_failing_group_writes_nothing_and_releases_its_locks(tmp_path, monkeyp
     bad = [toy_config(s) for s in range(2, 4)]
     monkeypatch.setattr(runs, "_compute_stack", Recorder(fail_seed=3))
     with pytest.raises(RuntimeError, match="simulated failure"):
-        ex.sweep(good + bad, n_jobs=1, cache_dir=tmp_path)
+        runs.sweep(good + bad, n_jobs=1, cache_dir=tmp_path)
     cache = ResultsCache(tmp_path)
-    assert {p.stem for p in tmp_path.glob("*.pkl")} == {ex.config_key(c) for c in good}
+    assert {p.stem for p in tmp_path.glob("*.pkl")} == {config_key(c) for c in good}
     for config in bad:  # not left locked
-        handle = cache.try_lock(ex.config_key(config))
+        handle = cache.try_lock(config_key(config))
         assert handle is not None
         handle.close()
     recorder = Recorder()
     monkeypatch.setattr(runs, "_compute_stack", recorder)
-    ex.sweep(good + bad, n_jobs=1, cache_dir=tmp_path)  # resumes: only the failed stack
+    runs.sweep(good + bad, n_jobs=1, cache_dir=tmp_path)  # resumes: only the failed stack
     assert recorder.stacks == [[2, 3]]
 
 
@@ -213,8 +214,8 @@ def test_cached_sweep_rejects_groups_that_do_not_cover_the_tasks(tmp_path):
 
 def test_grouped_sweep_in_parallel_equals_sequential(tmp_path):
     configs = [toy_config(s, b) for s in range(3) for b in (0.0, 1.0)]
-    parallel = ex.sweep(configs, n_jobs=2, cache_dir=tmp_path / "a")
-    sequential = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path / "b")
+    parallel = runs.sweep(configs, n_jobs=2, cache_dir=tmp_path / "a")
+    sequential = runs.sweep(configs, n_jobs=1, cache_dir=tmp_path / "b")
     pd.testing.assert_frame_equal(parallel, sequential, check_exact=True)
     assert not math.isnan(parallel["test_loss"].iloc[0])
 
@@ -222,7 +223,7 @@ def test_grouped_sweep_in_parallel_equals_sequential(tmp_path):
 @pytest.mark.parametrize("dataset", ["toy_cls", "toy"])
 def test_end_of_run_metrics_of_a_stack_equal_one_forward_per_run(dataset):
     """The stack's end-of-run metrics (one stacked forward) against :func:`resgd.core.model.forward` per run."""
-    s = ex.settings(dataset, True)
+    s = settings(dataset, True)
     configs = [s.config(beta, 2, seed, 0.05, iterations=5) for beta, seed in ((0.0, 0), (1.0, 1), (0.5, 2))]
     configs.append(s.config(1.0, 2, 3, 1e4, iterations=5))  # diverges: NaN metrics
     data = load_dataset(configs[0].dataset)
@@ -241,7 +242,7 @@ def test_end_of_run_metrics_of_a_stack_equal_one_forward_per_run(dataset):
 
 
 def test_runs_without_test_metrics_train_the_same_and_leave_them_nan():
-    s = ex.settings("toy_cls", True)
+    s = settings("toy_cls", True)
     with_metrics = s.config(0.5, 1, 0, 0.05, iterations=5)
     without = replace(with_metrics, test_metrics=False)
     assert runs.config_key(without) != runs.config_key(with_metrics)

@@ -18,9 +18,10 @@ import pytest
 
 from resgd import study_store
 from resgd.experiments import runs
-from resgd.experiments import study as ex
-from resgd.experiments.path_step import PATH_KIND
-from resgd.experiments.step_size import warm_smoothness
+from resgd.experiments.configuration import settings
+from resgd.experiments.runs import sweep
+from resgd.experiments.steps import PATH_KIND
+from resgd.experiments.steps import warm_smoothness
 from resgd.infra import arithmetic
 from resgd.pipeline import frame_codec, store, stored_tables
 from resgd.pipeline.store import Store, StoreError, StoreIncomplete
@@ -31,8 +32,8 @@ BETAS = (0.0, 1.0)
 
 def toy_design(n_jobs=1, scheduler=None, progress=False):
     """A design of 8 runs (2 β × 2 depths × 2 seeds) and one L̂ on the toy data set."""
-    s = ex.settings("toy", True)
-    ex.sweep([s.config(b, L, seed, 0.05, iterations=30) for b in BETAS for L in (1, 2) for seed in (0, 1)],
+    s = settings("toy", True)
+    sweep([s.config(b, L, seed, 0.05, iterations=30) for b in BETAS for L in (1, 2) for seed in (0, 1)],
              n_jobs=n_jobs, scheduler=scheduler)
     warm_smoothness([(s, 1.0, 1, None, 0)], n_jobs=n_jobs)
 
@@ -58,7 +59,7 @@ def _verify(root, **kw):
 # ------------------------------------------------------------------------------------------ the codec
 
 def test_a_run_table_comes_back_exactly_and_its_bytes_are_its_address():
-    s = ex.settings("toy", True)
+    s = settings("toy", True)
     frame = runs._compute(s.config(0.5, 1, 0, 0.05, iterations=25))
     data = frame_codec.encode(frame)
     back = frame_codec.decode(data)
@@ -142,8 +143,8 @@ def test_refresh_fills_the_store_and_a_second_refresh_changes_nothing(made, stor
 
 def test_refresh_drops_what_the_design_no_longer_uses_and_the_objects_with_it(store_copy):
     def smaller(n_jobs=1, scheduler=None, progress=False):
-        s = ex.settings("toy", True)
-        ex.sweep([s.config(1.0, 1, 0, 0.05, iterations=30)], n_jobs=n_jobs)
+        s = settings("toy", True)
+        sweep([s.config(1.0, 1, 0, 0.05, iterations=30)], n_jobs=n_jobs)
 
     counts = study_store.refresh(store_copy, n_jobs=1, compute=smaller, progress=False, out=lambda _: None)
     assert counts["entries"] == 1 and counts["removed"] == 8
@@ -153,20 +154,20 @@ def test_refresh_drops_what_the_design_no_longer_uses_and_the_objects_with_it(st
 def test_a_missing_result_under_require_is_one_error_naming_the_count_and_make_results(store_copy, monkeypatch):
     monkeypatch.setenv("RESGD_STORE_DIR", str(store_copy))
     monkeypatch.setenv("RESGD_STORE", "require")
-    s = ex.settings("toy", True)
+    s = settings("toy", True)
     stored = [s.config(b, 1, 0, 0.05, iterations=30) for b in BETAS]
-    swept = ex.sweep(stored, n_jobs=1, cache_dir=store_copy.parent / "cache")  # all in the store: read, no work
+    swept = sweep(stored, n_jobs=1, cache_dir=store_copy.parent / "cache")  # all in the store: read, no work
     assert len(swept) == 2 * 31
     with pytest.raises(StoreIncomplete, match=r"lacks 1 of the 3 results asked for.*run `make results`"):
-        ex.sweep([*stored, s.config(0.5, 1, 0, 0.05, iterations=30)], n_jobs=1, cache_dir=store_copy.parent / "cache")
+        sweep([*stored, s.config(0.5, 1, 0, 0.05, iterations=30)], n_jobs=1, cache_dir=store_copy.parent / "cache")
 
 
 def test_require_without_any_store_is_an_error_too(tmp_path, monkeypatch):
     monkeypatch.setenv("RESGD_STORE_DIR", str(tmp_path / "no store"))
     monkeypatch.setenv("RESGD_STORE", "require")
-    s = ex.settings("toy", True)
+    s = settings("toy", True)
     with pytest.raises(StoreIncomplete, match="there is no results store .*no manifest.json.*make results"):
-        ex.sweep([s.config(1.0, 1, 0, 0.05, iterations=3)], n_jobs=1, cache_dir=tmp_path / "cache")
+        sweep([s.config(1.0, 1, 0, 0.05, iterations=3)], n_jobs=1, cache_dir=tmp_path / "cache")
 
 
 # ------------------------------------------------------------------------------------------ verify
@@ -253,12 +254,12 @@ def test_verify_refuses_a_process_without_the_pinned_arithmetic(store_copy, monk
 
 BITS = """
 import resgd, torch
-from resgd.experiments import study as ex
+from resgd.experiments.configuration import settings
 from resgd.experiments.runs import _compute
 torch.manual_seed(0)
 a = torch.randn(130, 61, dtype=torch.float64)[1:, 3:]   # unaligned views, as the step's weights are
 b = torch.randn(61, 77, dtype=torch.float64)[3:, 1:]
-s = ex.settings("toy", True)
+s = settings("toy", True)
 frame = _compute(s.config(0.75, 2, 0, 0.05, iterations=20))
 print((a @ b).sum().item().hex(), torch.softmax(a, 1).sum().item().hex(), *[v.hex() for v in frame["loss"]])
 """

@@ -11,7 +11,7 @@ import pytest
 
 from resgd import study_store
 from resgd.collapse.training import training_comparison
-from resgd.experiments.null_rates import null_rates
+from resgd.experiments.claims import null_rates
 from resgd.pipeline import frame_codec, store, stored_tables
 from resgd.pipeline.store import Store, StoreIncomplete
 from resgd.theorem1.sweep import SweepConfig, rate_sweep
@@ -123,7 +123,7 @@ def test_verify_fails_chunks_filed_under_each_others_keys(store_copy):
 
 
 def test_verify_fails_a_code_change_that_moves_one_producers_numbers(store_copy, monkeypatch):
-    from resgd.experiments import null_rates as module
+    from resgd.experiments import claims as module
 
     chunk = module.null_chunk
 

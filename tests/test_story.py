@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from resgd.experiments.story import sentences
+from resgd.experiments.pages import sentences
 
 
 def _verdicts(**changes) -> pd.DataFrame:

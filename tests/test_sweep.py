@@ -16,7 +16,7 @@ import pytest
 from fault_helpers import Counting, toy_config
 
 from resgd.experiments import runs
-from resgd.experiments import study as ex
+from resgd.experiments.configuration import config_key
 from resgd.pipeline.cache import ResultsCache
 from resgd.pipeline.identity import SCHEDULER_ENV
 from resgd.pipeline.sweep import Task, execute
@@ -45,7 +45,7 @@ def test_a_scheduler_without_the_dask_backend_names_the_setting(monkeypatch):
 def test_a_second_sweep_waits_for_a_running_entry_and_reuses_it(tmp_path, monkeypatch):
     configs = [toy_config(s) for s in range(3)]
     cache = ResultsCache(tmp_path)
-    busy = ex.config_key(configs[0])
+    busy = config_key(configs[0])
     holder = cache.try_lock(busy)  # another run is computing configs[0] right now
     computed_elsewhere = runs._compute(configs[0])
 
@@ -58,7 +58,7 @@ def test_a_second_sweep_waits_for_a_running_entry_and_reuses_it(tmp_path, monkey
     thread.start()
     counter = Counting()
     monkeypatch.setattr(runs, "_compute_stack", counter)
-    table = ex.sweep(configs, n_jobs=1, cache_dir=tmp_path)
+    table = runs.sweep(configs, n_jobs=1, cache_dir=tmp_path)
     thread.join()
     assert sorted(c.seed for c in counter.calls) == [1, 2]  # not configs[0]: it waited and reused it
     assert sorted(table["seed"].unique()) == [0, 1, 2]
@@ -67,11 +67,11 @@ def test_a_second_sweep_waits_for_a_running_entry_and_reuses_it(tmp_path, monkey
 def test_an_entry_whose_owner_died_is_computed_after_the_wait(tmp_path, monkeypatch):
     config = toy_config()
     cache = ResultsCache(tmp_path)
-    holder = cache.try_lock(ex.config_key(config))
+    holder = cache.try_lock(config_key(config))
     threading.Timer(0.5, holder.close).start()  # released without writing the entry
     counter = Counting()
     monkeypatch.setattr(runs, "_compute_stack", counter)
-    ex.sweep([config], n_jobs=1, cache_dir=tmp_path)
+    runs.sweep([config], n_jobs=1, cache_dir=tmp_path)
     assert len(counter.calls) == 1
 
 
@@ -80,7 +80,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SLOW_SWEEP = textwrap.dedent("""
     import sys, time
-    from resgd.experiments import runs, study as ex
+    from resgd.experiments import runs
+    from resgd.experiments.configuration import RunConfig
+    from resgd.data.spec import DatasetSpec
     from resgd.core.model import ModelConfig
     from resgd.core.trainer import GDConfig
     computed = []
@@ -91,12 +93,12 @@ SLOW_SWEEP = textwrap.dedent("""
             time.sleep(0.4)
         return original(configs)
     runs._compute_stack = slow
-    spec = ex.DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
-    configs = [ex.RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
+    spec = DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
+    configs = [RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
                             GDConfig(lr=0.05, iterations=8, reduction="mean", record_every=4), seed=s) for s in range(6)]
     print("ready", flush=True)
     sys.stdin.readline()
-    table = ex.sweep(configs, n_jobs=1, cache_dir=sys.argv[1])
+    table = runs.sweep(configs, n_jobs=1, cache_dir=sys.argv[1])
     print(len(computed), table["loss"].sum(), flush=True)
 """)
 

@@ -36,7 +36,7 @@ def test_a_count_that_is_not_a_whole_number_is_refused(n):
     (4, "hold", "fail", "are", "checks", "decide")])
 def test_the_claims_counts_take_verbs_that_agree(n, holds, fails, are, checks, decide):
     """The claims page and the landing page glue these words beside verdict_counts' counts."""
-    from resgd.experiments.verdict_files import count_words
+    from resgd.experiments.claims import count_words
 
     row = {"K": n, "holds": n, "fails": n, "horizon_dependent": n, "undecided": n, "descriptive": n}
     words = count_words(row)

@@ -44,7 +44,7 @@ class Claim:
     """The verdict files' ``name``."""
     key: str
     """Its letter in glue keys (``<dataset>-<protocol>-<key>``), in ``decide-<key>`` figures and in
-    the ladder's rule (:func:`resgd.experiments.ladder.simulate_rule`)."""
+    the ladder's rule (:func:`resgd.experiments.decisions.simulate_rule`)."""
     label: str
     """"(a)", "(b)", "(c)"; "" for a claim that is ours, not the paper's."""
     text: str

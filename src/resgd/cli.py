@@ -48,7 +48,7 @@ def study_parts() -> dict[str, Part]:
     """Part name → the study's ``reproduce`` function (imported here, when a command runs: the
     studies import torch, which ``--help`` and argument errors do not need)."""
     from .collapse import study as collapse
-    from .experiments import study as experiments
+    from .experiments.study import reproducer
     from .robustness import study as robustness
     from .theorem1 import study as theorem1
 
@@ -56,7 +56,7 @@ def study_parts() -> dict[str, Part]:
         "setup": theorem1.reproduce_setup,
         "theorem1": theorem1.reproduce_theorem1,
         "collapse": collapse.reproduce,
-        **{name: experiments.reproducer(name) for name in registry.paper_names()},
+        **{name: reproducer(name) for name in registry.paper_names()},
         "robustness": robustness.reproduce,
     }
 

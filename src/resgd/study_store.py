@@ -54,18 +54,19 @@ class VerifyFailed(StoreError):
 def design(*, n_jobs: int = 2, scheduler: str | None = None, progress: bool = True) -> None:
     """Compute (or read) every result the full book's pages 4, 5 and 6 use, and the costly tables of
     pages 2, 3 and 7, as the pages do."""
-    from .experiments import study as ex
+    from .experiments import configuration
+    from .experiments.study import run_experiments
     from .experiments.sources import STANDIN_ARMS, standin_settings
-    from .experiments.twin import twin_table
+    from .experiments.pages import twin_table
     from .robustness import study as rb
 
     engine = {"n_jobs": n_jobs, "scheduler": scheduler, "progress": progress}
     for record in paper():
-        s = ex.settings(record.name, False)
-        ex.run_experiments(s, **engine)
+        s = configuration.settings(record.name, False)
+        run_experiments(s, **engine)
         twin_table(s.depth(), n_jobs=n_jobs)  # the twins' L̂ at θ⁰, the He-scaled twin's among them
         if record.standin:
-            ex.run_experiments(standin_settings(s), only=STANDIN_ARMS, **engine)
+            run_experiments(standin_settings(s), only=STANDIN_ARMS, **engine)
     rb.build_map(False, **engine)
     pages_tables(n_jobs=n_jobs, scheduler=scheduler)
 
@@ -75,7 +76,7 @@ def pages_tables(*, n_jobs: int = 2, scheduler: str | None = None) -> None:
     full book's pages compute them."""
     from .collapse import study as collapse
     from .collapse.training import training_tables
-    from .experiments.null_rates import book_null_rates
+    from .experiments.claims import book_null_rates
     from .theorem1 import regime_map, study as theory
 
     p = theory.preset(False)
@@ -101,13 +102,13 @@ def _store(root: str | Path | None = None) -> Store:
 
 
 def _config(record: dict[str, Any]):
-    from .experiments.run_config import config_from_dict
+    from .experiments.configuration import config_from_dict
 
     return config_from_dict(record["config"])
 
 
 def _key(record: dict[str, Any]) -> str:
-    from .experiments.run_config import entry_key
+    from .experiments.configuration import entry_key
 
     if record["kind"] == stored_tables.KIND:
         return stored_tables.record_key(record)
@@ -116,9 +117,9 @@ def _key(record: dict[str, Any]) -> str:
 
 def _kinds() -> dict[str, Callable]:
     """Entry kind → the function that computes a stack of configurations of that kind (one table each)."""
-    from .experiments.path_step import PATH_KIND, path_stack
+    from .experiments.steps import PATH_KIND, path_stack
     from .experiments.runs import _run_stack
-    from .experiments.step_size import _lhat_stack, lhat_kind
+    from .experiments.steps import _lhat_stack, lhat_kind
 
     return {"run": _run_stack, lhat_kind(): _lhat_stack, PATH_KIND: path_stack}
 
@@ -265,7 +266,7 @@ def check_first_iterations(st: Store, keys: Iterable[str], *, n_jobs: int, sched
                            progress: bool = True) -> dict[str, str]:
     """Runs whose first :data:`FIRST_ITERATIONS` iterations (a path-step run: its first segment),
     re-executed, differ from the stored ones."""
-    from .experiments.path_step import PATH_EVERY, PATH_KIND
+    from .experiments.steps import PATH_EVERY, PATH_KIND
 
     jobs, rows = {}, {}
     for key in keys:
@@ -368,7 +369,7 @@ def refresh(root: str | Path | None = None, *, n_jobs: int = 2, scheduler: str |
             progress: bool = True, out: Callable[[str], None] = print, compute: Callable[..., None] = design) -> dict:
     """``make results``: bring the store to what today's code computes for ``compute`` (default: the
     book's :func:`design`); returns the counts."""
-    from .experiments.run_config import key_description
+    from .experiments.configuration import key_description
 
     _require_pinned()
     st = _store(root)

@@ -355,7 +355,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault("K15", "dask", "a worker over its memory limit, ended by its nanny", "one line, exit 1, saying what to check "
           "(was: a DaskSweepError traceback)", f"{_DB}::test_a_dask_worker_over_its_memory_limit_ends_the_sweep_in_one_line", "fixed"),
     # ------------------------------------------------------------------ outputs that cannot mix (cache keys, settings)
-    Fault("C26", "cache", "metrics.py (the cached test loss and accuracies) edited", "the code hash its run-cache "
+    Fault("C26", "cache", "the end-of-run metrics in runs.py (the cached test loss and accuracies) edited", "the code hash its run-cache "
           "entries record changes: the runs are computed again; a docstring or comment edit keeps it (was: served the "
           "other code's numbers; the key named a hand list of modules)",
           "tests/test_cache_keys.py::test_an_edited_constant_in_any_computing_module_changes_the_key",

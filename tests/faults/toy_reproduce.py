@@ -18,16 +18,17 @@ def toy_part(quick, figures_dir, *, n_jobs, scheduler):
     from resgd.core.model import ModelConfig
     from resgd.core.trainer import GDConfig
     from resgd.data.spec import DatasetSpec
-    from resgd.experiments import study as ex
+    from resgd.experiments import runs
+    from resgd.experiments.configuration import RunConfig
     from resgd.pipeline.reproduce import Outputs, reproduce_part
 
     spec = DatasetSpec("toy", n_train=6, n_tokens=4, n_test=4, seed=0)
-    base = ex.RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
+    base = RunConfig(spec, ModelConfig(d=6, d_qk=3, m=5, beta=1.0),
                         GDConfig(lr=0.05, iterations=8, reduction="mean", record_every=4))
     configs = [replace(base, seed=s) for s in range(6)]
 
     def compute():
-        table = ex.sweep(configs, n_jobs=n_jobs, scheduler=scheduler)
+        table = runs.sweep(configs, n_jobs=n_jobs, scheduler=scheduler)
         return Outputs(result_files={"runs": ("toy/runs.csv", lambda tmp: table.to_csv(tmp, index=False))})
 
     return reproduce_part(compute, figures_dir=figures_dir, writes_results=True)

@@ -44,7 +44,7 @@ class ModelConfig:
     (``"linear"`` by d_qk); ``init="gaussian"`` draws every entry of a ``(fan_in, fan_out)``
     weight from N(0, scale² / fan_in), with one scale per weight group; ``gains`` (one pair
     per layer, or none) multiplies that layer's W_V and W_2 (a twin's signal-matching init,
-    :mod:`resgd.experiments.twin`).
+    :mod:`resgd.experiments.configuration`).
     """
 
     d: int

@@ -109,7 +109,7 @@ def smoothness_fast_stacked(
     difference of gradients (each run's two evaluated side by side in the stack), ``JᵀJv`` as the
     gradient of ``½‖Ŷ − (Ŷ⁰ − Jv)‖²`` with ``Jv`` a central difference of outputs; step
     ``rel_eps · ‖θ‖``. Agrees with the exact estimate to a few per cent when the top eigenvalues
-    are separated (``tests/test_step_size.py``).
+    are separated (``tests/test_steps.py``).
     """
     from .hand_pass import hand_loss_and_grads
 

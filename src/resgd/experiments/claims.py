@@ -1,41 +1,53 @@
-"""The paper's empirical claims as explicit, checkable statements, decided by the pre-registered
-rules of :mod:`resgd.experiments.design` (read them there; this module applies them).
-
-Each check reads the per-run table of :func:`resgd.experiments.tables.per_run_table` for one
-protocol (columns ``experiment``, ``protocol``, ``beta``, ``beta_ffn``, ``n_layers``, ``seed``,
-``rate``: the primary speed, −∞ for a diverged run) and returns a :class:`Verdict` whose
-``outcome`` is ``holds``, ``fails`` or ``undecided``. The three claims ((b) is the paper's Fig. 3a, (c) its Fig. 3b; (a) is its summary's statement),
-all read as speed (the paper says "converges faster"):
-
-(a) ``residual_helps`` — the single-layer model with the residual (β = 1) trains faster than
-    without (β = 0);
-(b) ``beta_monotone`` — a larger β trains faster (single layer);
-(c) ``depth_residual_helps`` — at every depth L the model with residuals trains faster than its
-    living twin without.
-
-Plus the factorial (``factorial``): which skip, attention or FFN, carries the effect at L = 1.
-The rules that decide are :mod:`resgd.experiments.rules`; the verdicts of each notebook are written to
-``results/claims/<dataset>_<mode>.json`` and read back for the claims page by :mod:`resgd.experiments.verdict_files`.
+"""The paper's empirical claims as checks decided by the pre-registered rules, their verdicts as files
+and as the claims page's table, and how often each check decides when there is no effect.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..core.stats import spearman
 from .. import claim_registry as registry
 from .. import dataset_registry
 from ..claim_registry import BETA_MONOTONE, DEPTH_RESIDUAL_HELPS, FACTORIAL, RESIDUAL_HELPS
+from ..core.stats import interval_level, spearman
+from ..dataset_registry import paper_names
+from ..infra.atomic import json_text, write_json
+from ..pipeline import stored_tables
+from ..pipeline.cache import resolve_results_dir
 from ..validation import check_choice
-from ..words import count_noun
-from .design import ALPHA, RULES, SPEARMAN_BOUND, rule as arm_rule
-from .rules import binomial_tail, holm, interval_rule, median_or_nan, paired, sign_test, spearman_chance
+from ..words import agree, count_noun
+from .decisions import binomial_tail, holm, interval_rule, median_or_nan, paired, sign_test, spearman_chance
+from .design import ALPHA, FACTORIAL_CELLS, MIN_COVERAGE, MIN_INTERVAL_SEEDS, RULES, SPEARMAN_BOUND, VERDICTS
+from .design import rule as arm_rule
+
+# --------------------------------------------------------------------------------------- the checks
+# The paper's empirical claims as explicit, checkable statements, decided by the pre-registered
+# rules of :mod:`resgd.experiments.design` (read them there; this module applies them).
+#
+# Each check reads the per-run table of :func:`resgd.experiments.results.per_run_table` for one
+# protocol (columns ``experiment``, ``protocol``, ``beta``, ``beta_ffn``, ``n_layers``, ``seed``,
+# ``rate``: the primary speed, −∞ for a diverged run) and returns a :class:`Verdict` whose
+# ``outcome`` is ``holds``, ``fails`` or ``undecided``. The three claims ((b) is the paper's Fig. 3a, (c) its Fig. 3b; (a) is its summary's statement),
+# all read as speed (the paper says "converges faster"):
+#
+# (a) ``residual_helps`` — the single-layer model with the residual (β = 1) trains faster than
+#     without (β = 0);
+# (b) ``beta_monotone`` — a larger β trains faster (single layer);
+# (c) ``depth_residual_helps`` — at every depth L the model with residuals trains faster than its
+#     living twin without.
+#
+# Plus the factorial (``factorial``): which skip, attention or FFN, carries the effect at L = 1.
+# The rules that decide are :mod:`resgd.experiments.decisions`; the verdicts of each notebook are written to
+# ``results/claims/<dataset>_<mode>.json`` and read back for the claims page (below).
 
 CLAIMS = {c.name: c.text for c in registry.CLAIMS}
 """Claim name → its text (:mod:`resgd.claim_registry` holds the records)."""
@@ -358,7 +370,7 @@ def figure_label(dataset: str, name: str) -> str:
 
 def out_of_regime_removed(per_run: pd.DataFrame) -> pd.DataFrame:
     """Under a ``theory`` protocol, the rate of every run that left the theorem's regime
-    (``left_regime``, :func:`resgd.experiments.tables.left_regime_at`) set to NaN: its pair drops out
+    (``left_regime``, :func:`resgd.experiments.results.left_regime_at`) set to NaN: its pair drops out
     of a check instead of counting as a win for the other arm (the design's rule). ``common`` runs
     and tables without the column are returned as they are."""
     if "left_regime" not in per_run.columns:
@@ -432,3 +444,279 @@ def verdicts_table(verdicts: Iterable[Verdict]) -> pd.DataFrame:
 FACTORIAL_RULE = "Holm sign test"
 """What decides the factorial in every arm: each skip's exact sign test, Holm-corrected over the two
 skips (in an interval arm each skip's interval is shown beside it and decides nothing)."""
+
+
+
+# -------------------------------------------------------------------------------- the verdict files
+# The verdicts as files and as the claims page's table: one data set's verdicts written as
+# ``results/claims/<dataset>_<mode>.json`` and every data set's read back as one table, with the rule
+# that decided each, whether it decides (≥ 8 seeds) and the counts per protocol.
+
+def verdicts_payload(verdicts: Sequence[Verdict], *, dataset: str, mode: str,
+                     meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One data set's verdicts as the JSON object of ``<dataset>_<mode>.json``."""
+    import resgd
+
+    return {"dataset": dataset, "mode": mode, "version": resgd.__version__, **_jsonable(meta or {}),
+            "verdicts": [v.to_dict() for v in verdicts]}
+
+
+def verdicts_writer(verdicts: Sequence[Verdict], **kwargs: Any) -> Callable[[Path], object]:
+    """A writer of :func:`verdicts_payload` for a given (temporary) path, for publishing with other outputs."""
+    text = json_text(verdicts_payload(verdicts, **kwargs))
+    return lambda path: Path(path).write_text(text, encoding="utf-8")
+
+
+def write_verdicts(verdicts: Sequence[Verdict], path: str | os.PathLike, *, dataset: str, mode: str,
+                   meta: dict[str, Any] | None = None) -> Path:
+    """Write one data set's verdicts to ``path`` as JSON, atomically."""
+    return write_json(path, verdicts_payload(verdicts, dataset=dataset, mode=mode, meta=meta))
+
+
+def rule_name(name: str, numbers: dict) -> str:
+    """The rule that decided a verdict, as the tables name it: the factorial's :data:`FACTORIAL_RULE`,
+    else ``interval`` or ``sign``."""
+    if name == FACTORIAL.name:
+        return FACTORIAL_RULE
+    return "interval" if _interval_parts(numbers) else "sign"
+
+
+def _interval_parts(numbers: dict) -> list[dict]:
+    """The interval-rule results inside a verdict's numbers: the verdict's own, or its parts' (the
+    factorial's per-skip intervals, shown beside its Holm sign test)."""
+    parts = [numbers] + [v for v in numbers.values() if isinstance(v, dict)]
+    return [p for p in parts if p.get("rule") == "interval"]
+
+
+def interval_summary(verdicts: pd.DataFrame) -> dict[str, Any]:
+    """The seeds and level of the checks decided by the interval rule (:data:`design.INTERVAL_ARMS`),
+    and their chance of a decided outcome under no effect (1 − level), for the claims page's prose.
+    An error when no check in ``verdicts`` used the interval (the page would have nothing to say)."""
+    used = verdicts[verdicts["rule"] == "interval"]
+    if used.empty:
+        raise ValueError("claims.interval_summary: no verdict was decided by the interval rule")
+    seeds = int(used["seeds"].min())
+    level = interval_level(seeds, MIN_COVERAGE)  # the design's level: a check whose seeds dropped out has no interval
+    return {"seeds": seeds, "level": level, "chance": 1.0 - level, "checks": int(len(used))}
+
+
+def _skip_effects(numbers: dict) -> str:
+    """The factorial's per-skip effects ('attention skip slows, FFN skip undecided'); '' for other checks.
+    The verdict itself only says whether some skip speeds training up; this says what each one does."""
+    if not isinstance(numbers.get("attention"), dict):
+        return ""
+    return ", ".join(f"{name} skip {numbers[key].get('effect', 'undecided')}"
+                     for name, key in (("attention", "attention"), ("FFN", "ffn")) if isinstance(numbers.get(key), dict))
+
+
+def _data_kind(payload: dict) -> str:
+    """What a verdicts file was computed on: the synthetic stand-in, a real-format file the loaders
+    were told not to check against the published one (:data:`resgd.data.NOT_CANONICAL_LABELS`), or
+    verified real data."""
+    from ..data import NOT_CANONICAL_LABELS
+
+    if payload.get("is_standin"):
+        return "synthetic stand-in"
+    return "not canonical" if payload.get("source_label") in NOT_CANONICAL_LABELS else "real"
+
+
+def _chance(numbers: dict) -> float:
+    """The verdict's chance of a decided outcome under no effect (JSON writes non-finite floats as strings)."""
+    return float(numbers.get("chance", "nan"))
+
+
+def decides(numbers: dict) -> bool:
+    """Whether a check enters the verdict table: its arm trained at least
+    :data:`~resgd.experiments.design.MIN_INTERVAL_SEEDS` seeds (else it is descriptive)."""
+    return int(numbers.get("arm_seeds", 0)) >= MIN_INTERVAL_SEEDS
+
+
+def verdict_counts(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Per protocol, over the deciding checks (``decides``): how many claims hold, fail, are
+    horizon-dependent or undecided (of K checks), how many decided outcomes no effect at all would
+    give in expectation (the sum of each check's chance); and how many checks are descriptive."""
+    deciding = verdicts["decides"] if "decides" in verdicts.columns else pd.Series(True, index=verdicts.index)
+    rows = []
+    for protocol, g in verdicts.groupby("protocol", sort=False):
+        counted = g[deciding[g.index]]
+        rows.append({"protocol": protocol, "K": int(len(counted)),
+                     **{v.replace("-", "_"): int((counted["verdict"] == v).sum()) for v in VERDICTS},
+                     "decided_by_chance": float(counted["chance"].sum()), "descriptive": int(len(g) - len(counted))})
+    return pd.DataFrame(rows)
+
+
+COUNT_VERBS = {"holds": ("holds", "hold"), "fails": ("fails", "fail"), "horizon_dependent": ("is", "are"),
+               "undecided": ("is", "are"), "descriptive": ("is", "are")}
+"""The verb each count of :func:`verdict_counts` takes in the pages' sentences ("1 fails", "2 are undecided")."""
+
+
+def count_words(row) -> dict[str, str]:
+    """The words that agree with one protocol's counts (a row of :func:`verdict_counts`), for the pages
+    to glue beside the counts: ``<column>-verb`` for each count (``holds-verb`` "holds" or "hold",
+    ``undecided-verb`` "is" or "are"), ``K-checks`` ("check" or "checks"), ``K-decide`` and
+    ``descriptive-checks`` ("check is" or "checks are").
+
+    Why: the pages glued the counts next to fixed plural verbs, and a count of 1 read "1 are
+    horizon-dependent"."""
+    words = {f"{column}-verb": agree(row[column], *forms) for column, forms in COUNT_VERBS.items()}
+    return {**words, "K-checks": agree(row["K"], "check"), "K-decide": agree(row["K"], "decides", "decide"),
+            "descriptive-checks": agree(row["descriptive"], "check is", "checks are")}
+
+
+def load_verdicts(directory: str | os.PathLike | None = None, mode: str = "quick",
+                  datasets: Sequence[str] | None = None) -> pd.DataFrame:
+    """Every data set's verdicts as one table (rows: claim × data set × protocol), from
+    ``<directory>/<dataset>_<mode>.json`` (default directory: ``<results dir>/claims``; default data
+    sets: the paper's).
+
+    A missing file is an error that names it and the notebook that writes it.
+    """
+    folder = Path(directory) if directory is not None else resolve_results_dir() / "claims"
+    rows = []
+    for dataset in paper_names() if datasets is None else datasets:
+        path = folder / f"{dataset}_{mode}.json"
+        if not path.is_file():
+            notebook = NOTEBOOK.get(dataset, dataset)
+            raise FileNotFoundError(
+                f"{path} is missing: run notebooks/{notebook}.md in {mode} mode first "
+                f"(or `python -m resgd reproduce{' --quick' if mode == 'quick' else ''} --only {dataset}`)"
+            )
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        for item in payload["verdicts"]:
+            v = Verdict.from_dict(item)
+            rows.append({
+                "claim": v.claim, "name": v.name, "dataset": payload.get("dataset", dataset),
+                "data": _data_kind(payload), "source": str(payload.get("source_label", "")),
+                "protocol": v.protocol, "figure": v.figure, "notebook": NOTEBOOK.get(dataset, dataset),
+                "verdict": v.outcome, "chance": _chance(v.numbers), "decides": decides(v.numbers),
+                "seeds_in_arm": int(v.numbers.get("arm_seeds", 0)),
+                "horizons": ", ".join(f"{horizon_name(float(h))} {o}" for h, o in v.numbers.get("horizons", {}).items()),
+                "out_of_regime": int(v.numbers.get("runs_out_of_regime", 0)),
+                "shape": str(v.numbers.get("shape", "")),
+                "rule": rule_name(v.name, v.numbers),
+                "skips": _skip_effects(v.numbers),
+                "seeds": min((int(q["seeds"]) for q in _interval_parts(v.numbers)), default=None),
+                "level": min((float(q["level"]) for q in _interval_parts(v.numbers)), default=None),
+                "numbers": v.detail, "mode": payload.get("mode", mode),
+            })
+    order = {name: i for i, name in enumerate(CLAIMS)}
+    table = pd.DataFrame(rows)
+    return table.sort_values(by=["name", "dataset", "protocol"], key=lambda col: col.map(order) if col.name == "name" else col,
+                             ignore_index=True)
+
+
+
+# ----------------------------------------------------------------------------- false-decision rates
+# How often each verdict rule of the book decides when there is no effect at all.
+#
+# Why: a verdict's false-decision rate is a property of the rule as the book applies it (seed counts,
+# the union of tests inside one verdict, the correction), not of one test inside it. So every check
+# above is run, as the pages run it, on per-run tables whose rates are
+# draws with no effect (no configuration is faster than another), and the fractions of "holds" and
+# "fails" are counted. The runs of one seed share data and weights, so each simulated seed draws one
+# effect per configuration shared by its depths: the rates of one configuration at its depths have
+# correlation ``rho`` (:data:`CORRELATIONS`: 0, 0.5, 1), and so have the seed's differences at its
+# depths. The rules no longer used (:data:`REPLAYED`) are simulated beside the design's (``replayed``).
+# The design promises at most :data:`~resgd.experiments.design.ALPHA` in each direction;
+# ``tests/test_claims.py`` checks it and the claims page shows the table.
+
+NULL_RULES = (
+    # (check, rule, what the per-run table holds)
+    (RESIDUAL_HELPS.null_check, "interval", RESIDUAL_HELPS.experiment),
+    (RESIDUAL_HELPS.null_check, "sign", RESIDUAL_HELPS.experiment),
+    (BETA_MONOTONE.null_check, "interval", BETA_MONOTONE.experiment),
+    (DEPTH_RESIDUAL_HELPS.null_check, "interval", DEPTH_RESIDUAL_HELPS.experiment),
+    (DEPTH_RESIDUAL_HELPS.null_check, "sign", DEPTH_RESIDUAL_HELPS.experiment),
+    (FACTORIAL.null_check, "interval", FACTORIAL.experiment),
+)
+POOLED = f"{DEPTH_RESIDUAL_HELPS.label} earlier rule: pooled (L, seed) pairs"
+REPLAYED = ((POOLED, "sign", DEPTH_RESIDUAL_HELPS.experiment),
+            (f"{BETA_MONOTONE.label} earlier rule: Spearman of the median rates", "sign", BETA_MONOTONE.experiment))
+"""Rules no longer used, simulated to show why they were replaced (never checked against the bound):
+claim (c)'s pooled sign test (v4 replaced it), and claim (b)'s Spearman bound on the median rates
+over 3 seeds (used by no arm since v5: every five-β sweep has 8 seeds and the interval rule)."""
+CORRELATIONS = (0.0, 0.5, 1.0)
+
+
+def _table(rng: np.random.Generator, experiment: str, seeds: int, betas, depths, rho: float = 0.0) -> pd.DataFrame:
+    if experiment == "beta":
+        points = [(b, b, 1) for b in betas]
+    elif experiment == "depth":
+        points = [(b, b, L) for L in depths for b in (1.0, 0.0)]
+    else:
+        points = [(b, f, 1) for b, f in FACTORIAL_CELLS]
+    rows = [(experiment, "null", b, f, L, s, "matched") for b, f, L in points for s in range(seeds)]
+    table = pd.DataFrame(rows, columns=["experiment", "protocol", "beta", "beta_ffn", "n_layers", "seed", "twin_init"])
+    shared = {key: rng.standard_normal() for key in set(zip(table["beta"], table["beta_ffn"], table["seed"]))}
+    own = rng.standard_normal(len(table))
+    common = np.array([shared[key] for key in zip(table["beta"], table["beta_ffn"], table["seed"])])
+    table["rate"] = math.sqrt(rho) * common + math.sqrt(1.0 - rho) * own
+    return table
+
+
+def _check(name: str, rule: str, table: pd.DataFrame):
+    """The verdict of the check called ``name`` in :data:`NULL_RULES` or :data:`REPLAYED` on ``table``
+    (the replayed Spearman bound of (b) is (b)'s own check under the sign rule)."""
+    if name == POOLED:
+        return check_depth_pooled(table)
+    by_label = {c.label: c for c in registry.CLAIMS if c.label}
+    claim = next((c for c in registry.CLAIMS if c.null_check == name), None) or by_label[name.split(" ", 1)[0]]
+    return CHECKS[claim.name](table, rule=rule)
+
+
+def null_rates(n_sets: int = 5000, *, seeds: int = 3, interval_seeds: int = 8,
+               betas=(0.0, 0.25, 0.5, 0.75, 1.0), depths=(2, 6, 10), correlations=CORRELATIONS, seed: int = 0) -> pd.DataFrame:
+    """Per rule (the design's :data:`NULL_RULES` and the :data:`REPLAYED` ones) and within-seed
+    correlation: the fraction of ``n_sets`` no-effect data sets on which the verdict says "holds" and
+    "fails", with the Monte Carlo standard error and the design's bound :data:`ALPHA`."""
+    chunks = []
+    for replayed, rules in ((False, NULL_RULES), (True, REPLAYED)):
+        for name, rule, experiment in rules:
+            n = interval_seeds if rule == "interval" else seeds
+            for rho in (correlations if experiment == "depth" else correlations[:1]):
+                chunks.append({"check": name, "rule": rule, "experiment": experiment, "seeds": n, "correlation": rho,
+                               "replayed": replayed, "sets": n_sets, "betas": list(betas), "depths": list(depths),
+                               "seed": seed, "stream": len(chunks)})
+    return pd.concat(stored_tables.chunks("claims/null-rates", chunks), ignore_index=True)
+
+
+def null_chunk(params: dict) -> pd.DataFrame:
+    """One stored chunk of :func:`null_rates` (:mod:`resgd.pipeline.stored_tables`): one rule at one
+    correlation, its data sets drawn from their own stream (``seed``, ``stream``), so the table is
+    the same whichever chunks come from the store."""
+    rng = np.random.default_rng([params["seed"], params["stream"]])
+    name, rule, experiment, n_sets = params["check"], params["rule"], params["experiment"], params["sets"]
+    counts = {"holds": 0, "fails": 0}
+    for _ in range(n_sets):
+        table = _table(rng, experiment, params["seeds"], params["betas"], params["depths"], params["correlation"])
+        outcome = _check(name, rule, table).outcome
+        if outcome in counts:
+            counts[outcome] += 1
+    rows = []
+    for direction, count in counts.items():
+        p = count / n_sets
+        rows.append({"check": name, "rule": FACTORIAL_RULE if experiment == FACTORIAL.experiment else rule,
+                     "seeds": params["seeds"], "correlation": params["correlation"], "direction": direction, "rate": p,
+                     "se": math.sqrt(max(p * (1 - p), 1e-12) / n_sets), "bound": ALPHA, "sets": n_sets,
+                     "replayed": params["replayed"]})
+    return pd.DataFrame(rows)
+
+
+def book_null_rates(quick: bool) -> pd.DataFrame:
+    """The claims page's table: 800 data sets per rule and 3 seeds for the sign rules in full mode
+    (100 and 2 in quick mode, the smoke build: every rule simulated, not to the table's precision)."""
+    return null_rates(100, seeds=2) if quick else null_rates(800, seeds=3)
+
+
+def null_rates_path(mode: str, directory: str | os.PathLike | None = None) -> Path:
+    """Where the claims page writes its table: ``<results dir>/claims/null_rates_<mode>.csv``."""
+    from ..pipeline.cache import resolve_results_dir
+
+    return resolve_results_dir(directory) / "claims" / f"null_rates_{mode}.csv"
+
+
+def write_null_rates(table: pd.DataFrame, mode: str, directory: str | os.PathLike | None = None) -> Path:
+    """Write the claims page's table atomically (``tests/test_claims.py`` checks the book's own)."""
+    from ..infra.atomic import write_with
+
+    return write_with(null_rates_path(mode, directory), lambda tmp: table.to_csv(tmp, index=False))

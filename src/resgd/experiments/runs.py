@@ -1,21 +1,5 @@
-"""Training runs of the empirical section, computed and cached, and sweeps of many.
-
-(The configuration and its key are in :mod:`resgd.experiments.run_config`, the end-of-run
-metrics in :mod:`resgd.experiments.metrics`.)
-
-* :func:`run` — one run as a tidy table (the trainer's history plus configuration columns),
-  cached under a key that hashes the complete configuration, ``resgd.__version__`` and a
-  fingerprint of the loaded data (:func:`config_key`).
-* :func:`sweep` — many runs through the pipeline's sweep engine
-  (:func:`resgd.pipeline.sweep.cached_sweep`): only the runs missing from the cache are computed
-  (an interrupted sweep resumes), in parallel, on local processes or a scheduler.
-
-One way to compute a run: :func:`_compute_stack`, through the one trainer
-(:func:`resgd.core.trainer.train_stacked`). Small configurations (:func:`stackable`: the
-robustness map's N·n ≤ 512 tokens) are grouped: :func:`sweep` puts the missing runs that share a
-:func:`stack_key` into stacks (:func:`stack_groups`); larger ones (the headline experiments) train
-each in a stack of its own, where grouping does not pay. A run's numbers inside a stack are bit for
-bit those it gets alone, so a configuration has one cached answer whichever way it was grouped.
+"""Training runs of the empirical section, computed and cached, sweeps of many, and their end-of-run
+metrics (test loss, training and test accuracy).
 """
 
 from __future__ import annotations
@@ -27,18 +11,86 @@ from collections.abc import Iterable
 
 import pandas as pd
 import torch
-from tqdm.std import tqdm  # plain text bar: no ipywidgets warning in notebooks
+from tqdm.std import tqdm
 
-from ..core.model import init_params
-from ..core.trainer import shape_gd, shape_model, train_runs, worth_stacking
-from ..core.engine import FIELDS as ENGINE_FIELDS, engine_path
+from ..core.engine import FIELDS as ENGINE_FIELDS
+from ..core.engine import engine_path
+from ..core.hand_pass import predict_stacked
 from ..core.loss import loss_from_output
+from ..core.model import forward, init_params
+from ..core.trainer import shape_gd, shape_model, train_runs, worth_stacking
 from ..data.spec import DTYPES, load_dataset
 from ..pipeline.cache import ResultsCache
 from ..pipeline.sweep import Group, Task, cached_sweep, check_n_jobs
 from ..validation import ConfigError
-from .metrics import _metrics, _stacked_metrics
-from .run_config import RunConfig, config_key
+from .configuration import RunConfig, config_key
+
+# ------------------------------------------------------------------------------- end-of-run metrics
+# End-of-run metrics of a trained run: test loss, training and test accuracy.
+#
+# One run at a time (:func:`_metrics`) or every run of a stack in one stacked pass
+# (:func:`_stacked_metrics`, bit for bit the same whichever runs share the stack).
+
+def _accuracy(Y_hat: torch.Tensor, Y: torch.Tensor) -> float:
+    """Fraction of samples whose output sign matches the ±1 label (output 0 counts as −1)."""
+    predicted = torch.where(Y_hat > 0, 1.0, -1.0).to(Y.dtype)
+    return float((predicted == Y).to(torch.float64).mean())
+
+
+_NO_METRICS = {"test_loss": math.nan, "train_acc": math.nan, "test_acc": math.nan}
+
+
+def _metrics(config: RunConfig, data, final: dict | None) -> dict:
+    """Test loss, train and test accuracy (classification) of one run's final weights; NaN if it diverged."""
+    if final is None or not config.test_metrics:
+        return dict(_NO_METRICS)
+    cfg, reduction = config.model, config.gd.reduction
+    with torch.no_grad():
+        Y_hat_test = forward(final, cfg, data.X_test, data.mask_test)
+        out = dict(_NO_METRICS, test_loss=float(loss_from_output(Y_hat_test, data.Y_test, data.mask_test, reduction)))
+        if config.dataset.is_classification:
+            out["train_acc"] = _accuracy(forward(final, cfg, data.X_train, data.mask_train), data.Y_train)
+            out["test_acc"] = _accuracy(Y_hat_test, data.Y_test)
+    return out
+
+
+def _stacked_metrics(configs: list[RunConfig], data, finals: list[dict | None]) -> list[dict]:
+    """:func:`_metrics` of every run of a stack, the surviving runs in one stacked pass each on the
+    test and training sets (bit for bit the same whichever runs share the stack)."""
+    out = [dict(_NO_METRICS) for _ in configs]
+    done = [i for i, final in enumerate(finals) if final is not None]
+    if not done or not configs[0].test_metrics:
+        return out
+    models = [configs[i].model for i in done]
+    weights = [finals[i] for i in done]
+    test = predict_stacked(weights, models, data.X_test, data.mask_test)
+    losses = loss_from_output(test, data.Y_test, data.mask_test, configs[0].gd.reduction, per_run=True).to(torch.float64).numpy()
+    train = predict_stacked(weights, models, data.X_train, data.mask_train) if configs[0].dataset.is_classification else None
+    for j, i in enumerate(done):
+        out[i]["test_loss"] = float(losses[j])
+        if train is not None:
+            out[i]["train_acc"] = _accuracy(train[j], data.Y_train)
+            out[i]["test_acc"] = _accuracy(test[j], data.Y_test)
+    return out
+
+
+
+# ---------------------------------------------------------------------------------- runs and sweeps
+# Training runs of the empirical section, computed and cached, and sweeps of many.
+#
+# * :func:`run` — one run as a tidy table (the trainer's history plus configuration columns),
+#   cached under a key that hashes the complete configuration, ``resgd.__version__`` and a
+#   fingerprint of the loaded data (:func:`config_key`).
+# * :func:`sweep` — many runs through the pipeline's sweep engine
+#   (:func:`resgd.pipeline.sweep.cached_sweep`): only the runs missing from the cache are computed
+#   (an interrupted sweep resumes), in parallel, on local processes or a scheduler.
+#
+# One way to compute a run: :func:`_compute_stack`, through the one trainer
+# (:func:`resgd.core.trainer.train_stacked`). Small configurations (:func:`stackable`: the
+# robustness map's N·n ≤ 512 tokens) are grouped: :func:`sweep` puts the missing runs that share a
+# :func:`stack_key` into stacks (:func:`stack_groups`); larger ones (the headline experiments) train
+# each in a stack of its own, where grouping does not pay. A run's numbers inside a stack are bit for
+# bit those it gets alone, so a configuration has one cached answer whichever way it was grouped.
 
 ENGINE_COLUMNS = tuple(f"engine_{name}" for name in ENGINE_FIELDS)
 CONFIG_COLUMNS = (

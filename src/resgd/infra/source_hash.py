@@ -166,8 +166,7 @@ def imported_source(path: Path) -> bytes:
 
 # --------------------------------------------------------------------------- what a cached number depends on
 
-COMPUTE_ENTRIES = ("experiments/path_step.py", "experiments/runs.py", "experiments/step_size.py",
-                   "robustness/limits.py", "robustness/map_runs.py")
+COMPUTE_ENTRIES = ("experiments/runs.py", "experiments/steps.py", "robustness/limits.py", "robustness/map_runs.py")
 """The modules whose functions write cached numbers (the runs, L̂, the theorem's path-step runs, the
 map's probes and runs), in sorted order. What a
 cached number depends on is found from them (:func:`compute_modules`), not listed by hand."""
@@ -185,7 +184,7 @@ the run cache and the results store, the sweeps and their local and Dask backend
 The key neither hashes them nor follows their imports, so rewording an error or changing how runs
 are scheduled keeps every cached run. What they choose that a number depends on is keyed apart:
 the data (which file, however cached) by its fingerprint, the arithmetic by its description
-(:func:`resgd.experiments.run_config.entry_key`). A module not listed here is in the key when a
+(:func:`resgd.experiments.configuration.entry_key`). A module not listed here is in the key when a
 compute entry imports it, so a new module costs a recomputation at worst; a computing module that
 only these import would fall outside, which ``tests/test_cache_keys.py`` rules out from the modules
 a run and an L̂ import."""

@@ -11,7 +11,7 @@ An entry is one computed result (for the experiments: one training run's table) 
 * **from the code that ran it**: the entry records the code that computed it, as this process
   imported it (:func:`resgd.infra.source_hash.compute_hash`), and the engine; another code's entry
   is not used (the key holds what the numbers depend on besides the code: see
-  :func:`resgd.experiments.run_config.entry_key`), so an edited step recomputes. A process whose
+  :func:`resgd.experiments.configuration.entry_key`), so an edited step recomputes. A process whose
   compute modules were edited on disk since it imported them writes nothing
   (:func:`resgd.infra.source_hash.check_unchanged`: one line, rerun);
 * **bounded**: an entry file larger than :data:`MAX_ENTRY_BYTES` is not read (reported, recomputed);

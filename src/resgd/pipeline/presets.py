@@ -131,7 +131,7 @@ def experiments(dataset: str, quick: bool) -> dict[str, Any]:
 
     Keys: ``N`` (training samples), ``n`` (tokens), ``n_test``, ``iterations``, ``seeds``,
     ``betas``, ``depths``, ``widths`` (``d_qk``, ``m``) and the rest of
-    :class:`resgd.experiments.study.Settings`. The common values are here, each data set's sizes in
+    :class:`resgd.experiments.configuration.Settings`. The common values are here, each data set's sizes in
     its record (:data:`resgd.dataset_registry.Dataset.sizes`).
     """
     check_choice("dataset", dataset, registry.names())

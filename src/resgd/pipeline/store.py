@@ -10,7 +10,7 @@ Layout (``store/`` of the checkout; ``$RESGD_STORE_DIR`` elsewhere)::
     manifest.json               format, the arithmetic, and one record per entry (key → record)
     objects/ab/abcdef….npz      an entry's table (:mod:`resgd.pipeline.frame_codec`), named by its SHA-256
 
-An entry's key is :func:`resgd.experiments.run_config.entry_key` (what its numbers depend on besides
+An entry's key is :func:`resgd.experiments.configuration.entry_key` (what its numbers depend on besides
 the code); its record names its kind, configuration and data (enough to compute it again), its
 object and checksum, and the CPU-seconds it cost. Equal numbers give equal bytes and the same
 object, so a refresh that reproduces the numbers changes nothing in git. Every object path in the

@@ -29,7 +29,7 @@ KIND = "table"
 PRODUCERS = {
     "theorem1/sweep": "resgd.theorem1.sweep:sweep_chunk",
     "collapse/training": "resgd.collapse.training:training_chunk",
-    "claims/null-rates": "resgd.experiments.null_rates:null_chunk",
+    "claims/null-rates": "resgd.experiments.claims:null_chunk",
 }
 """Producer name → ``module:function`` computing one chunk's table from its parameters (a JSON
 object: what the store files, and all the chunk's numbers depend on besides the code)."""

@@ -304,7 +304,7 @@ def plot_verdicts(verdicts: pd.DataFrame) -> plt.Figure:
     """The claims page's overview: one cell per data set × protocol (rows) and claim (columns),
     coloured by its verdict (:data:`VERDICT_COLORS`; :func:`verdict_colour_words` names them for the
     caption). Rows, not columns, take the many data set × protocol pairs so that the figure stays
-    narrow enough to read at the page's width. Input: :func:`resgd.experiments.verdict_files.load_verdicts`."""
+    narrow enough to read at the page's width. Input: :func:`resgd.experiments.claims.load_verdicts`."""
     use_style()
     names = list(dict.fromkeys(verdicts["name"]))
     rows = list(dict.fromkeys(zip(verdicts["dataset"], verdicts["protocol"])))
@@ -330,7 +330,7 @@ def plot_verdicts(verdicts: pd.DataFrame) -> plt.Figure:
         spine.set_visible(False)
     ax.xaxis.tick_top()
     fig.tight_layout()
-    if "data" in verdicts:  # the claims page's data column (resgd.experiments.verdict_files.load_verdicts)
+    if "data" in verdicts:  # the claims page's data column (resgd.experiments.claims.load_verdicts)
         parts = [f"{kind} behind the {', '.join(sorted(verdicts.loc[verdicts['data'] == name, 'dataset'].unique()))} verdicts"
                  for name, kind in (("synthetic stand-in", "SYNTHETIC stand-in data"), ("not canonical", "NOT canonical data"))
                  if (verdicts["data"] == name).any()]

@@ -1,4 +1,4 @@
-"""Figures of design v6 (:mod:`resgd.experiments.speed`): who reaches each target first, and the
+"""Figures of design v6 (:mod:`resgd.experiments.study`): who reaches each target first, and the
 theorem's step along the path. Censored runs are drawn as such (open markers beyond the cap), never
 at a value they did not reach."""
 

@@ -29,7 +29,7 @@ from typing import Any
 from ..core.smoothness import FAST_ITERATIONS
 from ..data.spec import DTYPES
 from ..dataset_registry import names as dataset_names, paper_names
-from ..experiments.experiment_settings import TWIN_INITS, Settings, settings
+from ..experiments.configuration import TWIN_INITS, Settings, settings
 from ..validation import ConfigError, check_choice
 
 PROTOCOLS = ("common", "own", "theory")

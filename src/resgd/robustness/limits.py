@@ -5,7 +5,7 @@ A probe is ``probe_iterations`` GD steps from seed ``seeds[0]``; its outcome fol
 **learns** (loses at least ``stall_drop`` of Φ(0)): a step at which the loss merely does not rise
 is not called stable, because a flat landscape (a twin whose signal died at initialisation)
 tolerates any step. A configuration none of whose probes learns is **stalled** (limit NaN),
-never "stable at the top of the grid". Unlike :func:`resgd.experiments.study.choose_lr`, which
+never "stable at the top of the grid". Unlike :func:`resgd.experiments.steps.choose_lr`, which
 probes only the β = 1 model, the map probes every (β, L) it trains, so ``own`` can put each
 configuration at the same fraction of *its own* limit. The grid is spaced by about 3×, so the
 true limit lies between the reported one and the next grid value above it.
@@ -18,8 +18,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from ..experiments.experiment_settings import Settings
-from ..experiments.run_config import RunConfig, config_key
+from ..experiments.configuration import RunConfig, Settings, config_key
 from ..experiments.runs import sweep
 from .grid import MapGrid
 from .outcomes import OUTCOMES, outcome
@@ -80,7 +79,7 @@ def stability_limits(grid: MapGrid, *, n_jobs: int = 2, cache_dir: str | os.Path
 
 
 def tagged_sweep(items: list[tuple[RunConfig, dict]], **kwargs) -> pd.DataFrame:
-    """:func:`resgd.experiments.study.sweep` of the configs, each run's rows joined with its tags (a run
+    """:func:`resgd.experiments.runs.sweep` of the configs, each run's rows joined with its tags (a run
     with several tags, e.g. shared by two protocols, appears once per tag)."""
     configs = [config for config, _ in items]
     runs = sweep(configs, **kwargs)

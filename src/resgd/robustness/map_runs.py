@@ -25,9 +25,9 @@ import numpy as np
 import pandas as pd
 
 from ..core.stats import empirical_rate
-from ..experiments.run_config import RunConfig
+from ..experiments.configuration import RunConfig
 from ..pipeline.presets import experiments as preset
-from ..experiments.step_size import theory_lr, warm_smoothness as warm
+from ..experiments.steps import theory_lr, warm_smoothness as warm
 from .grid import MapGrid
 from .limits import POINT_KEYS, model_points, point_config, tagged_sweep
 from .outcomes import outcome
@@ -40,7 +40,7 @@ def warm_smoothness(grid: MapGrid, *, n_jobs: int = 2, cache_dir: str | os.PathL
                     scheduler: str | None = None) -> None:
     """Compute (through the sweep engine, the seeds of a configuration stacked) and cache L̂(θ⁰) of
     every run the ``theory`` protocol trains, one per seed
-    (:func:`resgd.experiments.step_size.warm_smoothness`), so :func:`run_items` only reads them; c
+    (:func:`resgd.experiments.steps.warm_smoothness`), so :func:`run_items` only reads them; c
     does not enter L̂, so every c shares them."""
     if "theory" not in grid.protocols:
         return
@@ -53,7 +53,7 @@ def run_items(grid: MapGrid, limits: pd.DataFrame, *, cache_dir: str | os.PathLi
               ) -> tuple[list[tuple[RunConfig, dict]], pd.DataFrame]:
     """The runs to train (config, tags) and the table of configurations left untrained (no
     learning step size), with the same tags and their probes' ``status``. Under ``theory`` the
-    step is the experiments' rule :func:`resgd.experiments.step_size.theory_lr` (L̂ at each seed's
+    step is the experiments' rule :func:`resgd.experiments.steps.theory_lr` (L̂ at each seed's
     own θ⁰, one μ per run; cached in ``cache_dir``)."""
     table = limits.set_index(["dataset", "qk_scale", "N", *POINT_KEYS])
     items, missing = [], []

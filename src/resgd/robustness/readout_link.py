@@ -11,7 +11,7 @@ form of GD on the read-out alone with the features frozen,
 with F the read-out's input rows (H̄ for pooling, the real tokens of H otherwise), r_0 = F W_U⁰ − Y
 and ν = N for the mean loss (1 for the sum). The prediction ignores that GD also moves the
 attention and FFN weights; how much of the measured behaviour it still orders is the result.
-The closed form lives in :mod:`resgd.experiments.readout_link` (the experiment pages use it too).
+The closed form lives in :mod:`resgd.experiments.readout_closed_form` (the experiment pages use it too).
 Its correlation with the measured Φ(T)/Φ(0) is over every single-layer run of the map (hundreds
 of distinct configurations: β × Q/K scale × step × N × seed × protocol), and
 :func:`critical_spearman` states the smallest |ρ| that is significant at that count.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..experiments.readout_link import critical_spearman, link_summary, readout_relative_loss  # noqa: F401 - the maths, shared with the pages
+from ..experiments.readout_closed_form import critical_spearman, link_summary, readout_relative_loss  # noqa: F401 - the maths, shared with the pages
 from ..words import count_noun
 from .grid import MapGrid
 from .limits import point_config

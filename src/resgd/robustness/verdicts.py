@@ -228,12 +228,12 @@ one protocol, one depth)."""
 
 
 def add_ladder(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """Design v6's measure on the map's runs (:mod:`resgd.experiments.ladder`; the ``reader`` of
+    """Design v6's measure on the map's runs (:mod:`resgd.experiments.decisions`; the ``reader`` of
     :func:`resgd.robustness.map_runs.map_runs`): each run's iterations to Φ* + q (Φ₀ − Φ*) for every
     rung q (``t_1/2`` …), +∞ when not reached by T and for a configuration never trained; Φ* the
     lowest loss any run of its comparison (:data:`LADDER_GROUP`) reached, as on the pages."""
     from ..experiments.design import LADDER
-    from ..experiments.ladder import rung_name, times_to_targets
+    from ..experiments.decisions import rung_name, times_to_targets
     from .map_runs import RUN_KEYS
 
     histories = {keys: h.sort_values("iteration")["loss"].to_numpy(dtype=float)
@@ -250,12 +250,12 @@ def add_ladder(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
 def ladder_cells(per_run: pd.DataFrame, grid: MapGrid) -> pd.DataFrame:
     """Every cell of the map decided as the pages decide under design v6
-    (:mod:`resgd.experiments.ladder`): the time to each rung of the ladder (``t_…`` columns of the
+    (:mod:`resgd.experiments.decisions`): the time to each rung of the ladder (``t_…`` columns of the
     per-run table, :func:`resgd.robustness.map_runs.add_ladder`), who gets there first per seed, the
     sign rule per rung over the cell's seeds, and the claim over the rungs. (a) β = 1 against β = 0 at
     L = 1; (b) the sign of Spearman(β, −t) over the β of a seed; (c) the majority sign over the depths
     against the first twin. One row per cell and claim."""
-    from ..experiments.ladder import beta_signs, decide, depth_signs, pair_signs
+    from ..experiments.decisions import beta_signs, decide, depth_signs, pair_signs
 
     times = [c for c in per_run.columns if c.startswith("t_")]
     twin = grid.twins[0]
@@ -308,10 +308,10 @@ POWER_EFFECTS = (1.5, 2.0, 4.0)
 def ladder_power(grid: MapGrid, reps: int = 200) -> pd.DataFrame:
     """How often the v6 rule decides "holds" in one cell of this grid (its seeds, its horizon as the
     cap) when the paper's arm converges ``effect`` times faster, and how often it decides under no
-    effect (:func:`resgd.experiments.ladder.simulate_rule`). The same for every protocol: a protocol
+    effect (:func:`resgd.experiments.decisions.simulate_rule`). The same for every protocol: a protocol
     changes the runs, not the rule; the share of censored pairs per protocol (:func:`ladder_tally`'s
     cells) says how far its cells fall short of it."""
-    from ..experiments.ladder import simulate_rule
+    from ..experiments.decisions import simulate_rule
 
     rows = []
     for claim, name in ((c.key, c.name) for c in MAP_CLAIMS):

@@ -30,7 +30,7 @@ from ..data.spec import DTYPES, load_dataset
 
 def readout_relative_loss(config, horizon: int) -> float:
     """Φ_pred(T)/Φ(0) of GD on the read-out alone (features frozen at θ⁰), at ``config``'s μ
-    (``config``: a :class:`resgd.experiments.run_config.RunConfig`; ``horizon``: T)."""
+    (``config``: a :class:`resgd.experiments.configuration.RunConfig`; ``horizon``: T)."""
     data = load_dataset(config.dataset, config.dtype)
     params = init_params(config.model, config.seed, dtype=DTYPES[config.dtype])
     with torch.no_grad():
@@ -62,8 +62,8 @@ def detectable_spearman(n: int, z_alpha: float = 1.96, z_power: float = 0.8416) 
 
 
 def page_predictions(per_run: pd.DataFrame, s) -> pd.DataFrame:
-    """Every distinct run of an experiment page (``per_run``: :func:`resgd.experiments.tables.per_run_table`
-    of the page's runs; ``s``: its :class:`resgd.experiments.study.Settings`) with ``predicted`` =
+    """Every distinct run of an experiment page (``per_run``: :func:`resgd.experiments.results.per_run_table`
+    of the page's runs; ``s``: its :class:`resgd.experiments.configuration.Settings`) with ``predicted`` =
     Φ_pred(T)/Φ(0) at the run's μ and T beside the ``measured`` Φ(T)/Φ(0)."""
     keys = ["experiment", "protocol", "twin_init", "beta", "beta_ffn", "n_layers", "seed", "lr"]
     runs = per_run.drop_duplicates(["twin_init", "beta", "beta_ffn", "n_layers", "seed", "lr"])

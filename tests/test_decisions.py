@@ -1,4 +1,4 @@
-"""Design v6's measure and rules (resgd.experiments.ladder): times to targets, censoring, the paired
+"""Design v6's measure and rules (resgd.experiments.decisions): times to targets, censoring, the paired
 signs, the claim over the ladder, and its false-decision rate simulated through the pipeline as run."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from resgd.experiments import ladder as lad
+from resgd.experiments import decisions as lad
 from resgd.experiments.design import ALPHA, LADDER
 
 

@@ -13,13 +13,13 @@ import torch
 from resgd.core.model import forward, init_params
 from resgd.core.loss import loss_from_output
 from resgd.data.spec import DTYPES, load_dataset
-from resgd.experiments import readout_link as link
-from resgd.experiments import study as ex
+from resgd.experiments import readout_closed_form as link
+from resgd.experiments.configuration import settings
 
 
 @pytest.mark.parametrize("dataset, L", [("toy", 1), ("toy", 3), ("toy_cls", 2)])
 def test_closed_form_matches_gd_on_the_readout_at_any_depth(dataset, L):
-    s = ex.settings(dataset, True)
+    s = settings(dataset, True)
     config = s.config(1.0 if L == 1 else 0.0, L, 2, 0.05)
     data = load_dataset(config.dataset, config.dtype)
     params = init_params(config.model, config.seed, dtype=DTYPES[config.dtype])

@@ -15,25 +15,29 @@ import torch
 
 from resgd.core.model import forward, init_params
 from resgd.core.autograd_reference import autograd_loss_and_grad
-from resgd.experiments import study as ex
-from resgd.experiments.twin import _rms
+from resgd.experiments.configuration import config_key, settings
+from resgd.experiments.runs import run
+from resgd.experiments.steps import theory_lr
+from resgd.data.spec import load_dataset
+from resgd.validation import ConfigError
+from resgd.experiments.configuration import rms as token_rms
 
 GRAD_FACTOR = 10.0
 RMS_TOLERANCE = 1e-4
 
 
 def _state(s, beta, L, seed):
-    data = ex.load_dataset(s.spec, s.dtype)
+    data = load_dataset(s.spec, s.dtype)
     cfg = s.model(beta, L, seed=seed)
     params = init_params(cfg, seed)
     _, grads, trace = autograd_loss_and_grad(params, cfg, data.X_train, data.Y_train, data.mask_train, s.reduction)
-    rms = [_rms(layer.H, data.mask_train) for layer in trace.layers]
+    rms = [token_rms(layer.H, data.mask_train) for layer in trace.layers]
     return rms, math.sqrt(sum(float(g.pow(2).sum()) for name, g in grads.items() if name != "W_U"))
 
 
 @pytest.mark.parametrize("dataset", ["jena", "sst2"])
 def test_matched_twin_keeps_its_signal_at_every_seed_and_depth(dataset):
-    s = ex.settings(dataset, False).depth()  # the full-mode depth sweep: its N, seeds and depths
+    s = settings(dataset, False).depth()  # the full-mode depth sweep: its N, seeds and depths
     for L in s.depths:
         for seed in s.seeds:
             rms1, grad1 = _state(s, 1.0, L, seed)
@@ -47,8 +51,8 @@ def test_matched_twin_keeps_its_signal_at_every_seed_and_depth(dataset):
 def test_every_beta_of_the_sweep_starts_at_the_residual_models_signal(dataset):
     """Design v4: 0 < β < 1 are matched too (partial skip: the root of a quadratic), so the β sweep
     compares skip weights at one signal scale; under the plain init (``living``) they are not."""
-    s = ex.settings(dataset, False)
-    plain = ex.settings(dataset, False, twin_init="living")
+    s = settings(dataset, False)
+    plain = settings(dataset, False, twin_init="living")
     for seed in s.interval_seeds:
         rms1, _ = _state(s, 1.0, 1, seed)
         for beta in (0.25, 0.5, 0.75):
@@ -59,7 +63,7 @@ def test_every_beta_of_the_sweep_starts_at_the_residual_models_signal(dataset):
 
 
 def test_a_partial_skip_that_alone_exceeds_the_target_is_a_clear_error():
-    from resgd.experiments.twin import _gain
+    from resgd.experiments.configuration import _gain
 
     skip, branch = torch.ones(1, 2, 3), -torch.ones(1, 2, 3)
     assert _gain(skip, branch, 2.0, None) == pytest.approx(3.0)  # RMS(1 - g) = 2: g = 3
@@ -69,7 +73,7 @@ def test_a_partial_skip_that_alone_exceeds_the_target_is_a_clear_error():
 
 def test_he_scaled_twin_does_not_keep_it():
     """The earlier "living" twin (He's √2 on both FFN matrices) doubles the squared norm per layer."""
-    s = ex.settings("sst2", False, twin_init="living").depth()
+    s = settings("sst2", False, twin_init="living").depth()
     rms1, _ = _state(s, 1.0, 10, s.seeds[0])
     rms0, _ = _state(s, 0.0, 10, s.seeds[0])
     assert rms0[-1] / rms1[-1] > 2
@@ -78,31 +82,31 @@ def test_he_scaled_twin_does_not_keep_it():
 @pytest.mark.parametrize("dataset", ["jena", "sst2"])
 @pytest.mark.parametrize("L", [6, 10])
 def test_scaled_twin_is_dead_at_depth(dataset, L):
-    s = ex.settings(dataset, True, twin_init="scaled", start="equal")
+    s = settings(dataset, True, twin_init="scaled", start="equal")
     assert _state(s, 0.0, L, 0)[1] < 1e-4 * _state(s, 1.0, L, 0)[1]
 
 
 def test_matched_gains_are_part_of_the_run_and_its_key(tmp_path):
-    s = ex.settings("toy", True)
+    s = settings("toy", True)
     twin = s.config(0.0, 3, 0, 0.1)
     assert len(twin.model.gains) == 3 and all(g > 0 for pair in twin.model.gains for g in pair)
     assert s.config(1.0, 3, 0, 0.1).model.gains == ()
-    assert ex.config_key(twin) != ex.config_key(s.config(0.0, 3, 1, 0.1))  # another seed, other gains
-    with pytest.raises(ex.ConfigError, match="seed"):
+    assert config_key(twin) != config_key(s.config(0.0, 3, 1, 0.1))  # another seed, other gains
+    with pytest.raises(ConfigError, match="seed"):
         s.model(0.0, 3)
 
 
 def test_matched_twin_loss_moves(tmp_path):
-    s = ex.settings("toy", True)
-    lr = ex.theory_lr(s, 0.0, 3, 1.0, seed=0, cache_dir=tmp_path)
-    frame = ex.run(s.config(0.0, 3, 0, lr, iterations=20), cache_dir=tmp_path)
+    s = settings("toy", True)
+    lr = theory_lr(s, 0.0, 3, 1.0, seed=0, cache_dir=tmp_path)
+    frame = run(s.config(0.0, 3, 0, lr, iterations=20), cache_dir=tmp_path)
     assert frame["loss"].iloc[-1] < 0.99 * frame["loss"].iloc[0]
 
 
 def test_the_gains_scale_each_layer_s_w_v_and_w_2_and_so_the_twin_s_output():
     """Each layer's pair (g_V, g_2) multiplies that layer's W_V and W_2 of the same draw; the other
     weights are the plain model's, and the forward pass computes with the scaled ones."""
-    s = ex.settings("toy", True)
+    s = settings("toy", True)
     cfg = s.model(0.0, 2, seed=0)
     plain = cfg.replace(gains=())
     twin, base = init_params(cfg, 0), init_params(plain, 0)

@@ -1,4 +1,4 @@
-"""Design v6's verdicts (resgd.experiments.speed) on hand-made ladders, and end to end on the toy data."""
+"""Design v6's verdicts (resgd.experiments.study) on hand-made ladders, and end to end on the toy data."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ import math
 
 import pandas as pd
 
-from resgd.experiments import speed as v6
-from resgd.experiments import study as ex
+from resgd.experiments import study as v6
+from resgd.experiments.configuration import settings
+from resgd.experiments.results import write_outputs
+from resgd.experiments.study import run_experiments
 from resgd.experiments.design import LADDER
-from resgd.experiments.ladder import rung_name
+from resgd.experiments.decisions import rung_name
 
 TIMES = [f"t_{rung_name(q)}" for q in LADDER]
 
@@ -68,8 +70,8 @@ def test_the_toy_study_runs_design_v6_end_to_end_and_writes_its_verdicts(tmp_pat
     monkeypatch.setenv("RESGD_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.setenv("RESGD_FIGURES_DIR", str(tmp_path / "figures"))  # a publish keeps its builds there: never the user's
     monkeypatch.setenv("RESGD_STORE", "off")
-    s = ex.settings("toy", True, v6_seeds=(0, 1, 2), regime_N=4, regime_iterations=20)
-    results = ex.run_experiments(s, n_jobs=1, cache_dir=tmp_path / "cache")
+    s = settings("toy", True, v6_seeds=(0, 1, 2), regime_N=4, regime_iterations=20)
+    results = run_experiments(s, n_jobs=1, cache_dir=tmp_path / "cache")
     speed = results.speed
     assert set(speed.runs["protocol"]) == {v6.OWN, v6.PATH}
     assert len(speed.ladder()) == len(speed.runs.groupby(v6.RUN_KEYS)) + len(speed.common.groupby(v6.RUN_KEYS))
@@ -80,7 +82,7 @@ def test_the_toy_study_runs_design_v6_end_to_end_and_writes_its_verdicts(tmp_pat
     names = {(v.name, v.protocol) for v in speed.verdicts()}
     assert ("depth_residual_helps", v6.OWN) in names and ("residual_helps", v6.PATH) in names
     assert all(v.outcome == "could not be tested" for v in speed.verdicts() if v.protocol != v6.COMMON)  # 3 seeds
-    paths = ex.write_outputs(results)
+    paths = write_outputs(results)
     assert paths["speed_claims"].name == "toy_quick_v6.json"
     table = v6.load_speed_verdicts("quick", tmp_path / "results" / "claims", datasets=("toy",))
     assert len(table) == len(speed.verdicts()) and table["sentence"].str.len().gt(0).all()
@@ -109,12 +111,12 @@ def test_the_own_step_grid_is_the_pre_registered_one_in_full_mode_and_coarser_on
     import pytest
 
     from resgd.experiments.design import OWN_GRID
-    from resgd.experiments.own_step import own_grid
+    from resgd.experiments.study import own_grid
     from resgd.validation import ConfigError
 
     for dataset in ("jena", "sst2"):
-        assert own_grid(ex.settings(dataset, False)) == OWN_GRID
-        quick = own_grid(ex.settings(dataset, True))
+        assert own_grid(settings(dataset, False)) == OWN_GRID
+        quick = own_grid(settings(dataset, True))
         assert set(quick) < set(OWN_GRID) and (quick[0], quick[-1]) == (OWN_GRID[0], OWN_GRID[-1])
     with pytest.raises(ConfigError, match="own_grid_stride"):
-        ex.settings("jena", True, own_grid_stride=0)
+        settings("jena", True, own_grid_stride=0)
