@@ -466,3 +466,28 @@ def test_an_sst2_file_with_windows_line_ends_says_so(tmp_path):
     with pytest.raises(DataError) as caught:
         parse_sst2_tsv(path, expected_sha256=hashlib.sha256(text.encode()).hexdigest())
     assert "\n" not in str(caught.value) and "Windows line ends (CRLF) where the official file has LF" in str(caught.value)
+
+
+def test_a_process_that_changes_its_data_folder_loads_from_the_new_one(sst2_shared, tmp_path, monkeypatch):
+    """Data loaded once are not served again after ``$RESGD_DATA_DIR`` changes in the same process:
+    the new folder (here with a damaged dev.tsv) is read, and its data get their own fingerprint."""
+    from resgd.data import DataError
+    from resgd.data.spec import DatasetSpec, data_fingerprint, load_dataset
+
+    spec = DatasetSpec("sst2", n_train=8, n_tokens=4, n_test=8, seed=0)
+    good_folder = real_copy(sst2_shared, tmp_path / "good")
+    monkeypatch.setenv("RESGD_DATA_DIR", str(good_folder))
+    monkeypatch.setenv("RESGD_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("RESGD_OFFLINE", "1")
+    load_dataset(spec)
+    good = data_fingerprint(spec)
+    bad = real_copy(sst2_shared, tmp_path / "bad")
+    lines = (bad / "sst2" / "dev.tsv").read_text(encoding="utf-8").split("\n")
+    lines[5] = lines[5].rsplit("\t", 1)[0] + "\tpositive"
+    (bad / "sst2" / "dev.tsv").unlink()
+    (bad / "sst2" / "dev.tsv").write_text("\n".join(lines), encoding="utf-8")
+    monkeypatch.setenv("RESGD_DATA_DIR", str(bad))
+    with pytest.raises(DataError, match="line 6, field 'label'"):
+        load_dataset(spec)
+    monkeypatch.setenv("RESGD_DATA_DIR", str(good_folder))
+    assert data_fingerprint(spec) == good

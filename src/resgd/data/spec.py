@@ -26,6 +26,7 @@ from functools import lru_cache
 import torch
 
 from .. import dataset_registry as registry
+from .. import settings
 from ..validation import ConfigError, check_choice
 from ..validation import DataError
 
@@ -137,22 +138,37 @@ def load_dataset(spec: DatasetSpec, dtype: str = "float64"):
     return data
 
 
-@lru_cache(maxsize=8)
+def _sources() -> tuple:
+    """What decides which files a load reads besides the spec: the data folder, the download cache and
+    whether downloads are allowed (:mod:`resgd.settings`, read at each call). Part of the in-process
+    memo's key, so a process whose settings change loads again instead of serving the old folder's data."""
+    return settings.data_dir(), settings.download_cache_dir(), settings.offline()
+
+
 def _load(spec: DatasetSpec, dtype: str = "float64"):
-    """The data of ``spec`` (a :class:`resgd.data.SupervisedData`), loaded once per process by its
-    record's loader (:mod:`resgd.dataset_registry`), so ``$RESGD_DATA_DIR`` and the data cache apply."""
+    """The data of ``spec`` (a :class:`resgd.data.SupervisedData`), loaded once per process and
+    setting of the data's sources by its record's loader (:mod:`resgd.dataset_registry`)."""
+    return _load_from(spec, dtype, _sources())
+
+
+@lru_cache(maxsize=8)
+def _load_from(spec: DatasetSpec, dtype: str, sources: tuple):
     check_choice("dtype", dtype, DTYPES)
     return spec.record.load(spec, DTYPES[dtype])
 
 
-@lru_cache(maxsize=8)
 def data_fingerprint(spec: DatasetSpec, dtype: str = "float64") -> str:
     """A hash of the loaded tensors and their source: part of every cache key, so results on the
     stand-in are never served once the real data are there (or the other way round)."""
-    data = _load(spec, dtype)
+    _KNOWN[(spec, dtype)] = digest = _fingerprint(spec, dtype, _sources())
+    return digest
+
+
+@lru_cache(maxsize=8)
+def _fingerprint(spec: DatasetSpec, dtype: str, sources: tuple) -> str:
+    data = _load_from(spec, dtype, sources)
     digest = hashlib.sha256(f"{data.name}|{data.source_label}|{data.is_standin}".encode())
     for tensor in (data.X_train, data.Y_train, data.mask_train, data.X_test, data.Y_test, data.mask_test):
         digest.update(b"|" if tensor is None else tensor.detach().cpu().contiguous().numpy().tobytes())
-    _KNOWN[(spec, dtype)] = digest.hexdigest()[:16]
-    return _KNOWN[(spec, dtype)]
+    return digest.hexdigest()[:16]
 
