@@ -19,7 +19,7 @@ SHARED = shared_data_dir("jena/jena_climate_2009_excerpt.csv") or Path(__file__)
 
 
 def _forget_loaded_data():
-    for cached in (data_spec._load_from, data_spec._fingerprint, matched_gains):
+    for cached in (data_spec._load, data_spec._fingerprint, matched_gains):
         cached.cache_clear()
 
 

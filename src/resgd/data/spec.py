@@ -125,8 +125,9 @@ def describe_spec(spec: DatasetSpec, dtype: str) -> str:
 def load_dataset(spec: DatasetSpec, dtype: str = "float64"):
     """The data of ``spec`` (a :class:`resgd.data.SupervisedData`), loaded once per process and
     checked against the fingerprint the caller expects (:func:`expecting`)."""
-    data = _load(spec, dtype)
-    digest = data_fingerprint(spec, dtype)
+    sources = _sources()  # read once: the data and their digest come from the same folder
+    data = _load(spec, dtype, sources)
+    digest = _recorded_fingerprint(spec, dtype, sources)
     expected = _EXPECTED.get((spec, dtype))
     if expected is not None and digest != expected:
         raise DataMismatchError(
@@ -145,14 +146,10 @@ def _sources() -> tuple:
     return settings.data_dir(), settings.download_cache_dir(), settings.offline()
 
 
-def _load(spec: DatasetSpec, dtype: str = "float64"):
-    """The data of ``spec`` (a :class:`resgd.data.SupervisedData`), loaded once per process and
-    setting of the data's sources by its record's loader (:mod:`resgd.dataset_registry`)."""
-    return _load_from(spec, dtype, _sources())
-
-
 @lru_cache(maxsize=8)
-def _load_from(spec: DatasetSpec, dtype: str, sources: tuple):
+def _load(spec: DatasetSpec, dtype: str, sources: tuple):
+    """The data of ``spec``, loaded once per process and setting of the data's sources by its
+    record's loader (:mod:`resgd.dataset_registry`)."""
     check_choice("dtype", dtype, DTYPES)
     return spec.record.load(spec, DTYPES[dtype])
 
@@ -160,13 +157,18 @@ def _load_from(spec: DatasetSpec, dtype: str, sources: tuple):
 def data_fingerprint(spec: DatasetSpec, dtype: str = "float64") -> str:
     """A hash of the loaded tensors and their source: part of every cache key, so results on the
     stand-in are never served once the real data are there (or the other way round)."""
-    _KNOWN[(spec, dtype)] = digest = _fingerprint(spec, dtype, _sources())
+    return _recorded_fingerprint(spec, dtype, _sources())
+
+
+def _recorded_fingerprint(spec: DatasetSpec, dtype: str, sources: tuple) -> str:
+    """:func:`_fingerprint`, recorded in :data:`_KNOWN` (the fingerprint of the sources read now)."""
+    _KNOWN[(spec, dtype)] = digest = _fingerprint(spec, dtype, sources)
     return digest
 
 
 @lru_cache(maxsize=8)
 def _fingerprint(spec: DatasetSpec, dtype: str, sources: tuple) -> str:
-    data = _load_from(spec, dtype, sources)
+    data = _load(spec, dtype, sources)
     digest = hashlib.sha256(f"{data.name}|{data.source_label}|{data.is_standin}".encode())
     for tensor in (data.X_train, data.Y_train, data.mask_train, data.X_test, data.Y_test, data.mask_test):
         digest.update(b"|" if tensor is None else tensor.detach().cpu().contiguous().numpy().tobytes())
