@@ -203,6 +203,18 @@ def run_cli_with_scheduler(address: str, tmp_path, capsys) -> tuple[int, str, fl
     return status, errors[0], took
 
 
+def reproduce_part_on_data(part: str, data, tmp_path, monkeypatch, capsys) -> tuple[int, str]:
+    """``reproduce --quick --only part`` on the data folder ``data``, offline, with this test's own data
+    cache and output folders: (exit status, what it wrote to stderr)."""
+    from resgd import cli
+
+    for name, value in {"RESGD_DATA_DIR": data, "RESGD_OFFLINE": 1, "RESGD_CACHE_DIR": tmp_path / "cache"}.items():
+        monkeypatch.setenv(name, str(value))
+    status = cli.main(["reproduce", "--quick", "--only", part, "--figures-dir", str(tmp_path / "figures"),
+                       "--results-dir", str(tmp_path / "results")])
+    return status, capsys.readouterr().err
+
+
 def one_line(exc) -> str:
     """The message of a caught exception (``pytest.ExceptionInfo``), which must be one line."""
     message = str(exc.value)

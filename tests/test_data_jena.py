@@ -27,7 +27,7 @@ from resgd.data.jena_schema import CANONICAL_HEADER, FEATURE_NAMES, JENA_FILE_NA
 
 from shared_data import serve
 from shared_data import shared_data_dir as find_shared_data
-from fault_helpers import one_line, re_file, sparse_file
+from fault_helpers import one_line, re_file, reproduce_part_on_data, sparse_file
 SAMPLE_NAME = "jena_first19rows_sample.csv"
 
 
@@ -631,16 +631,10 @@ def test_windows_line_ends_parse_as_the_same_rows(tmp_path):
 
 
 def test_a_corrupt_jena_file_from_the_command_line_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
-    from resgd import cli
-
     data = tmp_path / "data"
     (data / "jena").mkdir(parents=True)
     (data / "jena" / "jena_climate_2009_2016.csv").write_text(decimal_commas(jena_text()), encoding="utf-8")
-    for name, value in {"RESGD_DATA_DIR": data, "RESGD_OFFLINE": 1, "RESGD_CACHE_DIR": tmp_path / "cache"}.items():
-        monkeypatch.setenv(name, str(value))
-    status = cli.main(["reproduce", "--quick", "--only", "jena", "--figures-dir", str(tmp_path / "figures"),
-                       "--results-dir", str(tmp_path / "results")])
-    err = capsys.readouterr().err
+    status, err = reproduce_part_on_data("jena", data, tmp_path, monkeypatch, capsys)
     assert status == 1 and "Traceback" not in err
     errors = [x for x in err.splitlines() if x.startswith("error: ")]
     assert len(errors) == 1 and "jena_climate_2009_2016.csv: line 2 has 29 comma-separated fields" in errors[0]

@@ -25,7 +25,7 @@ from resgd.data.glove import GLOVE_SUBSET_NAME, GLOVE_URL
 from resgd.data.sst2 import SHA256, SST2_URL, balanced_rows
 
 from shared_data import serve
-from fault_helpers import one_line, sparse_file
+from fault_helpers import one_line, reproduce_part_on_data, sparse_file
 
 
 @pytest.fixture(autouse=True)
@@ -408,18 +408,12 @@ def test_a_duplicated_row_in_the_real_dev_file_fails_its_checksum(sst2_shared, t
 def test_a_corrupt_sst2_file_from_the_command_line_is_one_line_and_exit_1(sst2_shared, tmp_path, monkeypatch, capsys):
     """``python -m resgd reproduce --quick --only sst2`` on a data folder whose dev.tsv has a bad
     label: the real part stops before training, one line names the file, line and field."""
-    from resgd import cli
-
     data = real_copy(sst2_shared, tmp_path)
     lines = (sst2_shared / "sst2" / "dev.tsv").read_text(encoding="utf-8").split("\n")
     lines[5] = lines[5].rsplit("\t", 1)[0] + "\tpositive"
     (data / "sst2" / "dev.tsv").unlink()
     (data / "sst2" / "dev.tsv").write_text("\n".join(lines), encoding="utf-8")
-    for name, value in {"RESGD_DATA_DIR": data, "RESGD_OFFLINE": 1, "RESGD_CACHE_DIR": tmp_path / "cache"}.items():
-        monkeypatch.setenv(name, str(value))
-    status = cli.main(["reproduce", "--quick", "--only", "sst2", "--figures-dir", str(tmp_path / "figures"),
-                       "--results-dir", str(tmp_path / "results")])
-    err = capsys.readouterr().err
+    status, err = reproduce_part_on_data("sst2", data, tmp_path, monkeypatch, capsys)
     assert status == 1 and "Traceback" not in err
     errors = [x for x in err.splitlines() if x.startswith("error: ")]
     assert len(errors) == 1 and errors[0].startswith(f"error: {data / 'sst2' / 'dev.tsv'}: line 6, field 'label': got 'positive'")
