@@ -81,10 +81,12 @@ SILENT_WORKER_S = 30.0
 client's own clock) is named on stderr, once: stopped (SIGSTOP), hung or cut off."""
 SILENT_POLL_S = 2.0
 SILENT_SCHEDULER_S = 20.0
-NO_WORKER_S = 30.0
 """A scheduler that has left the watch's question unanswered this long (seconds, on the client's
 clock) is named on stderr, once: stopped (SIGSTOP), hung or cut off with its connection open (a
 closed one ends the sweep at once)."""
+NO_WORKER_S = 30.0
+"""A scheduler seen without any worker for this long (seconds, on the client's clock) is named on
+stderr, once until a worker joins, with the command that starts one."""
 
 
 def _name_silent_workers(client, scheduler: Any = None):
