@@ -8,6 +8,11 @@ BOOK_JOBS ?= 2
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+# Byte code in .venv/pycache, even where $PYTHONDONTWRITEBYTECODE is set (some containers set it, and the
+# install is --no-compile): without any, every process (each notebook's kernel and workers, each test's
+# subprocess) compiles torch's, pandas's and matplotlib's modules from source again, about 4 CPU-s each.
+export PYTHONPYCACHEPREFIX ?= $(CURDIR)/$(VENV)/pycache
+unexport PYTHONDONTWRITEBYTECODE
 # python3.11 if there is one, else python3 (checked to be 3.11 below).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 
