@@ -410,7 +410,7 @@ def test_longest_chain_starts_first_and_ties_keep_the_toc_order():
     assert longest_first(names, needs, {}) == names  # no estimates: the TOC's order
 
 
-def test_the_estimates_name_the_books_notebooks_and_start_its_two_longest_first():
+def test_the_estimates_name_the_books_notebooks_and_start_the_shortest_last():
     from resgd.publish.schedule import ESTIMATE_S, longest_first
 
     toc = toc_notebooks(ROOT / "_toc.yml")
