@@ -153,6 +153,14 @@ def test_notebook_env_forces_inline_backend_and_paths(tmp_path):
     assert notebook_env(tmp_path, "quick", {"RESGD_RESULTS_DIR": "/elsewhere"})["RESGD_RESULTS_DIR"] == "/elsewhere"
 
 
+def test_notebook_env_keeps_byte_code_in_the_build_where_the_caller_writes_none(tmp_path):
+    env = notebook_env(tmp_path, "quick", {"PYTHONDONTWRITEBYTECODE": "1"})
+    assert "PYTHONDONTWRITEBYTECODE" not in env and env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "_build" / "pycache")
+    chosen = notebook_env(tmp_path, "quick", {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/elsewhere"})
+    assert (chosen["PYTHONDONTWRITEBYTECODE"], chosen["PYTHONPYCACHEPREFIX"]) == ("1", "/elsewhere")  # the caller's own
+    assert "PYTHONPYCACHEPREFIX" not in notebook_env(tmp_path, "quick", {})  # byte code beside the sources, as Python does
+
+
 # ---------------------------------------------------------------- conversion and report
 
 
@@ -388,6 +396,30 @@ def test_the_books_needs_name_notebooks_of_the_toc():
     needs = {name: notebook_needs(ROOT / "notebooks" / f"{name}.md") for name in toc}
     assert needs["07_claims"] == ["04_jena", "05_sst2"]  # it collects their verdicts
     assert all(n in toc for wanted in needs.values() for n in wanted)
+
+
+def test_longest_chain_starts_first_and_ties_keep_the_toc_order():
+    from resgd.publish.schedule import longest_first
+
+    names = ["01_short", "02_long", "03_middle", "04_after", "05_unknown", "06_tie"]
+    needs = {n: [] for n in names} | {"04_after": ["01_short"]}
+    estimates = {"01_short": 10, "02_long": 50, "03_middle": 30, "04_after": 35, "06_tie": 30}
+    # 01_short's chain is 10 + 35 (04_after needs it); a notebook without an estimate goes first
+    assert longest_first(names, needs, estimates) == ["05_unknown", "02_long", "01_short", "04_after", "03_middle",
+                                                      "06_tie"]
+    assert longest_first(names, needs, {}) == names  # no estimates: the TOC's order
+
+
+def test_the_estimates_name_the_books_notebooks_and_start_the_shortest_last():
+    from resgd.publish.schedule import ESTIMATE_S, longest_first
+
+    toc = toc_notebooks(ROOT / "_toc.yml")
+    needs = {name: notebook_needs(ROOT / "notebooks" / f"{name}.md") for name in toc}
+    for mode, estimates in ESTIMATE_S.items():
+        assert sorted(estimates) == sorted(toc), mode  # a renamed or new notebook gets its estimate
+        order = longest_first(toc, needs, estimates)
+        assert order[-1] == min(toc, key=estimates.get) != toc[-1], mode  # the shortest last, not 07_claims
+        assert order.index("07_claims") > max(order.index("04_jena"), order.index("05_sst2"))
 
 
 # ---------------------------------------------------------------- SIGTERM

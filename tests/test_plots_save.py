@@ -96,3 +96,46 @@ def test_glue_figure_glues_the_saved_png_at_the_inline_size_and_closes_the_figur
     png_width = int.from_bytes(image.data[16:20], "big")
     assert image.width == round(png_width * 110 / 150)
     assert not plt.fignum_exists(figure.number)  # closed: a glued figure must not show a second time
+
+
+@pytest.mark.parametrize("constrained", [False, True])
+def test_the_png_is_a_tight_save_and_the_pdf_is_drawn_once_inside_its_box(tmp_path, monkeypatch, constrained):
+    import re
+
+    from matplotlib.figure import Figure
+
+    def make():
+        fig, ax = plt.subplots(constrained_layout=constrained)
+        ax.plot([1, 10, 100], [1.0, 0.1, 0.01], label="β = 1")
+        ax.set_yscale("log")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))  # outside the axes: the tight box must hold it
+        return fig
+
+    reference = make()  # what two tight saves gave
+    plain, tight_pdf = io.BytesIO(), io.BytesIO()
+    reference.savefig(plain, format="png", bbox_inches="tight")
+    reference.savefig(tight_pdf, format="pdf", bbox_inches="tight", metadata={"CreationDate": None})
+    plt.close(reference)
+    fig = make()
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    draws, layouts = [], []
+    real_draw, real_layout = Figure.draw, ConstrainedLayoutEngine.execute
+    monkeypatch.setattr(Figure, "draw", lambda self, renderer: draws.append(1) or real_draw(self, renderer))
+    monkeypatch.setattr(ConstrainedLayoutEngine, "execute", lambda self, f: layouts.append(1) or real_layout(self, f))
+    paths = save_figure(fig, "f", tmp_path)
+    assert paths["png"].read_bytes() == plain.getvalue()
+    if constrained:  # the PDF's save draws with the layout engine off (a placeholder engine: a measuring draw stays)
+        assert len(layouts) == 1  # in the PNG's save only (two tight saves: twice)
+    else:
+        assert len(draws) == 3  # the PNG: measure and render; the PDF: render only (two tight saves: 4)
+    assert "get_tightbbox" not in fig.__dict__
+    assert (fig.get_layout_engine() is not None and type(fig.get_layout_engine()).__name__ == "ConstrainedLayoutEngine") \
+        == constrained  # the layout engine is back
+
+    def media_box(data: bytes) -> list[float]:
+        return [float(v) for v in re.search(rb"/MediaBox \[([^\]]*)\]", data).group(1).split()]
+
+    for ours, tight in zip(media_box(paths["pdf"].read_bytes()), media_box(tight_pdf.getvalue())):
+        assert abs(ours - tight) < 1.0  # points: the PNG's box, measured at its dpi
+    plt.close(fig)

@@ -28,15 +28,15 @@ _DATE = (1980, 1, 1, 0, 0, 0)
 _STRING_DTYPES = ("str", "object", "string")
 
 
-def _ratios(frame: pd.DataFrame) -> np.ndarray:
+def _ratios(loss: np.ndarray) -> np.ndarray:
     from ..core.trainer import loss_ratios
 
-    return loss_ratios(frame["loss"].to_numpy())
+    return loss_ratios(loss)
 
 
 DERIVED = {"ratio": ("loss", _ratios)}
-"""Column → (the column it is computed from, the function): stored as the rule when it gives the
-column's values bit for bit."""
+"""Column → (the column it is computed from, the function of that column's values): stored as the
+rule when it gives the column's values bit for bit."""
 
 
 class FrameFormatError(ValueError):
@@ -71,7 +71,7 @@ def encode(frame: pd.DataFrame) -> bytes:
         values, dtype = _column(frame[name])
         column = {"name": name, "dtype": dtype}
         if name in DERIVED and DERIVED[name][0] in frame.columns and dtype == "float64" and len(values) > 1 and \
-                np.array_equal(DERIVED[name][1](frame).view(np.int64), np.ascontiguousarray(values).view(np.int64)):
+                np.array_equal(DERIVED[name][1](frame[DERIVED[name][0]].to_numpy()).view(np.int64), np.ascontiguousarray(values).view(np.int64)):
             column["derived"] = DERIVED[name][0]
         elif values.dtype.kind in "iu" and len(values) > 1 and np.array_equal(values, np.arange(values[0], values[0] + len(values))):
             column["range"] = int(values[0])
@@ -123,9 +123,9 @@ def decode(data: bytes) -> pd.DataFrame:
                     values = archive[f"c{i}"]
                 if len(values) != rows:
                     raise FrameFormatError(f"column {column['name']!r} has {len(values)} rows, the table {rows}")
-                # numbers as arrays (a Series per column and the frame's alignment of them cost a
-                # store's read more than its I/O), text as a Series of its pandas dtype
-                columns[column["name"]] = (pd.Series(list(values), dtype=dtype) if dtype in _STRING_DTYPES
+                # arrays, text too (as an array of its pandas dtype): a Series per column and the
+                # frame's alignment of them cost a store's read more than its I/O
+                columns[column["name"]] = (pd.array(list(values), dtype=dtype) if dtype in _STRING_DTYPES
                                            else np.asarray(values, dtype=dtype))
             for column in derived:
                 if column["name"] not in DERIVED or DERIVED[column["name"]][0] != column["derived"]:
@@ -133,8 +133,7 @@ def decode(data: bytes) -> pd.DataFrame:
                 source = DERIVED[column["name"]][0]
                 if columns.get(source) is None:
                     raise FrameFormatError(f"column {column['name']!r}: derived from {source!r}, which is not stored")
-                columns[column["name"]] = np.asarray(DERIVED[column["name"]][1](pd.DataFrame(
-                    {source: columns[source]})), dtype=column["dtype"])
+                columns[column["name"]] = np.asarray(DERIVED[column["name"]][1](columns[source]), dtype=column["dtype"])
     except FrameFormatError:
         raise
     except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:

@@ -102,9 +102,55 @@ has none), so a rebuild gives the same bytes and can be compared byte for byte."
 
 
 def save_figure(fig: plt.Figure, name: str, directory: str | os.PathLike | None = None) -> dict[str, Path]:
-    """Write ``name.png`` and ``name.pdf`` (byte-identical for an identical figure); returns their paths by extension."""
+    """Write ``name.png`` and ``name.pdf`` (byte-identical for an identical figure); returns their paths by extension.
+
+    Why the PDF reuses the PNG's tight box and layout: a tight save draws the figure twice (once to
+    measure, once to render) and runs its layout engine each time; the PDF is the same figure, so it
+    is drawn once, inside the box the PNG's save measured, with the layout that save left.
+    """
     out = figures_dir(directory)
-    return {ext: write_with(out / f"{name}.{ext}", lambda tmp, ext=ext: _savefig(fig, tmp, ext)) for ext in FIXED_METADATA}
+    layout = _Layout(fig)
+    try:
+        paths = {"png": write_with(out / f"{name}.png", lambda tmp: _savefig(fig, tmp, "png", layout.measure()))}
+    finally:
+        fig.__dict__.pop("get_tightbbox", None)
+    with layout.frozen():
+        paths["pdf"] = write_with(out / f"{name}.pdf", lambda tmp: _savefig(fig, tmp, "pdf", layout.box))
+    return paths
+
+
+class _Layout:
+    """The tight box a save of ``fig`` measured, and its layout held for the next save. The box is
+    matplotlib's own: what :meth:`matplotlib.figure.Figure.get_tightbbox` returned inside the save
+    (which alone calls it), padded as the save pads it."""
+
+    def __init__(self, fig: plt.Figure):
+        self.fig, self.box = fig, None
+
+    def measure(self) -> str:
+        """The ``bbox_inches`` of the first save: "tight", recording the box it finds."""
+        fig, measured = self.fig, type(self.fig).get_tightbbox
+
+        def get_tightbbox(*args, **kwargs):
+            bbox = measured(fig, *args, **kwargs)
+            self.box = bbox.padded(plt.rcParams["savefig.pad_inches"])
+            return bbox
+
+        fig.get_tightbbox = get_tightbbox
+        return "tight"
+
+    def frozen(self):
+        """A context in which a save draws inside the measured box (none measured: "tight" again),
+        with the layout engine off: the positions the last save's layout set stay."""
+        import contextlib
+
+        self.box = "tight" if self.box is None else self.box
+        stack = contextlib.ExitStack()
+        engine = self.fig.get_layout_engine()
+        if engine is not None and type(engine).__name__ != "PlaceHolderLayoutEngine":
+            self.fig.set_layout_engine("none")
+            stack.callback(self.fig.set_layout_engine, engine)
+        return stack
 
 
 def glue_figure(key: str, fig: plt.Figure, name: str, directory: str | os.PathLike | None = None) -> dict[str, Path]:
@@ -128,9 +174,9 @@ def glue_figure(key: str, fig: plt.Figure, name: str, directory: str | os.PathLi
     return paths
 
 
-def _savefig(fig: plt.Figure, path: Path, ext: str) -> None:
+def _savefig(fig: plt.Figure, path: Path, ext: str, bbox_inches="tight") -> None:
     try:
-        fig.savefig(path, format=ext, bbox_inches="tight", metadata=FIXED_METADATA[ext])
+        fig.savefig(path, format=ext, bbox_inches=bbox_inches, metadata=FIXED_METADATA[ext])
     except Exception as exc:
         # A full disk inside a PDF stream surfaces as zlib.error from matplotlib's clean-up: say what happened.
         full = os_error_in_chain(exc, FULL_DISK)

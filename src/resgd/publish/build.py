@@ -2,8 +2,8 @@
 
     python -m resgd.publish.build [--mode quick|full] [--only NAME] [--timeout SECONDS] [--jobs J]
 
-For each notebook in ``_toc.yml`` order (entries under ``notebooks/``), up to ``--jobs`` at a
-time (default 1; ``make book`` uses 2; the order: :mod:`resgd.publish.schedule`):
+For each notebook of ``_toc.yml`` (entries under ``notebooks/``), up to ``--jobs`` at a time
+(default 1; ``make book`` uses 2; the order, longest first: :mod:`resgd.publish.schedule`):
 
 1. ``notebooks/NN_name.md`` (MyST text notebook, the committed source) is converted by
    jupytext to an ``.ipynb`` under ``_build/notebook_inputs/`` (papermill cannot read text
@@ -48,7 +48,7 @@ from .environment import notebook_quick  # noqa: F401 - the notebooks' API: `fro
 from .book_outputs import BookOutputs
 from .notebook_run import execute
 from .report import REPORT, EngineProbe, Record
-from .schedule import book_needs, run_in_order
+from .schedule import ESTIMATE_S, book_needs, longest_first, run_in_order
 from .toc import NOTEBOOK_DIR, BookBuildError, find_root, select, toc_notebooks
 
 # Wall-clock limit per notebook, by mode (override with --timeout).
@@ -67,8 +67,9 @@ def build(
     """Execute the TOC's notebooks, up to ``jobs`` at a time; returns this run's records (TOC order).
 
     A notebook starts once every notebook of its header's ``needs``
-    (:func:`resgd.publish.schedule.notebook_needs`) has run; the others start in TOC order
-    (:func:`resgd.publish.schedule.run_in_order`, which says why ``jobs = 2`` pays on a 2-core
+    (:func:`resgd.publish.schedule.notebook_needs`) has run; the others start longest chain first
+    (:func:`resgd.publish.schedule.longest_first`, by :data:`~resgd.publish.schedule.ESTIMATE_S`;
+    :func:`resgd.publish.schedule.run_in_order`, which says why ``jobs = 2`` pays on a 2-core
     machine). After a failure no new notebook starts (unless ``keep_going``; a notebook whose needs
     failed never starts); running ones finish. The report lists this run's notebooks; with
     ``only``, it also keeps the earlier records of the TOC's other notebooks, so that it always
@@ -115,7 +116,8 @@ def build(
         def not_run(name: str, failed: list[str]) -> Record:
             return Record(f"{NOTEBOOK_DIR}/{name}", mode, 0.0, False, f"not run: needs {failed}, which failed")
 
-        done = run_in_order(names, needs, run, finish, not_run, jobs=jobs, keep_going=keep_going,
+        order = longest_first(names, needs, ESTIMATE_S.get(mode, {}))
+        done = run_in_order(order, needs, run, finish, not_run, jobs=jobs, keep_going=keep_going,
                             interrupted=engine.stop)
         engine()  # the probe ends here when no notebook ran
         records = [done[n] for n in names if n in done]

@@ -1,5 +1,5 @@
-"""The order the book's notebooks run in: up to ``jobs`` at a time, in TOC order, each once the
-notebooks its header ``needs`` have run; after a failure, no new one starts (unless ``keep_going``),
+"""The order the book's notebooks run in: up to ``jobs`` at a time, the longest chain of work first
+(:func:`longest_first`), each once the notebooks its header ``needs`` have run; after a failure, no new one starts (unless ``keep_going``),
 and a notebook whose needs failed never starts.
 
 Why a module of its own: these rules are the build's only concurrency. Why ``jobs = 2`` pays on a
@@ -65,6 +65,35 @@ def book_needs(root: Path, toc: Sequence[str], names: Sequence[str]) -> dict[str
             raise BookBuildError(f"{source.relative_to(root)}: needs {unknown}, which the TOC does not list")
         needs[name] = [n for n in wanted if n in names]  # the others ran in an earlier build
     return needs
+
+
+ESTIMATE_S = {
+    "quick": {"01_setup": 17, "02_theorem1": 51, "03_rank_collapse": 30, "04_jena": 60, "05_sst2": 95,
+              "06_robustness": 96, "07_claims": 26},
+    "full": {"01_setup": 17, "02_theorem1": 25, "03_rank_collapse": 35, "04_jena": 38, "05_sst2": 38,
+             "06_robustness": 47, "07_claims": 22},
+}
+"""Each notebook's wall time in seconds, by mode (a fresh clone's ``make book`` on a 2-core machine,
+two at a time): they only order the start (:func:`longest_first`), so they need not be exact."""
+
+
+def longest_first(names: Sequence[str], needs: Mapping[str, Sequence[str]],
+                  estimates: Mapping[str, float]) -> list[str]:
+    """``names`` in the order to start them: the longest chain of work first, a notebook's chain being
+    its own estimate plus the longest chain of the notebooks that need it; ties (and notebooks
+    without an estimate, which go first) in the order of ``names``.
+
+    Why: the build's wall time is at least its longest chain; started first, the longest chains keep
+    every job busy until close to it, where a long notebook started last would run beside nothing."""
+    chain: dict[str, float] = {}
+
+    def length(name: str, seen: tuple[str, ...] = ()) -> float:
+        if name not in chain:
+            after = [m for m in names if name in needs.get(m, ()) and m not in seen]
+            chain[name] = estimates.get(name, float("inf")) + max((length(m, (*seen, name)) for m in after), default=0.0)
+        return chain[name]
+
+    return sorted(names, key=lambda n: (-length(n), names.index(n)))
 
 
 def run_in_order(
