@@ -153,14 +153,6 @@ def test_notebook_env_forces_inline_backend_and_paths(tmp_path):
     assert notebook_env(tmp_path, "quick", {"RESGD_RESULTS_DIR": "/elsewhere"})["RESGD_RESULTS_DIR"] == "/elsewhere"
 
 
-def test_notebook_env_keeps_byte_code_in_the_build_where_the_caller_writes_none(tmp_path):
-    env = notebook_env(tmp_path, "quick", {"PYTHONDONTWRITEBYTECODE": "1"})
-    assert "PYTHONDONTWRITEBYTECODE" not in env and env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "_build" / "pycache")
-    chosen = notebook_env(tmp_path, "quick", {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/elsewhere"})
-    assert (chosen["PYTHONDONTWRITEBYTECODE"], chosen["PYTHONPYCACHEPREFIX"]) == ("1", "/elsewhere")  # the caller's own
-    assert "PYTHONPYCACHEPREFIX" not in notebook_env(tmp_path, "quick", {})  # byte code beside the sources, as Python does
-
-
 # ---------------------------------------------------------------- conversion and report
 
 

@@ -70,27 +70,8 @@ def notebook_env(root: Path, mode: str | None, base: Mapping[str, str] | None = 
     if env.get("PATH", "").split(os.pathsep)[0] != bindir:
         env["PATH"] = os.pathsep.join(p for p in (bindir, env.get("PATH", "")) if p)
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # quiets debugpy in the kernel
-    keep_byte_code(env, root)
     pin(env)  # the kernels compute with the store's arithmetic, whatever they import first
     return child_env(env)  # opt-in $RESGD_MKL_INTEL_PATH: the kernels (and their workers) preload the stub
-
-
-PYCACHE = "_build/pycache"
-"""Where the notebooks' processes keep the byte code of what they import when ``$PYTHONDONTWRITEBYTECODE``
-is set (:func:`keep_byte_code`), under the book root."""
-
-
-def keep_byte_code(env: dict[str, str], root: Path) -> None:
-    """Under ``$PYTHONDONTWRITEBYTECODE`` (and no ``$PYTHONPYCACHEPREFIX``), give the notebooks' processes a
-    byte-code folder of the build's own (:data:`PYCACHE`) instead of none.
-
-    Why: without byte code every kernel, papermill and worker compiles each module it imports from
-    source (pandas, matplotlib, seaborn, torch's Python part, the package: 5-10 s of CPU per notebook
-    on a 2-core machine); the variable keeps byte code out of the installed packages' folders, and
-    :data:`PYCACHE` is outside them, in the build's output that ``make clean`` removes."""
-    if env.get("PYTHONDONTWRITEBYTECODE") and not env.get("PYTHONPYCACHEPREFIX"):
-        del env["PYTHONDONTWRITEBYTECODE"]
-        env["PYTHONPYCACHEPREFIX"] = str(root / PYCACHE)
 
 
 def claim_outputs(env: Mapping[str, str], mode: str) -> None:
