@@ -442,11 +442,14 @@ def test_glued_figures_render_once_as_images():
     assert notebook_images, "no notebook page shows a single image"
 
 
-def notebook_code_cells(name: str) -> list[tuple[str, list[str]]]:
+@lru_cache(maxsize=None)
+def notebook_code_cells(name: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(source, tags) of each code cell of ``notebooks/<name>.md``, read once (jupytext's parse of a
+    notebook takes most of a second, and two tests read each notebook, one of them twice)."""
     import jupytext
 
     nb = jupytext.read(ROOT / "notebooks" / f"{name}.md")
-    return [(c.source, list(c.metadata.get("tags", []))) for c in nb.cells if c.cell_type == "code"]
+    return tuple((c.source, tuple(c.metadata.get("tags", []))) for c in nb.cells if c.cell_type == "code")
 
 
 def notebook_names() -> list[str]:
