@@ -33,7 +33,7 @@ pytest_plugins = [
     "output_guard",  # no test writes into, or reads the mode of, the user's own output folders
 ]
 
-FILE_SECONDS = {  # each file's summed test time (s), a full run with a quick-built site on two busy cores
+FILE_SECONDS = {  # each file's summed test time (s): a full run's junit (site built; family 6 model 167, two cores), less the cuts measured per file since
     "test_figure_legibility.py": 75,  # every figure of the book drawn and measured; the toy experiments once
     "test_dask_processes.py": 78,  # real dask scheduler and worker processes, killed and stopped
     "test_newcomer.py": 75,  # a one-page quick book built in a copy of the repository, the tests that read it beside it
