@@ -33,36 +33,41 @@ pytest_plugins = [
     "output_guard",  # no test writes into, or reads the mode of, the user's own output folders
 ]
 
-SLOW_FIRST = (  # by each file's summed test time, measured on two busy cores (the site's files from a run with the site)
-    "test_reproduce_publish.py",  # a publish faulted at every step, in forked processes
-    "test_figure_legibility.py",  # every figure of the book drawn and measured
-    "test_local_backend.py",  # SIGHUP to a sweep's process group, worker pools killed and stopped, sweeps killed
-    "test_book_outputs.py",  # book builds faulted at every step, two at once, real kernels
-    "test_identity.py",  # a real dask worker of another version; LocalClusters of other code and other data
-    "test_claims.py",  # without a built site: the rules' null simulation, 800 sets
-    "test_reproduce.py",  # python -m resgd reproduce killed and resumed, as another user, under a file-size limit
-    "test_dask_processes.py",  # a real dask scheduler and worker processes, killed and stopped
-    "test_collapse.py",
-    "test_cache_keys.py",  # each computing module edited, its keys computed again
-    "test_experiments.py",
-    "test_output_guard.py",  # pytest in subprocesses, one with two workers
-    "test_book_build.py",  # papermill kernels, two notebook timeouts
-    "test_newcomer.py",  # a one-page quick book built in a copy of the repository, then the tests that read it
-    "test_fault_catalogue.py",  # collects the whole suite to check the catalogue's test ids
-    "test_dask_backend.py",  # a LocalCluster, workers killed and restarted, one over its memory limit
-    "test_results_cache.py",  # locks of stopped and killed runs, entries read as another user
-    "test_sweep.py",  # two sweeps in subprocesses on one results folder
-    "test_cli.py",  # python -m resgd in subprocesses, stopped by signals
-    "test_pdf.py",
-    "test_dtype_check.py",
-    "test_benchmarks.py",
-    "test_theory.py",
-    "test_engine_reference.py",
-    "test_site.py",
-    "test_browser.py",
-    "test_stack_identity.py",
-    "test_lab.py",  # a JupyterLab server running notebooks/01_setup.md, and a Chromium
-)
+FILE_SECONDS = {  # each file's summed test time (s): a full run's junit (site built; family 6 model 167, two cores), less the cuts measured per file since
+    "test_figure_legibility.py": 75,  # every figure of the book drawn and measured; the toy experiments once
+    "test_dask_processes.py": 78,  # real dask scheduler and worker processes, killed and stopped
+    "test_newcomer.py": 75,  # a one-page quick book built in a copy of the repository, the tests that read it beside it
+    "test_book_build.py": 74,  # papermill kernels, two notebook timeouts
+    "test_local_backend.py": 56,  # SIGHUP to a sweep's process group, worker pools killed and stopped, sweeps killed
+    "test_browser.py": 50,  # every page in Chromium at two widths: tables, equations, images
+    "test_dask_backend.py": 45,  # a LocalCluster, workers killed and restarted, one over its memory limit
+    "test_identity.py": 40,  # a real dask worker of another version; LocalClusters of other code and other data
+    "test_book_outputs.py": 40,  # book builds faulted at every step, two at once, real kernels
+    "test_site.py": 30,
+    "test_reproduce_publish.py": 29,  # a publish faulted at every step, in forked processes
+    "test_experiments.py": 27,
+    "test_reproduce.py": 27,  # python -m resgd reproduce killed and resumed, as another user, under a file-size limit
+    "test_benchmarks.py": 26,
+    "test_lab.py": 25,  # a JupyterLab server running notebooks/01_setup.md, and a Chromium
+    "test_store.py": 23,
+    "test_collapse.py": 22,
+    "test_cache_keys.py": 21,  # each computing module edited, its keys computed again
+    "test_pdf.py": 20,
+    "test_cli.py": 19,  # python -m resgd in subprocesses, stopped by signals
+    "test_stack_identity.py": 14,
+    "test_results_cache.py": 13,  # locks of stopped and killed runs, entries read as another user
+    "test_dtype_check.py": 12,
+    "test_sweep.py": 11,  # two sweeps in subprocesses on one results folder
+    "test_theory.py": 10,
+    "test_notebook_run.py": 9,
+    "test_study.py": 9,
+    "test_output_guard.py": 7,  # pytest in subprocesses, one with two workers
+    "test_claims.py": 6,  # with a built site; without one, the rules' null simulation (800 sets) takes minutes
+}
+"""What :data:`SLOW_FIRST` is sorted by. ``--dist loadscope`` sends each file whole to one worker; handing the
+longest files out first lets the two workers finish together (the greedy longest-first schedule)."""
+
+SLOW_FIRST = tuple(sorted(FILE_SECONDS, key=FILE_SECONDS.__getitem__, reverse=True))
 
 
 def _rank(item: pytest.Item) -> int:

@@ -1,4 +1,5 @@
-"""The built book in headless Chromium: images load, MathJax typesets, screenshots are saved.
+"""The built book in headless Chromium: images load, MathJax typesets, no table breaks a number or
+scrolls sideways, no equation is cut off, screenshots are saved.
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``make test`` installs them as root) and a
 built site (``make book``). Skips when either is missing, unless ``RESGD_REQUIRE_SITE=1``.
@@ -218,21 +219,89 @@ def site_docs() -> list[str]:
     return [d for d in toc_docs(ROOT / "_toc.yml") if (SITE / f"{d}.html").is_file()]
 
 
+# Each typeset equation whose drawn extent passes the edge of a box that clips it (overflow hidden or
+# clip; an inline element's overflow does not apply). A box that scrolls is a way to read it.
+CLIPPED_MATH = r"""
+const out = [];
+document.querySelectorAll('article.bd-article mjx-container').forEach(m => {
+  const r = (m.querySelector('mjx-math') || m).getBoundingClientRect();
+  if (!r.width) return;
+  for (let a = m; a && a !== document.documentElement; a = a.parentElement) {
+    const s = getComputedStyle(a);
+    if (s.overflowX === 'visible' || s.display === 'inline') continue;
+    const b = a.getBoundingClientRect();
+    if (r.right <= b.right + 1 && r.left >= b.left - 1) continue;
+    if (['auto', 'scroll'].includes(s.overflowX)) break;
+    out.push((m.querySelector('mjx-assistive-mml') || m).textContent.slice(0, 60));
+    break;
+  }
+});
+return out;
+"""
+
+
+def clipped(drv, url: str, window: int) -> list[str]:
+    drv.set_window_size(window, 900)
+    drv.get(url)
+    browser.wait_for_page(drv)
+    return drv.execute_script(CLIPPED_MATH)
+
+
+@pytest.fixture(scope="module")
+def at_window():
+    """Each site page read once per window width by the two checks of that width (loading and typesetting a
+    page is most of their time): first the equations cut off (:data:`CLIPPED_MATH`, which changes nothing),
+    then the tables' fit (:func:`resgd.publish.browser.table_fit`, which opens the page's folded parts)."""
+    seen: dict[tuple[str, str, int], dict] = {}
+
+    def read(driver, base_url: str, doc: str, window: int) -> dict:
+        key = (base_url, doc, window)
+        if key not in seen:
+            driver.set_window_size(window, 900)
+            driver.get(f"{base_url}/{doc}.html")
+            browser.wait_for_page(driver)
+            seen[key] = {"clipped": driver.execute_script(CLIPPED_MATH), "fit": browser.table_fit(driver)}
+        return seen[key]
+
+    return read
+
+
 @pytest.mark.parametrize("window", [1280, 768])
-def test_no_table_breaks_a_number_or_scrolls_sideways(driver, base_url, window):
+def test_no_table_breaks_a_number_or_scrolls_sideways(driver, base_url, at_window, window):
     """Every page of the site, in a desktop and a tablet window: no number in a table drawn on two
     lines, no table wider than its column (:func:`resgd.publish.browser.table_fit`)."""
     docs = site_docs()
     if not docs:
         skip_or_fail("no page built")
-    driver.set_window_size(window, 900)
     problems = []
     for doc in docs:
-        driver.get(f"{base_url}/{doc}.html")
-        browser.wait_for_page(driver)
-        fit = browser.table_fit(driver)
+        fit = at_window(driver, base_url, doc, window)["fit"]
         problems += [f"{doc}: a number on two lines ({', '.join(fit['splitNumbers'])}) in {label!r}"
                      for label in fit["splitTables"]]
         problems += [f"{doc}: table {wide['table']!r} is {wide['width']} px in a {wide['column']}-px column"
                      for wide in fit["wideTables"]]
     assert not problems, f"at {window} px:\n" + "\n".join(problems)
+
+
+# ---------------------------------------------------------------- no mathematics is cut off on screen
+# An equation wider than the column can be scrolled sideways (its own box scrolls, _static/resgd.css), never
+# clipped by a box that hides what overflows (section 3.5's proof line, for one, is wider than the column at
+# 1280 px).
+
+
+@pytest.mark.parametrize("window", [1280, 768])
+def test_no_equation_is_clipped_on_screen(driver, base_url, at_window, window):
+    if not (SITE / "notebooks" / "03_rank_collapse.html").is_file():
+        skip_or_fail("notebooks/03_rank_collapse.html not built")
+    found = {doc: cut for doc in site_docs() for cut in [at_window(driver, base_url, doc, window)["clipped"]] if cut}
+    assert not found, f"at {window} px, equations cut off: {found}"
+
+
+def test_checker_finds_a_clipped_equation(driver, tmp_path):
+    """The check sees an equation cut by a box that hides overflow, and not one in a box that scrolls."""
+    wide = "<mjx-container><mjx-math style='display:inline-block;width:900px'>x</mjx-math></mjx-container>"
+    page = tmp_path / "p.html"
+    page.write_text(f"<html><body><article class='bd-article'><div style='width:300px;overflow:hidden'>{wide}</div>"
+                    f"<div style='width:300px;overflow-x:auto'>{wide}</div></article></body></html>", encoding="utf8")
+    with browser.serve(tmp_path) as url:
+        assert len(clipped(driver, f"{url}/p.html", 1280)) == 1

@@ -110,11 +110,20 @@ def test_a_plain_task_compares_identities_before_it_unpickles_anything():
     check_refusal(3, mine)  # a result: no refusal
 
 
+@pytest.fixture(scope="module")
+def one_worker():
+    """A LocalCluster of one worker process running this checkout's resgd, shared by the cases that differ
+    only on the client's side (a worker process takes seconds to start on two busy cores)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        yield cluster
+
+
 @pytest.mark.parametrize("what", ["version", "source"])
-def test_a_worker_running_other_resgd_code_refuses_the_task_and_nothing_is_cached(tmp_path, monkeypatch, what):
+def test_a_worker_running_other_resgd_code_refuses_the_task_and_nothing_is_cached(tmp_path, monkeypatch, what,
+                                                                                   one_worker):
     """A worker with another version or other code refuses the task in one line naming the worker and
     both identities; nothing is cached under the client's key."""
-    distributed = pytest.importorskip("distributed")
     from resgd.infra import source_hash
     from resgd.infra.user_errors import describe
     from resgd.pipeline.cache import ResultsCache
@@ -127,9 +136,8 @@ def test_a_worker_running_other_resgd_code_refuses_the_task_and_nothing_is_cache
     else:
         monkeypatch.setattr(source_hash, "imported_hash", lambda entries=(): "0" * 64)
     cache = ResultsCache(tmp_path / "runs")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with pytest.raises(CodeMismatchError) as caught:
-            cached_sweep([Task("k", abs, -3)], cache, n_jobs=1, scheduler=cluster.scheduler_address)
+    with pytest.raises(CodeMismatchError) as caught:
+        cached_sweep([Task("k", abs, -3)], cache, n_jobs=1, scheduler=one_worker.scheduler_address)
     message = str(caught.value)
     assert "\n" not in message and message.startswith("Dask worker tcp://127.0.0.1:")
     assert f"runs resgd {real['version']} with sources sha256 {real['source']}" in message

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 
 import output_guard
@@ -78,14 +79,87 @@ def _copy(dest: Path) -> Path:
     return dest
 
 
+BESIDE_THE_QUICK_BUILD = "tests/test_beside_a_quick_build.py"
+"""Where the copy gets :data:`FULL_MODE_PART` (a file of the copy's tests, so that the project's plugins serve it)."""
+
+FULL_MODE_PART = '''
+from resgd import cli
+
+
+def test_a_full_mode_part_through_the_default_folders():
+    calls = []
+    part = lambda quick, figures_dir, *, n_jobs, scheduler: calls.append(quick)  # noqa: E731
+    assert cli.main(["reproduce", "--only", "setup"], parts={"setup": part}) == 0
+    assert calls == [False]
+'''
+"""A full-mode ``reproduce`` through the CLI's default folders: refused by the quick stamp there, unless
+the output guard gives each test folders of its own (:func:`test_full_mode_tests_pass_beside_the_users_quick_build`)."""
+
+UNGUARDED = '''
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _the_users_folders(_own_output_folders, monkeypatch):
+    for variable in ("RESGD_FIGURES_DIR", "RESGD_RESULTS_DIR"):
+        monkeypatch.delenv(variable)
+'''
+"""A plugin that undoes the output guard's folders: the tests then use the CLI's default ones, the user's."""
+
+
 def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"{' '.join(cmd)} (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}"
     return proc
 
 
+@dataclass(frozen=True)
+class Newcomer:
+    """The copy after its quick build, and the run of the tests that read it beside that build."""
+
+    copy: Path
+    env: dict
+    built: dict  # the copy's guarded outputs after the build
+    after: dict  # the same after the tests ran
+    out: str  # the tests' console output
+    returncode: int
+    outcomes: dict  # node id: passed, failed, skipped or error
+
+
+def _outcomes(junit: Path) -> dict[str, str]:
+    found = {}
+    for case in ET.parse(junit).iter("testcase"):
+        node = f"{case.get('classname').replace('.', '/')}.py::{case.get('name')}"
+        kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        found[node] = {"failure": "failed", "error": "error", "skipped": "skipped"}.get(kinds[0] if kinds else "", "passed")
+    return found
+
+
+@pytest.fixture(scope="module")
+def newcomer(tmp_path_factory) -> Newcomer:
+    """One quick build in a copy of the repository (a minute), then one pytest run of the tests that read
+    it: :data:`READERS_OF_THE_BUILD` and :data:`FULL_MODE_PART`. Both tests of this file read it."""
+    copy = _copy(tmp_path_factory.mktemp("newcomer") / "clone")
+    env = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(copy / "src"), env.get("PYTHONPATH", "")) if p)
+    bindir = Path(sys.executable).parent
+
+    _run([sys.executable, "-m", "resgd.publish.build", "--mode", "quick", "--only", PAGE, "--jobs", "1"], copy, env, 600)
+    _run([str(bindir / "jupyter-book"), "build", ".", "-W", "--keep-going", "--all"], copy, env, 600)
+
+    built = output_guard.listing(copy)
+    (copy / BESIDE_THE_QUICK_BUILD).write_text(FULL_MODE_PART)
+    junit = copy.parent / "readers.xml"
+    deselect = [arg for name in WHOLE_BOOK_TESTS for arg in ("--deselect", f"tests/test_site.py::{name}")]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-rs",
+                           f"--junitxml={junit}", *deselect, *READERS_OF_THE_BUILD, BESIDE_THE_QUICK_BUILD], cwd=copy,
+                          env=env, capture_output=True, text=True, timeout=600)
+    return Newcomer(copy, env, built, output_guard.listing(copy), proc.stdout + proc.stderr, proc.returncode,
+                    _outcomes(junit) if junit.is_file() else {})
+
+
 @pytest.mark.slow
-def test_the_tests_that_read_a_users_quick_build_pass_beside_it(tmp_path):
+def test_the_tests_that_read_a_users_quick_build_pass_beside_it(newcomer):
     """A newcomer's ``make book MODE=quick`` then ``make test``, on one page, in a copy of the repository.
 
     Covered, with the commands of ``make book MODE=quick`` and ``make test``: the book build in quick
@@ -105,31 +179,46 @@ def test_the_tests_that_read_a_users_quick_build_pass_beside_it(tmp_path):
     agreement checks (a full build's tables); the rest of the suite, which never reads the user's build (the output guard's folders, ``tests/output_guard.py``); two xdist
     workers (one process here: the guard's per-worker check is ``tests/test_output_guard.py``'s).
     """
-    copy = _copy(tmp_path / "clone")
-    env = {k: v for k, v in os.environ.items() if k not in CLEARED}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(copy / "src"), env.get("PYTHONPATH", "")) if p)
-    bindir = Path(sys.executable).parent
-
-    _run([sys.executable, "-m", "resgd.publish.build", "--mode", "quick", "--only", PAGE, "--jobs", "1"], copy, env, 600)
-    _run([str(bindir / "jupyter-book"), "build", ".", "-W", "--keep-going", "--all"], copy, env, 600)
+    copy, out = newcomer.copy, newcomer.out
     assert (copy / "figures" / ".resgd-mode").read_text().strip() == "quick"  # results/ carry the mode in their names
     report = json.loads((copy / "_build" / "execution_report.json").read_text())
     assert report["mode"] == "quick" and [n["notebook"] for n in report["notebooks"]] == [f"notebooks/{PAGE}"]
     page = (copy / "_build" / "html" / "notebooks" / f"{PAGE}.html").read_text()
     assert "resgd-quick-banner" in page  # the quick book says so on its page
 
-    before = output_guard.listing(copy)
-    deselect = [arg for name in WHOLE_BOOK_TESTS for arg in ("--deselect", f"tests/test_site.py::{name}")]
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-rs",
-                           *deselect, *READERS_OF_THE_BUILD], cwd=copy, env=env, capture_output=True, text=True,
-                          timeout=600)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-6000:]
+    assert newcomer.returncode == 0, out[-6000:]
     assert "tests changed the user's outputs" not in out, out[-3000:]
-    assert output_guard.listing(copy) == before
-    passed = re.search(r"(\d+) passed", out)
-    assert passed and int(passed.group(1)) >= 20, out[-3000:]  # the site checks ran: the site was there
+    assert newcomer.after == newcomer.built
+    readers = [node for node, outcome in newcomer.outcomes.items()
+               if outcome == "passed" and not node.startswith(BESIDE_THE_QUICK_BUILD)]
+    assert len(readers) >= 20, out[-3000:]  # the site checks ran: the site was there
     skips = [line for line in out.splitlines() if line.startswith("SKIPPED")]
     unexpected = [line for line in skips
                   if not any(f"{name}:" in line and words in line for name, words in EXPECTED_SKIPS.items())]
     assert not unexpected, "\n".join(unexpected)
+
+
+@pytest.mark.slow
+def test_full_mode_tests_pass_beside_the_users_quick_build(newcomer):
+    """The newcomer's sequence: ``make book MODE=quick`` left figures/ and results/ stamped quick in the
+    folder ``make test`` runs from. A full-mode ``reproduce`` through the CLI's default folders
+    (:data:`FULL_MODE_PART`), and the CLI test that reproduces Jena in full mode, pass there, and the
+    user's folders stay as they were. Without the guard's folders the first is refused by the quick
+    stamp: the scenario is real."""
+    copy = newcomer.copy
+    cli_test = "tests/test_cli.py::test_jena_on_the_standin_is_said_on_the_console"
+    part = f"{BESIDE_THE_QUICK_BUILD}::test_a_full_mode_part_through_the_default_folders"
+    assert (copy / "figures" / ".resgd-mode").read_text().strip() == "quick"
+    assert newcomer.outcomes.get(part) == "passed" and newcomer.outcomes.get(cli_test) == "passed", \
+        newcomer.out[-3000:]
+    assert newcomer.after == newcomer.built
+
+    (copy / "tests" / "unguarded.py").write_text(UNGUARDED)
+    before = output_guard.listing(copy)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-p", "unguarded",
+                           BESIDE_THE_QUICK_BUILD], cwd=copy, capture_output=True, text=True, timeout=600,
+                          env={**newcomer.env, "PYTHONPATH": os.pathsep.join([str(copy / "tests"), newcomer.env["PYTHONPATH"]])})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "holds quick-mode outputs" in out, out[-3000:]
+    files = lambda found: {path: entry for path, entry in found.items() if entry[0] != "folder"}  # noqa: E731
+    assert files(output_guard.listing(copy)) == files(before)  # refused before any work (a lock came and went)

@@ -1,5 +1,5 @@
-"""The output guard (tests/output_guard.py): it fails a run whose tests wrote into the user's folders,
-and with it the tests that run full-mode parts pass beside a user's quick build."""
+"""The output guard (tests/output_guard.py): it fails a run whose tests wrote into the user's folders
+(that with it the tests that run full-mode parts pass beside a user's quick build: tests/test_newcomer.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import output_guard
-import pytest
 
 TESTS = Path(__file__).resolve().parent
 
@@ -98,47 +97,5 @@ def test_listing_sees_sizes_mtimes_links_and_removals(tmp_path):
     assert output_guard.changes(before, output_guard.listing(root)) == []
 
 
-NEWCOMER = '''
-from resgd import cli
-
-
-def test_a_full_mode_part_through_the_default_folders():
-    calls = []
-    part = lambda quick, figures_dir, *, n_jobs, scheduler: calls.append(quick)  # noqa: E731
-    assert cli.main(["reproduce", "--only", "setup"], parts={"setup": part}) == 0
-    assert calls == [False]
-'''
-
-UNGUARDED = '''
-import pytest
-
-
-@pytest.fixture(autouse=True)
-def _the_users_folders(_own_output_folders, monkeypatch):
-    for variable in ("RESGD_FIGURES_DIR", "RESGD_RESULTS_DIR"):
-        monkeypatch.delenv(variable)
-'''
-
-
-@pytest.mark.slow
-def test_full_mode_tests_pass_beside_the_users_quick_build(tmp_path):
-    """The newcomer's sequence, cheaply: ``make book MODE=quick`` left figures/ and results/ stamped
-    quick in the folder ``make test`` runs from. A full-mode ``reproduce`` through the CLI's default
-    folders, and the CLI test that reproduces Jena in full mode, pass there, and the user's folders
-    stay as they were. Without the guard's folders the first is refused by the quick stamp: the
-    scenario is real."""
-    user = _fake_repository(tmp_path / "user", mode="quick")
-    (user / "test_newcomer.py").write_text(NEWCOMER)
-    (user / "unguarded.py").write_text(UNGUARDED)
-    cli_test = f"{TESTS / 'test_cli.py'}::test_jena_on_the_standin_is_said_on_the_console"
-    before = output_guard.listing(user)
-    proc = _pytest(["-p", "output_guard", "--output-guard-root", str(user), "test_newcomer.py", cli_test], cwd=user)
-    assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert output_guard.listing(user) == before
-
-    proc = _pytest(["-p", "output_guard", "-p", "unguarded", "--output-guard-root", str(user), "test_newcomer.py"],
-                   cwd=user, PYTHONPATH=os.pathsep.join([str(user), str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 1 and "holds quick-mode outputs" in out, out[-3000:]
-    files = lambda found: {path: entry for path, entry in found.items() if entry[0] != "folder"}  # noqa: E731
-    assert files(output_guard.listing(user)) == files(before)  # refused before any work (a lock came and went)
+# The guard beside a real quick build (a full-mode part through the CLI's default folders passes with the
+# guard's folders and is refused without them): tests/test_newcomer.py, on its quick build.

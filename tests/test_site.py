@@ -40,7 +40,15 @@ FIGURE_AS_TEXT = re.compile(r"<Figure size \d+(\.\d+)?x\d+(\.\d+)? with \d+ Axes
 # ---------------------------------------------------------------- helpers
 
 
+@lru_cache(maxsize=64)
 def soup(html: str) -> BeautifulSoup:
+    """``html`` parsed, once per text: a site page is read by a dozen checkers, and parsing is most of
+    their time. The tree is shared, so a checker that edits one parses its own (:func:`fresh_soup`)."""
+    return fresh_soup(html)
+
+
+def fresh_soup(html: str) -> BeautifulSoup:
+    """``html`` parsed into a tree of the caller's own, to edit."""
     return BeautifulSoup(html, "html.parser")
 
 
@@ -51,7 +59,7 @@ def content(page: BeautifulSoup):
 
 def reader_text(page: BeautifulSoup) -> str:
     """The article's text as a reader sees it, without scripts and without notebook code inputs."""
-    page = soup(str(content(page)))
+    page = fresh_soup(str(content(page)))
     for tag in page.select("script, style, .cell_input"):
         tag.decompose()
     return page.get_text("\n")
@@ -179,7 +187,7 @@ NAN_WORD = re.compile(r"\bnan\b", re.IGNORECASE)
 def nan_in_words(page: str, html: str) -> list[str]:
     """A "nan" inside a sentence or a text cell: a number that does not exist, printed as if it did
     (a table cell that is exactly NaN carries a legend, checked in :func:`leaked_reprs`)."""
-    tree = soup(str(content(soup(html))))
+    tree = fresh_soup(str(content(soup(html))))
     for tag in tree.select("script, style, .cell_input, p.resgd-table-legend"):
         tag.decompose()
     for cell in tree.select("td, th"):
@@ -434,11 +442,14 @@ def test_glued_figures_render_once_as_images():
     assert notebook_images, "no notebook page shows a single image"
 
 
-def notebook_code_cells(name: str) -> list[tuple[str, list[str]]]:
+@lru_cache(maxsize=None)
+def notebook_code_cells(name: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(source, tags) of each code cell of ``notebooks/<name>.md``, read once (jupytext's parse of a
+    notebook takes most of a second, and two tests read each notebook, one of them twice)."""
     import jupytext
 
     nb = jupytext.read(ROOT / "notebooks" / f"{name}.md")
-    return [(c.source, list(c.metadata.get("tags", []))) for c in nb.cells if c.cell_type == "code"]
+    return tuple((c.source, tuple(c.metadata.get("tags", []))) for c in nb.cells if c.cell_type == "code")
 
 
 def notebook_names() -> list[str]:

@@ -5,6 +5,8 @@ docstring edit. The toy store is made by the same ``refresh`` that ``make result
 
 from __future__ import annotations
 
+import functools
+
 import json
 import os
 import shutil
@@ -266,10 +268,17 @@ print((a @ b).sum().item().hex(), torch.softmax(a, 1).sum().item().hex(), *[v.he
 
 
 def _bits(env):
+    return list(_bits_under(frozenset(env.items())))
+
+
+@functools.cache
+def _bits_under(env: frozenset) -> tuple[str, ...]:
+    """The bits of :data:`BITS` in a fresh process under ``env``, computed once per environment (the
+    pinned one is the reference of both tests below: a process of torch's start-up each)."""
     done = subprocess.run([sys.executable, "-c", BITS], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **env})
+                          env={**os.environ, **dict(env)})
     assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.split()
+    return tuple(done.stdout.split())
 
 
 def test_an_avx2_only_host_computes_the_same_bits_as_this_one():
