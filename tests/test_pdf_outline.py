@@ -79,3 +79,15 @@ def test_printed_pdf_has_page_numbers_and_a_two_level_outline(tmp_path):
     for item in chapters + [s for kids in children for s in kids]:
         where = reader.get_destination_page_number(item)
         assert item.title.split(" about")[0].replace(" ", "") in texts[where].replace(" ", "")
+
+
+def test_heading_pages_takes_each_headings_destination_without_reading_the_text(monkeypatch):
+    """Every heading has its destination: no page's text is extracted (``b"not a pdf"`` would fail to
+    parse); one without a destination: the text search runs (and fails on these bytes)."""
+    from resgd.publish import pdf
+
+    monkeypatch.setattr(pdf, "destination_pages", lambda data: {"a": 0, "b": 3})
+    heads = [dict(level=1, title="A", key="A", id="a"), dict(level=2, title="B", key="B", id="b")]
+    assert pdf.heading_pages(heads, b"not a pdf") == [0, 3]
+    with pytest.raises(Exception):
+        pdf.heading_pages([*heads, dict(level=2, title="C", key="C", id="c")], b"not a pdf")

@@ -124,15 +124,26 @@ def _kinds() -> dict[str, Callable]:
     return {"run": _run_stack, lhat_kind(): _lhat_stack, PATH_KIND: path_stack}
 
 
+def _first_kinds() -> dict[str, Callable]:
+    """Run kind → the function that re-executes a stack of runs cut after their first iterations: the
+    histories only, the trainer's columns (all that :func:`history_differs` compares), without each
+    run's tidy table or a path-step run's L̂ at its end, which cost a short run more than its steps."""
+    from .experiments.runs import _history_stack
+    from .experiments.steps import PATH_KIND, path_first_segments
+
+    return {"run": _history_stack, PATH_KIND: path_first_segments}
+
+
 def _execute(jobs: dict[str, tuple[str, Any]], *, n_jobs: int, scheduler: str | None,
-             desc: str, progress: bool) -> dict[str, pd.DataFrame]:
-    """``{key: (kind, config)}`` computed afresh (no cache), stacked as the sweeps stack them."""
+             desc: str, progress: bool, fns: dict[str, Callable] | None = None) -> dict[str, pd.DataFrame]:
+    """``{key: (kind, config)}`` computed afresh (no cache), stacked as the sweeps stack them, by
+    ``fns`` (kind → stack function; default :func:`_kinds`)."""
     from tqdm.std import tqdm
 
     from .experiments.runs import stack_groups
     from .pipeline.sweep import Task, check_n_jobs, execute_checked
 
-    fns = _kinds()
+    fns = _kinds() if fns is None else fns
     groups = []
     for kind in sorted({kind for kind, _ in jobs.values()}):
         tasks = [Task(key, None, config) for key, (k, config) in jobs.items() if k == kind]
@@ -263,9 +274,10 @@ def check_keys(st: Store, keys: Iterable[str]) -> dict[str, str]:
 
 
 def check_first_iterations(st: Store, keys: Iterable[str], *, n_jobs: int, scheduler: str | None = None,
-                           progress: bool = True) -> dict[str, str]:
+                           progress: bool = True, stored: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
     """Runs whose first :data:`FIRST_ITERATIONS` iterations (a path-step run: its first segment),
-    re-executed, differ from the stored ones."""
+    re-executed, differ from the stored ones. ``stored``: their tables as already read and checked
+    (at least the :data:`resgd.core.trainer.ROW_FIELDS` columns), so a store is read once; default: read here."""
     from .experiments.steps import PATH_EVERY, PATH_KIND
 
     jobs, rows = {}, {}
@@ -280,18 +292,20 @@ def check_first_iterations(st: Store, keys: Iterable[str], *, n_jobs: int, sched
             k = min(config.gd.iterations, PATH_EVERY)
         jobs[key] = (record["kind"], replace(config, gd=replace(config.gd, iterations=k), test_metrics=False))
         rows[key] = k + 1
-    fresh = _execute(jobs, n_jobs=n_jobs, scheduler=scheduler, desc="first iterations", progress=progress)
+    fresh = _execute(jobs, n_jobs=n_jobs, scheduler=scheduler, desc="first iterations", progress=progress,
+                     fns=_first_kinds())
     problems = {}
     for key in jobs:
-        where = history_differs(st.get(key), fresh[key], rows[key])
+        where = history_differs(stored[key] if stored is not None else st.get(key), fresh[key], rows[key])
         if where:
             problems[key] = f"{_label(st.entries[key])}: {where}"
     return problems
 
 
 def check_whole(st: Store, keys: Iterable[str], *, n_jobs: int, scheduler: str | None = None,
-                progress: bool = True) -> dict[str, str]:
-    """Entries that, re-executed to their end, differ from the stored ones in any bit."""
+                progress: bool = True, stored: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
+    """Entries that, re-executed to their end, differ from the stored ones in any bit (``stored``:
+    their tables as already read and checked; default: read here)."""
     from .pipeline.sweep import Task, execute
 
     keys = list(keys)
@@ -304,7 +318,7 @@ def check_whole(st: Store, keys: Iterable[str], *, n_jobs: int, scheduler: str |
         fresh[key] = frame
     problems = {}
     for key in keys:
-        where = frame_differs(st.get(key), fresh[key])
+        where = frame_differs(stored[key] if stored is not None else st.get(key), fresh[key])
         if where:
             problems[key] = f"{_label(st.entries[key])}: {where}"
     return problems
@@ -322,21 +336,31 @@ def verify(root: str | Path | None = None, *, n_jobs: int = 2, scheduler: str | 
     start, cpu0 = time.perf_counter(), _cpu_seconds()
     commit = commit_seed(st.root.parent)
     seed = seed or commit
+    from .core.trainer import ROW_FIELDS
+    from .experiments.steps import PATH_KIND
+
     failures: dict[str, dict[str, str]] = {}
-    damaged = {}
+    drawn = sample(st, seed)
+    whole = set(drawn)
+    damaged, kept = {}, {}  # each object read and checked once; what the later checks compare kept
     for key in st.entries:
         try:
-            st.get(key)
+            frame = st.get(key)
         except StoreError as exc:
             damaged[key] = str(exc)
+            continue
+        if key in whole:
+            kept[key] = frame
+        elif st.entries[key]["kind"] in ("run", PATH_KIND):
+            kept[key] = frame[[c for c in ROW_FIELDS if c in frame.columns]]
     failures["checksum"] = damaged
     sound = [k for k in st.entries if k not in damaged]
     failures["key"] = check_keys(st, sound)
     sound = [k for k in sound if k not in failures["key"]]
-    failures["first iterations"] = check_first_iterations(st, sound, n_jobs=n_jobs, scheduler=scheduler, progress=progress)
-    drawn = sample(st, seed)
+    failures["first iterations"] = check_first_iterations(st, sound, n_jobs=n_jobs, scheduler=scheduler,
+                                                          progress=progress, stored=kept)
     failures["sample"] = check_whole(st, [k for k in drawn if k in sound], n_jobs=n_jobs, scheduler=scheduler,
-                                     progress=progress)
+                                     progress=progress, stored=kept)
     runs = sum(st.entries[k]["kind"] == "run" for k in st.entries)
     stored_cpu = sum(r.get("cpu_s") or 0.0 for r in st.entries.values())
     sample_cpu = sum(st.entries[k].get("cpu_s") or 0.0 for k in drawn)

@@ -133,6 +133,19 @@ def _train(configs: list[RunConfig], data) -> list[tuple[pd.DataFrame, dict | No
     return [(o.history, o.params, o.diverged, m) for o, m in zip(out, metrics)]
 
 
+def _history_stack(configs: tuple[RunConfig, ...]) -> list[pd.DataFrame]:
+    """The histories alone (the trainer's columns) of runs of one stack key, trained as
+    :func:`_compute_stack` trains them: the results store's first-iteration check compares only
+    these, and a run of ten iterations costs less than building and sending back its tidy table."""
+    configs = list(configs)
+    if not configs:
+        return []
+    if len({stack_key(c) for c in configs}) != 1:
+        raise ConfigError("_history_stack: the runs of one stack must share their stack key (see runs.stack_key)")
+    data = load_dataset(configs[0].dataset, configs[0].dtype)
+    return [history for history, *_ in _train(configs, data)]
+
+
 def _compute_stack(configs: list[RunConfig]) -> list[pd.DataFrame]:
     """Train runs of one stack key together (no cache): each run's history plus configuration and
     end-of-run columns, in order.

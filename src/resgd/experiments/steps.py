@@ -213,10 +213,11 @@ PATH_KIND = f"run/path-step/every={PATH_EVERY}"
 """The results-store kind of a run under the path step (its ``gd.lr`` is the factor c)."""
 
 
-def train_path(config: RunConfig, data) -> tuple[pd.DataFrame, dict]:
+def train_path(config: RunConfig, data, *, final_lhat: bool = True) -> tuple[pd.DataFrame, dict]:
     """One run under the path step from its initial weights: its history (the trainer's columns plus
     ``step``, the μ of the step from t, ``L_hat`` at every checkpoint and at T, NaN elsewhere,
-    ``halvings`` at every checkpoint) and its final weights."""
+    ``halvings`` at every checkpoint) and its final weights. ``final_lhat=False``: no L̂ at T (NaN
+    there), which no step depends on (the store's first-segment check, which compares the steps only)."""
     c, T, gd = float(config.gd.lr), int(config.gd.iterations), config.gd
     dtype = DTYPES[config.dtype]
     params = init_params(config.model, config.seed, dtype=dtype)
@@ -250,7 +251,7 @@ def train_path(config: RunConfig, data) -> tuple[pd.DataFrame, dict]:
         parts.append(h)
         params, t = out.params, t + seg
     history = pd.concat(parts, ignore_index=True)
-    history.loc[history.index[-1], "L_hat"] = lhat(params)
+    history.loc[history.index[-1], "L_hat"] = lhat(params) if final_lhat else math.nan
     history.loc[history.index[-1], "step"] = math.nan
     history["ratio"] = loss_ratios(history["loss"].to_numpy(dtype=float))
     return history, params
@@ -268,6 +269,13 @@ def _compute_path(config: RunConfig) -> pd.DataFrame:
 def path_stack(configs: tuple[RunConfig, ...]) -> list[pd.DataFrame]:
     """The sweep's and the store's task for path-step runs: each computed alone, in order."""
     return [_compute_path(c) for c in configs]
+
+
+def path_first_segments(configs: tuple[RunConfig, ...]) -> list[pd.DataFrame]:
+    """Path-step runs' histories without L̂ at their end (:func:`train_path`), each alone: the task
+    of the results store's first-segment check, whose comparison (the trainer's columns) that L̂
+    does not enter; it costs a one-segment run as much as its steps."""
+    return [train_path(c, load_dataset(c.dataset, c.dtype), final_lhat=False)[0] for c in configs]
 
 
 def path_key(config: RunConfig) -> str:

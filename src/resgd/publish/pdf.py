@@ -304,10 +304,13 @@ def destination_pages(pdf: bytes) -> dict[str, int]:
 
 def heading_pages(headings: Sequence[dict], pdf: bytes) -> list[int | None]:
     """Each heading's page index: its destination (HEADINGS links each heading), else the page
-    :func:`locate` finds its text on."""
+    :func:`locate` finds its text on (the pages' text is extracted only when a heading lacks a
+    destination: reading the whole book's text costs more than printing it)."""
     from pypdf import PdfReader
 
     dests = destination_pages(pdf)
+    if all((h.get("id") or "") in dests for h in headings):
+        return [dests[h["id"]] for h in headings]
     found = locate(headings, [page.extract_text() or "" for page in PdfReader(io.BytesIO(pdf)).pages])
     return [dests.get(h.get("id") or "", where) for h, where in zip(headings, found)]
 
