@@ -186,11 +186,12 @@ def test_a_read_only_or_misplaced_output_folder_fails_before_the_switch_or_not_a
 
 def test_a_failure_while_publishing_leaves_every_earlier_output_as_it_was(tmp_path):
     import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     figures, results = tmp_path / "figures", tmp_path / "results"
     publish(Outputs(result_files={"t": ("tables/t.csv", lambda p: Path(p).write_text("old\n"))}), figures, results)
 
-    class Broken:
+    class Broken(Figure):  # a figure whose file cannot be written
         def savefig(self, *args, **kwargs):
             raise OSError(28, "No space left on device (simulated)")
 
