@@ -19,7 +19,7 @@ import pytest
 from jupytext.cli import jupytext as jupytext_cli
 
 from resgd.publish import build as bb
-from resgd.publish.environment import INLINE_BACKEND, notebook_env, notebook_quick, resolve_mode
+from resgd.publish.environment import INLINE_BACKEND, notebook_env, notebook_jobs, notebook_quick, resolve_mode
 from resgd.publish.notebook_run import PARTIAL_DIR, md_to_ipynb, publish
 from resgd.publish.report import REPORT, Record, write_report
 from resgd.publish.schedule import notebook_needs
@@ -137,6 +137,11 @@ def test_resolve_mode_rejects_unknown():
                                             ({"RESGD_MODE": " Full "}, False)])
 def test_notebook_quick_reads_the_mode_and_defaults_to_quick(env, expected):
     assert notebook_quick(env) is expected
+
+
+def test_notebook_jobs_is_one_in_quick_mode_two_in_full_unless_given():
+    assert (notebook_jobs(None, True), notebook_jobs(None, False)) == (1, 2)
+    assert (notebook_jobs(3, True), notebook_jobs(1, False)) == (3, 1)  # the reader's own number
 
 
 def test_notebook_quick_names_the_variable_it_rejects():

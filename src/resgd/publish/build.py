@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from .environment import DEFAULT_MODE, MODE_ENV, MODES, claim_outputs, notebook_env, resolve_mode
-from .environment import notebook_quick  # noqa: F401 - the notebooks' API: `from resgd.publish.build import notebook_quick`
+from .environment import notebook_jobs, notebook_quick  # noqa: F401 - the notebooks' API: `from resgd.publish.build import notebook_quick`
 from .book_outputs import BookOutputs
 from .notebook_run import execute
 from .report import REPORT, EngineProbe, Record

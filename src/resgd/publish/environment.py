@@ -48,6 +48,16 @@ def notebook_quick(environ: Mapping[str, str] | None = None) -> bool:
     return settings.mode(interactive=True, environ=environ) == "quick"
 
 
+def notebook_jobs(n_jobs: int | None, quick: bool) -> int:
+    """The notebooks' ``n_jobs`` parameter resolved: a number as given, else 1 in quick mode and 2 in full.
+
+    Why 1 in quick mode: the book runs two notebooks at a time on two cores, and a quick notebook's
+    tiny runs cost less than worker processes; two workers beside the other notebook's kernel are
+    three busy processes on two cores. It is resolved after the parameters cell, so that a
+    papermill ``-p quick`` decides it."""
+    return (1 if quick else 2) if n_jobs is None else n_jobs
+
+
 def notebook_env(root: Path, mode: str | None, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment the notebooks execute in (the book build's, and JupyterLab's: :mod:`resgd.publish.lab`).
 
