@@ -215,8 +215,8 @@ def test_verify_fails_an_entry_filed_under_another_key(store_copy):
 def test_verify_fails_a_code_change_that_moves_the_numbers_of_one_arm_only(store_copy, monkeypatch):
     train = runs._train
 
-    def moved(configs, data):  # a "fix" that changes the β = 0 runs' losses by one ulp
-        out = train(configs, data)
+    def moved(configs, data, **options):  # a "fix" that changes the β = 0 runs' losses by one ulp
+        out = train(configs, data, **options)
         for config, (history, *_rest) in zip(configs, out):
             if config.model.beta == 0.0:
                 history["loss"] = np.nextafter(history["loss"].to_numpy(), np.inf)

@@ -120,30 +120,38 @@ def stack_key(config: RunConfig) -> tuple:
     return ("stack", config.dataset, config.dtype, config.test_metrics, shape_model(config.model), shape_gd(config.gd))
 
 
-def _train(configs: list[RunConfig], data) -> list[tuple[pd.DataFrame, dict | None, bool, dict]]:
+def _train(configs: list[RunConfig], data, *, metrics: bool = True) -> list[tuple[pd.DataFrame, dict | None, bool, dict | None]]:
     """(history, final weights or None, diverged, end-of-run metrics) of each run: one stack, or a
-    run alone (:func:`resgd.core.trainer.train_runs`; a configuration that is not stackable comes alone)."""
+    run alone (:func:`resgd.core.trainer.train_runs`; a configuration that is not stackable comes alone).
+    ``metrics=False``: no end-of-run metrics (None), for a caller that reads the histories alone."""
     dtype = DTYPES[configs[0].dtype]
     params = [init_params(c.model, c.seed, dtype=dtype) for c in configs]
     out = train_runs(params, [c.model for c in configs], data.X_train, data.Y_train, [c.gd for c in configs],
                      mask=data.mask_train)
     finals = [o.params for o in out]
-    metrics = (_stacked_metrics(configs, data, finals) if stackable(configs[0])
-               else [_metrics(c, data, final) for c, final in zip(configs, finals)])
-    return [(o.history, o.params, o.diverged, m) for o, m in zip(out, metrics)]
+    if not metrics:
+        return [(o.history, o.params, o.diverged, None) for o in out]
+    ends = (_stacked_metrics(configs, data, finals) if stackable(configs[0])
+            else [_metrics(c, data, final) for c, final in zip(configs, finals)])
+    return [(o.history, o.params, o.diverged, m) for o, m in zip(out, ends)]
+
+
+def _stack_data(configs: list[RunConfig], caller: str):
+    """The data of runs of one stack key, loaded once for all of them (runs of several keys: refused)."""
+    if len({stack_key(c) for c in configs}) != 1:
+        raise ConfigError(f"{caller}: the runs of one stack must share their stack key (see runs.stack_key)")
+    return load_dataset(configs[0].dataset, configs[0].dtype)
 
 
 def _history_stack(configs: tuple[RunConfig, ...]) -> list[pd.DataFrame]:
     """The histories alone (the trainer's columns) of runs of one stack key, trained as
     :func:`_compute_stack` trains them: the results store's first-iteration check compares only
-    these, and a run of ten iterations costs less than building and sending back its tidy table."""
+    these, and a run of ten iterations costs less than its end-of-run metrics and its tidy table."""
     configs = list(configs)
     if not configs:
         return []
-    if len({stack_key(c) for c in configs}) != 1:
-        raise ConfigError("_history_stack: the runs of one stack must share their stack key (see runs.stack_key)")
-    data = load_dataset(configs[0].dataset, configs[0].dtype)
-    return [history for history, *_ in _train(configs, data)]
+    data = _stack_data(configs, "_history_stack")
+    return [history for history, *_ in _train(configs, data, metrics=False)]
 
 
 def _compute_stack(configs: list[RunConfig]) -> list[pd.DataFrame]:
@@ -156,9 +164,7 @@ def _compute_stack(configs: list[RunConfig]) -> list[pd.DataFrame]:
     configs = list(configs)
     if not configs:
         return []
-    if len({stack_key(c) for c in configs}) != 1:
-        raise ConfigError("_compute_stack: the runs of one stack must share their stack key (see runs.stack_key)")
-    data = load_dataset(configs[0].dataset, configs[0].dtype)
+    data = _stack_data(configs, "_compute_stack")
     return [_frame(config, data, history, diverged, metrics)
             for config, (history, _, diverged, metrics) in zip(configs, _train(configs, data))]
 
