@@ -65,6 +65,20 @@ def make_book(tmp_path: Path, notebooks: dict[str, str]) -> Path:
 # ---------------------------------------------------------------- TOC
 
 
+
+def test_a_book_process_glues_without_the_iri_grammar_and_still_validates_notebooks():
+    """resgd.publish keeps jsonschema's IRI checker (``rfc3987_syntax``: 1.1 CPU-s of grammar per process)
+    out of the notebooks' kernels, whose glue imports nbformat and jsonschema; nbformat still validates.
+    The control: without resgd.publish, myst-nb's glue does import it (else the block is no longer needed)."""
+    kernel = ("import sys, resgd.publish.build, nbformat\n"
+              "from myst_nb import glue\n"
+              "glue('x', 1, display=False)\n"
+              "nbformat.validate(nbformat.v4.new_notebook())\n"
+              "print(sys.modules['rfc3987_syntax'])")
+    assert subprocess.run([sys.executable, "-c", kernel], capture_output=True, text=True, check=True).stdout.strip() == "None"
+    control = "import sys\nfrom myst_nb import glue\nglue('x', 1, display=False)\nprint(sys.modules.get('rfc3987_syntax') is not None)"
+    assert subprocess.run([sys.executable, "-c", control], capture_output=True, text=True, check=True).stdout.strip() == "True"
+
 def test_toc_order_of_the_book():
     assert toc_notebooks(ROOT / "_toc.yml") == [
         "01_setup", "02_theorem1", "03_rank_collapse", "04_jena", "05_sst2", "06_robustness", "07_claims",

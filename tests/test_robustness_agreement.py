@@ -1,11 +1,11 @@
 """The robustness map's verdicts agree between the quick and the full grid where both decide.
 
 The quick grid's cells are book-grid cells with the same seeds, the same stability limits and L̂,
-and half the iterations; a run's first T/2 steps do not depend on T (checked below on toy data, bit
-for bit), so the quick map's cells are the book map's cells read at T/2. The test reads the full
+and a quarter of the iterations; a run's first steps do not depend on T (checked below on toy data, bit
+for bit), so the quick map's cells are the book map's cells read at T/4. The test reads the full
 build's cell table (``results/robustness/map_book.csv``, written by notebooks/06_robustness.md in
-full mode, i.e. ``make book``) and compares, on the quick cells, the verdicts at T/2 with those at
-T: a verdict (on the primary measure Φ(T)/Φ(0)) that flips between T/2 and T makes it fail. It
+full mode, i.e. ``make book``) and compares, on the quick cells, the verdicts at T/4 with those at
+T: a verdict (on the primary measure Φ(T)/Φ(0)) that flips between T/4 and T makes it fail. It
 checks the book that was built, on the engine that built it, and recomputes nothing. Skips without
 the full map unless ``RESGD_REQUIRE_SITE=1`` (CI), like the site checks.
 """
@@ -64,7 +64,7 @@ def test_quick_and_full_maps_agree_where_both_decide():
 
 
 def test_a_runs_first_steps_do_not_depend_on_its_horizon():
-    """Why the quick map is the book map read at T/2: GD at T and at 2T agree bit for bit up to T,
+    """Why the quick map is the book map read at T/4: GD at T and at 2T agree bit for bit up to T,
     in stacks of different sizes (the quick and the book grids stack their runs differently)."""
     cfg = ModelConfig(d=6, d_qk=3, m=5, n_layers=2, beta=1.0)
     g = torch.Generator().manual_seed(0)

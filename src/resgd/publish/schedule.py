@@ -68,8 +68,8 @@ def book_needs(root: Path, toc: Sequence[str], names: Sequence[str]) -> dict[str
 
 
 ESTIMATE_S = {
-    "quick": {"01_setup": 17, "02_theorem1": 51, "03_rank_collapse": 30, "04_jena": 60, "05_sst2": 95,
-              "06_robustness": 96, "07_claims": 26},
+    "quick": {"01_setup": 7, "02_theorem1": 33, "03_rank_collapse": 22, "04_jena": 42, "05_sst2": 59,
+              "06_robustness": 62, "07_claims": 20},
     "full": {"01_setup": 17, "02_theorem1": 25, "03_rank_collapse": 35, "04_jena": 38, "05_sst2": 38,
              "06_robustness": 47, "07_claims": 22},
 }

@@ -10,7 +10,7 @@ the Q/K initialisation under the √d_QK logit scale) × step (``fraction``: und
 Three presets, each a subset of the next (same seeds first, same sizes): ``quick`` (the quick
 book), ``book`` (the book's full mode: a subset at the full horizon, within the book's time
 budget) and ``full`` (the whole design, ``python -m resgd reproduce --only robustness``).
-The quick/full agreement test compares the quick map (T = 50) with the book's (T = 100) on the
+The quick/full agreement test compares the quick map (T = 25) with the book's (T = 100) on the
 quick cells: it fails when a verdict flips with T. The cells are smaller than the headline
 experiments (fewer tokens, samples and iterations); :func:`map_grid` is the one place for sizes.
 
@@ -30,6 +30,7 @@ from ..core.smoothness import FAST_ITERATIONS
 from ..data.spec import DTYPES
 from ..dataset_registry import names as dataset_names, paper_names
 from ..experiments.configuration import TWIN_INITS, Settings, settings
+from ..pipeline.presets import experiments as experiment_preset
 from ..validation import ConfigError, check_choice
 
 PROTOCOLS = ("common", "own", "theory")
@@ -43,6 +44,11 @@ MIN_SEEDS = 8
 """Fewest seeds per cell the interval needs: with 8, its exact level is 93.0 % (k = 2)."""
 
 MODES = ("quick", "book", "full")
+
+BOOK_FIELDS = ("n_test", "record_every")
+"""Experiment settings the map takes from the full preset in every mode: the quick preset's smaller
+held-out set and finer recording would move the quick map's keys off the book's cells (and off the
+results store's L̂ and limits), and the recorded points are what a run's rate is read from."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +134,8 @@ class MapGrid:
     def quick(self) -> bool:
         """The experiments' preset mode this grid's settings start from: quick for ``quick``, full
         for ``book`` and ``full``. It moves no run: the fields the two presets differ in are either
-        set by the grid (``N``, ``iterations``, ``seeds``, ``lhat_iterations``: the book's L̂ in every mode) or read by no map run (the depth sweep's,
+        set by the grid (``N``, ``iterations``, ``seeds``, ``lhat_iterations``: the book's L̂ in every mode;
+        :data:`BOOK_FIELDS`: the book's values in every mode) or read by no map run (the depth sweep's,
         the v6 design's and the regime study's sizes)."""
         return self.mode == "quick"
 
@@ -140,7 +147,8 @@ class MapGrid:
                            betas=self.betas, depths=self.depths, n=self.n_tokens, qk_scale=float(qk_scale),
                            lr_grid=self.lr_grid, probe_iterations=self.probe_iterations, test_metrics=False,
                            dtype=self.dtype, twin_init=self.twins[0], start=self.start,
-                           lhat_iterations=FAST_ITERATIONS)
+                           lhat_iterations=FAST_ITERATIONS,
+                           **{name: experiment_preset(dataset, False)[name] for name in BOOK_FIELDS})
 
     def is_subset_of(self, other: "MapGrid") -> bool:
         """True when every cell and seed of this grid is also in ``other``."""
@@ -158,13 +166,14 @@ class MapGrid:
 # a 16x range around the preset (1), three step fractions including the headline's safety factor
 # 0.5, three c of the theorem's step, two sizes; 12 seeds (full), 8 (quick and book); the matched and
 # the 1/√L twins (full), the matched one (quick and book). The book's
-# full mode runs a subset at the full horizon; the quick mode a subset of that at T = 50 (the budget: notebook 07 <= ~600 s).
+# full mode runs a subset at the full horizon; the quick mode a subset of that at T = 25 (the smoke build's
+# budget: every quick notebook within 2 minutes on two cores).
 _FULL = dict(datasets=paper_names(), qk_scales=(0.25, 1.0, 4.0), fractions=(0.1, 0.5, 0.9), sizes=(16, 32),
              seeds=tuple(range(12)), iterations=100, horizons=(12, 25, 50, 100), n_tokens=8,
              theory_c=(0.25, 0.5, 1.0), twins=("matched", "scaled"))
 _BOOK = dict(_FULL, qk_scales=(1.0, 4.0), fractions=(0.5, 0.9), sizes=(16,), seeds=tuple(range(8)),
              theory_c=(0.5, 1.0), twins=("matched",))
-_QUICK = dict(_BOOK, fractions=(0.5,), theory_c=(0.5,), iterations=50, horizons=(12, 25, 50))
+_QUICK = dict(_BOOK, fractions=(0.5,), theory_c=(0.5,), iterations=25, horizons=(12, 25))
 _PRESETS = {"quick": _QUICK, "book": _BOOK, "full": _FULL}
 
 
