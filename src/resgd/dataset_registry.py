@@ -105,7 +105,7 @@ def _toy(spec: Any, dtype: Any, **options: Any) -> Any:
 # full mode. Its arms are descriptive (3 seeds); the robustness map decides depth with 8.
 _V6_SEEDS = tuple(range(12))
 """Design v6's evaluation seeds (experiments.design.V6_SEEDS: 12 in every deciding arm)."""
-_V6_QUICK = {"v6_seeds": (0, 1), "regime_N": 4, "regime_iterations": 100, "own_grid_stride": 8}
+_V6_QUICK = {"v6_seeds": (0, 1), "regime_N": 4, "regime_iterations": 50, "own_grid_stride": 8}
 """Design v6 in quick mode: 2 seeds (its verdicts cannot decide; the quick book is a smoke build),
 its own-step search on every eighth step of ``design.OWN_GRID`` (1, 1e-2, 1e-4, 1e-6: an unstable probe
 and a path that rises still occur, at half the whole decades' probes and paths) and a short regime run."""

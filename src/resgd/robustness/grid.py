@@ -90,6 +90,9 @@ class MapGrid:
     """The measure the verdicts use: ``relative`` = Φ(T)/Φ(0); ``loss`` = Φ(T) is the secondary column."""
     dtype: str = "float64"
     """Precision of the map's runs (a parameter, for the float32-vs-float64 comparison)."""
+    power_reps: int = 200
+    """Simulated cells per point of the v6 rule's power table (:func:`resgd.robustness.verdicts.ladder_power`);
+    the quick grid's 50 only show the table."""
 
     def __post_init__(self) -> None:
         check_choice("MapGrid.mode", self.mode, MODES)
@@ -173,7 +176,7 @@ _FULL = dict(datasets=paper_names(), qk_scales=(0.25, 1.0, 4.0), fractions=(0.1,
              theory_c=(0.25, 0.5, 1.0), twins=("matched", "scaled"))
 _BOOK = dict(_FULL, qk_scales=(1.0, 4.0), fractions=(0.5, 0.9), sizes=(16,), seeds=tuple(range(8)),
              theory_c=(0.5, 1.0), twins=("matched",))
-_QUICK = dict(_BOOK, fractions=(0.5,), theory_c=(0.5,), iterations=25, horizons=(12, 25))
+_QUICK = dict(_BOOK, fractions=(0.5,), theory_c=(0.5,), iterations=25, horizons=(12, 25), power_reps=50)
 _PRESETS = {"quick": _QUICK, "book": _BOOK, "full": _FULL}
 
 

@@ -305,14 +305,16 @@ POWER_EFFECTS = (1.5, 2.0, 4.0)
 """Speed-ups at which the map's v6 rule's power is simulated (the paper's arm that many times faster)."""
 
 
-def ladder_power(grid: MapGrid, reps: int = 200) -> pd.DataFrame:
+def ladder_power(grid: MapGrid, reps: int | None = None) -> pd.DataFrame:
     """How often the v6 rule decides "holds" in one cell of this grid (its seeds, its horizon as the
     cap) when the paper's arm converges ``effect`` times faster, and how often it decides under no
     effect (:func:`resgd.experiments.decisions.simulate_rule`). The same for every protocol: a protocol
     changes the runs, not the rule; the share of censored pairs per protocol (:func:`ladder_tally`'s
-    cells) says how far its cells fall short of it."""
+    cells) says how far its cells fall short of it. ``reps``: simulated cells per point, the grid's
+    ``power_reps`` unless given."""
     from ..experiments.decisions import simulate_rule
 
+    reps = grid.power_reps if reps is None else reps
     rows = []
     for claim, name in ((c.key, c.name) for c in MAP_CLAIMS):
         row = {"claim": name, "seeds": len(grid.seeds), "cap": grid.iterations}
