@@ -68,8 +68,8 @@ def book_needs(root: Path, toc: Sequence[str], names: Sequence[str]) -> dict[str
 
 
 ESTIMATE_S = {
-    "quick": {"01_setup": 7, "02_theorem1": 33, "03_rank_collapse": 22, "04_jena": 42, "05_sst2": 59,
-              "06_robustness": 62, "07_claims": 20},
+    "quick": {"01_setup": 6, "02_theorem1": 22, "03_rank_collapse": 18, "04_jena": 40, "05_sst2": 52,
+              "06_robustness": 50, "07_claims": 18},
     "full": {"01_setup": 17, "02_theorem1": 25, "03_rank_collapse": 35, "04_jena": 38, "05_sst2": 38,
              "06_robustness": 47, "07_claims": 22},
 }
