@@ -171,6 +171,8 @@ def test_grid_rejects_bad_designs():
         rb.map_grid(True, colour="red")
     with pytest.raises(ConfigError, match="MapGrid.dtype"):
         rb.map_grid(True, dtype="float16")
+    with pytest.raises(ConfigError, match=r"MapGrid.power_reps: expected a count >= 1 of simulated cells, got 0"):
+        rb.map_grid(True, power_reps=0)
 
 
 def test_the_grid_precision_reaches_every_run():

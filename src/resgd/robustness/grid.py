@@ -122,6 +122,8 @@ class MapGrid:
         for name in self.datasets:
             check_choice("MapGrid.datasets", name, dataset_names())
         check_choice("MapGrid.dtype", self.dtype, tuple(DTYPES))
+        if isinstance(self.power_reps, bool) or not isinstance(self.power_reps, int) or self.power_reps < 1:
+            raise ConfigError(f"MapGrid.power_reps: expected a count >= 1 of simulated cells, got {self.power_reps!r}")
 
     def steps(self, protocol: str) -> tuple[float, ...]:
         """The step axis of a protocol: fractions of a limit, or the c of ``theory``."""
