@@ -65,20 +65,6 @@ def make_book(tmp_path: Path, notebooks: dict[str, str]) -> Path:
 # ---------------------------------------------------------------- TOC
 
 
-
-def test_a_book_process_glues_without_the_iri_grammar_and_still_validates_notebooks():
-    """resgd.publish keeps jsonschema's IRI checker (``rfc3987_syntax``: 1.1 CPU-s of grammar per process)
-    out of the notebooks' kernels, whose glue imports nbformat and jsonschema; nbformat still validates.
-    The control: without resgd.publish, myst-nb's glue does import it (else the block is no longer needed)."""
-    kernel = ("import sys, resgd.publish.build, nbformat\n"
-              "from myst_nb import glue\n"
-              "glue('x', 1, display=False)\n"
-              "nbformat.validate(nbformat.v4.new_notebook())\n"
-              "print(sys.modules['rfc3987_syntax'])")
-    assert subprocess.run([sys.executable, "-c", kernel], capture_output=True, text=True, check=True).stdout.strip() == "None"
-    control = "import sys\nfrom myst_nb import glue\nglue('x', 1, display=False)\nprint(sys.modules.get('rfc3987_syntax') is not None)"
-    assert subprocess.run([sys.executable, "-c", control], capture_output=True, text=True, check=True).stdout.strip() == "True"
-
 def test_toc_order_of_the_book():
     assert toc_notebooks(ROOT / "_toc.yml") == [
         "01_setup", "02_theorem1", "03_rank_collapse", "04_jena", "05_sst2", "06_robustness", "07_claims",
@@ -156,6 +142,20 @@ def test_notebook_quick_reads_the_mode_and_defaults_to_quick(env, expected):
 def test_notebook_jobs_is_one_in_quick_mode_two_in_full_unless_given():
     assert (notebook_jobs(None, True), notebook_jobs(None, False)) == (1, 2)
     assert (notebook_jobs(3, True), notebook_jobs(1, False)) == (3, 1)  # the reader's own number
+
+
+def test_a_book_process_glues_without_the_iri_grammar_and_still_validates_notebooks():
+    """resgd.publish keeps jsonschema's IRI checker (``rfc3987_syntax``: 1.1 CPU-s of grammar per process)
+    out of the notebooks' kernels, whose glue imports nbformat and jsonschema; nbformat still validates.
+    The control: without resgd.publish, myst-nb's glue does import it (else the block is no longer needed)."""
+    kernel = ("import sys, resgd.publish.build, nbformat\n"
+              "from myst_nb import glue\n"
+              "glue('x', 1, display=False)\n"
+              "nbformat.validate(nbformat.v4.new_notebook())\n"
+              "print(sys.modules['rfc3987_syntax'])")
+    assert subprocess.run([sys.executable, "-c", kernel], capture_output=True, text=True, check=True).stdout.strip() == "None"
+    control = "import sys\nfrom myst_nb import glue\nglue('x', 1, display=False)\nprint(sys.modules.get('rfc3987_syntax') is not None)"
+    assert subprocess.run([sys.executable, "-c", control], capture_output=True, text=True, check=True).stdout.strip() == "True"
 
 
 def test_notebook_quick_names_the_variable_it_rejects():

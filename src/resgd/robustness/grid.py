@@ -148,12 +148,13 @@ class MapGrid:
         """The experiment settings of one (data set, sharpness, size): the preset's widths and
         choices in the grid's mode (:attr:`quick`), with the map's sizes; no test-set metrics (the
         map judges training loss only)."""
+        book = experiment_preset(dataset, False)
         return settings(dataset, self.quick, seeds=self.seeds, iterations=self.iterations, n_train=N,
                            betas=self.betas, depths=self.depths, n=self.n_tokens, qk_scale=float(qk_scale),
                            lr_grid=self.lr_grid, probe_iterations=self.probe_iterations, test_metrics=False,
                            dtype=self.dtype, twin_init=self.twins[0], start=self.start,
                            lhat_iterations=FAST_ITERATIONS,
-                           **{name: experiment_preset(dataset, False)[name] for name in BOOK_FIELDS})
+                           **{name: book[name] for name in BOOK_FIELDS})
 
     def is_subset_of(self, other: "MapGrid") -> bool:
         """True when every cell and seed of this grid is also in ``other``."""
